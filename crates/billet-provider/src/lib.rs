@@ -1,0 +1,145 @@
+//! The provider contract: the types and the async trait every compute backend
+//! of the billet fleet implements.
+//!
+//! A scheduler holds each backend as an `Arc<dyn` [`Provider`]`>` and relies
+//! only on what the trait's documentation promises; every backend (docker
+//! containers, tart macOS VMs, firecracker microVMs, and the test-only
+//! simulated backend) keeps all of it. The crate is deliberately light: no
+//! runtime, no configuration format, just the vocabulary.
+//!
+//! * [`Provider`]: the trait, with its obligations stated method by method.
+//! * [`Spec`], [`Resources`], [`TrustClass`]: what to start.
+//! * [`Instance`], [`InstanceId`], [`State`], [`Teardown`]: what a backend answers.
+//! * [`Error`], [`ErrorKind`]: every refusal and failure, each carrying what a caller acts on.
+//! * [`ProviderKind`]: the name of every backend.
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+mod error;
+mod instance;
+mod kind;
+mod provider;
+mod spec;
+
+pub use error::{Cause, Error, ErrorKind};
+pub use instance::{Instance, InstanceId, State, Teardown};
+pub use kind::{ProviderKind, UnknownKind};
+pub use provider::Provider;
+pub use spec::{Resources, Spec, TrustClass};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    /// A provider that holds one instance and refuses everything else: enough to
+    /// show the trait works behind `Arc<dyn Provider>`.
+    #[derive(Debug)]
+    struct OneInstance;
+
+    #[async_trait::async_trait]
+    impl Provider for OneInstance {
+        fn kind(&self) -> ProviderKind {
+            ProviderKind::Docker
+        }
+        fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+            match trust {
+                TrustClass::Trusted => Ok(()),
+                trust => Err(Error::Refused {
+                    trust,
+                    kind: self.kind(),
+                }),
+            }
+        }
+        async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+            self.accepts(spec.trust)?;
+            Err(Error::Conflict { name: spec.name })
+        }
+        async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+            Ok(self.list().await?.into_iter().find(|i| i.name == name))
+        }
+        async fn list(&self) -> Result<Vec<Instance>, Error> {
+            Ok(vec![Instance {
+                id: "i-1".into(),
+                name: "held".into(),
+                owner: "blue".into(),
+                kind: self.kind(),
+                state: State::Running,
+                started_at: SystemTime::UNIX_EPOCH,
+            }])
+        }
+        async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+            Ok(if id.as_str() == "i-1" {
+                Teardown::Stopped
+            } else {
+                Teardown::Absent
+            })
+        }
+    }
+
+    fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+
+    // P1: the trait is object-safe, Send + Sync, and usable as Arc<dyn Provider>,
+    // including through the Arc forwarding impl.
+    #[tokio::test]
+    async fn p1_provider_is_object_safe_behind_arc() {
+        assert_send_sync::<dyn Provider>();
+        let provider: Arc<dyn Provider> = Arc::new(OneInstance);
+        assert_eq!(provider.kind(), ProviderKind::Docker);
+        assert!(provider.accepts(TrustClass::Trusted).is_ok());
+        let refused = provider.accepts(TrustClass::Unknown).unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::Refused);
+        let launched = provider
+            .launch(Spec::new("held", ["true"]).with_trust(TrustClass::Trusted))
+            .await;
+        assert_eq!(launched.unwrap_err().kind(), ErrorKind::Conflict);
+        assert_eq!(provider.list().await.unwrap().len(), 1);
+        assert!(provider.find("held").await.unwrap().is_some());
+        assert!(provider.find("Held").await.unwrap().is_none());
+        assert_eq!(
+            provider.destroy(&"i-1".into()).await.unwrap(),
+            Teardown::Stopped
+        );
+        let twice: Arc<Arc<dyn Provider>> = Arc::new(provider);
+        assert_eq!(
+            twice.destroy(&"i-2".into()).await.unwrap(),
+            Teardown::Absent
+        );
+    }
+}
+
+#[cfg(test)]
+mod obligations {
+    /// The trait's own documentation, as written.
+    const TRAIT_DOCS: &str = include_str!("provider.rs");
+
+    // P7: the trait's docs state every obligation all backends share. A tidy
+    // check: deleting one of these sentences from the docs fails this test.
+    #[test]
+    fn p7_trait_docs_state_every_shared_obligation() {
+        // The doc comments as prose: markers stripped, whitespace collapsed.
+        let prose = TRAIT_DOCS
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix("///"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let prose = prose.split_whitespace().collect::<Vec<_>>().join(" ");
+        for obligation in [
+            "**`list` errors rather than answers short.**",
+            "**exactly** the one given",
+            "(no case folding, trimming or prefix matching)",
+            "**Idempotent.**",
+            "**Scoped by identity.**",
+            "Unknown is refused alongside untrusted",
+            "**unless the backend has an isolation boundary**",
+            "never `None`: `None` means confirmed absent",
+            "Stopped instances stay in the inventory",
+        ] {
+            assert!(
+                prose.contains(obligation),
+                "the Provider docs no longer state: {obligation}"
+            );
+        }
+    }
+}
