@@ -167,6 +167,7 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "daemon gone");
         let err = Error::inventory_unavailable(io);
         let copy = err.clone();
+        assert_eq!(err.kind(), ErrorKind::InventoryUnavailable);
         assert_eq!(copy.kind(), ErrorKind::InventoryUnavailable);
         assert!(copy.to_string().contains("daemon gone"));
         let source = copy.source().expect("the cause is the source");
