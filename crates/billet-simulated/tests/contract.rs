@@ -48,6 +48,9 @@ async fn s1_host_is_shared_on_purpose_and_private_by_default() {
     green.launch(job("b", 60)).await.unwrap();
     assert_eq!(host.len(), 2);
     assert_eq!(blue.host().len(), 2);
+    assert_eq!(host.instances_of("blue"), 1);
+    assert_eq!(host.instances_of("green"), 1);
+    assert_eq!(host.instances_of("red"), 0);
 
     let alone = SimulatedProvider::new("blue").unwrap();
     let other = SimulatedProvider::new("blue").unwrap();

@@ -1,0 +1,240 @@
+//! [`Report`]: what a scenario run measured, and its chart.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+/// What one scenario run measured.
+///
+/// Its [`Display`](fmt::Display) is the report the fleet example prints. Two
+/// lines have a fixed form that tools read: `peak concurrent leases: N` and
+/// `digest: HEX`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The scenario's seed.
+    pub seed: u64,
+    /// Deployment count.
+    pub deployments: usize,
+    /// Leases across all deployments.
+    pub capacity: usize,
+    /// Jobs that arrived.
+    pub submitted: u64,
+    /// Jobs whose lease was freed after their instance finished.
+    pub finished: u64,
+    /// Of those, leases freed because the instance was absent rather than stopped.
+    pub vanished: u64,
+    /// Jobs refused at submission (no deployment accepts their trust class).
+    pub refused: u64,
+    /// The most leases held at once, across all deployments.
+    pub peak_leases: usize,
+    /// The longest the queue grew.
+    pub peak_queue: usize,
+    /// Queue wait (arrival to launch) percentiles in modelled time: p50, p90,
+    /// p99 and max.
+    pub queue_wait: Percentiles,
+    /// Modelled time from the scenario's start to the end of the run.
+    pub modelled: Duration,
+    /// Wall time the run took.
+    pub wall: Duration,
+    /// Inventory outages whose end the run reached.
+    pub outages_survived: usize,
+    /// Inventory reads the scheduler saw fail (and freed nothing for).
+    pub inventory_errors: u64,
+    /// Steps (event times) the harness drove.
+    pub steps: u64,
+    /// The hash of the run's event trace, in hex: equal for equal runs.
+    pub digest: String,
+    /// Running leases and queue length over modelled time, for the chart.
+    pub series: Vec<Sample>,
+}
+
+/// One point of the report's time series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Modelled time since the start.
+    pub at: Duration,
+    /// Leases held at that moment.
+    pub leases: usize,
+    /// Jobs waiting at that moment.
+    pub queued: usize,
+}
+
+/// Percentiles of a set of durations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    /// The median.
+    pub p50: Duration,
+    /// The 90th percentile.
+    pub p90: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// The largest.
+    pub max: Duration,
+}
+
+impl Percentiles {
+    /// The nearest-rank percentiles of `values` (all zero when empty).
+    pub fn of(mut values: Vec<Duration>) -> Self {
+        if values.is_empty() {
+            return Percentiles::default();
+        }
+        values.sort_unstable();
+        let rank = |p: f64| {
+            let k = ((p * values.len() as f64).ceil() as usize).clamp(1, values.len());
+            values[k - 1]
+        };
+        Percentiles {
+            p50: rank(0.50),
+            p90: rank(0.90),
+            p99: rank(0.99),
+            max: values[values.len() - 1],
+        }
+    }
+}
+
+impl Report {
+    /// Modelled time over wall time.
+    pub fn speed_up(&self) -> f64 {
+        self.modelled.as_secs_f64() / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Draws running leases and queue length over modelled time as an SVG file.
+    pub fn write_chart(&self, path: &Path) -> Result<(), ChartError> {
+        use plotters::prelude::*;
+
+        let hours = |d: Duration| d.as_secs_f64() / 3600.0;
+        let end = hours(self.modelled).max(1e-6);
+        let top = self
+            .series
+            .iter()
+            .map(|s| s.leases.max(s.queued))
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64
+            * 1.1;
+        let draw = || -> Result<(), Box<dyn std::error::Error>> {
+            let root = SVGBackend::new(path, (1200, 600)).into_drawing_area();
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    format!("billet fleet scenario, seed {}", self.seed),
+                    ("sans-serif", 22),
+                )
+                .margin(16)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0f64..end, 0f64..top)?;
+            chart
+                .configure_mesh()
+                .x_desc("modelled time (hours)")
+                .y_desc("count")
+                .draw()?;
+            let leases = self.series.iter().map(|s| (hours(s.at), s.leases as f64));
+            chart
+                .draw_series(LineSeries::new(leases, &BLUE))?
+                .label("running leases")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+            let queued = self.series.iter().map(|s| (hours(s.at), s.queued as f64));
+            chart
+                .draw_series(LineSeries::new(queued, &RED))?
+                .label("queued jobs")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|err| ChartError {
+            path: path.display().to_string(),
+            reason: err.to_string(),
+        })
+    }
+}
+
+/// The chart could not be written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot write the chart to {path}: {reason}")]
+pub struct ChartError {
+    /// Where it was to be written.
+    pub path: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// A duration for people: `1h 2m 3.5s`, `42ms`.
+pub(crate) struct Human(pub(crate) Duration);
+
+impl fmt::Display for Human {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        let secs = d.as_secs();
+        if secs >= 3600 {
+            write!(f, "{}h {}m {}s", secs / 3600, secs % 3600 / 60, secs % 60)
+        } else if secs >= 60 {
+            write!(f, "{}m {}s", secs / 60, secs % 60)
+        } else if secs >= 1 {
+            write!(f, "{:.1}s", d.as_secs_f64())
+        } else {
+            write!(f, "{}ms", d.as_millis())
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = &self.queue_wait;
+        writeln!(f, "billet fleet scenario (seed {})", self.seed)?;
+        writeln!(
+            f,
+            "deployments: {} over one host, {} leases in all",
+            self.deployments, self.capacity
+        )?;
+        writeln!(
+            f,
+            "jobs: {} submitted, {} finished ({} vanished), {} refused (no deployment accepts their trust class)",
+            self.submitted, self.finished, self.vanished, self.refused
+        )?;
+        writeln!(f, "peak concurrent leases: {}", self.peak_leases)?;
+        writeln!(f, "peak queue: {}", self.peak_queue)?;
+        writeln!(
+            f,
+            "queue wait (modelled): p50 {}, p90 {}, p99 {}, max {}",
+            Human(w.p50),
+            Human(w.p90),
+            Human(w.p99),
+            Human(w.max)
+        )?;
+        writeln!(f, "modelled time: {}", Human(self.modelled))?;
+        writeln!(f, "wall time: {:.3}s", self.wall.as_secs_f64())?;
+        writeln!(f, "speed-up: {:.0}x", self.speed_up())?;
+        writeln!(
+            f,
+            "outages survived: {} ({} inventory reads failed, nothing freed on them)",
+            self.outages_survived, self.inventory_errors
+        )?;
+        writeln!(f, "steps: {}", self.steps)?;
+        write!(f, "digest: {}", self.digest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // H5: nearest-rank percentiles.
+    #[test]
+    fn h5_percentiles_by_nearest_rank() {
+        let values: Vec<Duration> = (1..=100).map(Duration::from_secs).collect();
+        let p = Percentiles::of(values);
+        assert_eq!(p.p50, Duration::from_secs(50));
+        assert_eq!(p.p90, Duration::from_secs(90));
+        assert_eq!(p.p99, Duration::from_secs(99));
+        assert_eq!(p.max, Duration::from_secs(100));
+        assert_eq!(Percentiles::of(Vec::new()), Percentiles::default());
+        assert_eq!(Human(Duration::from_secs(3725)).to_string(), "1h 2m 5s");
+        assert_eq!(Human(Duration::from_millis(1500)).to_string(), "1.5s");
+    }
+}
