@@ -136,7 +136,9 @@ impl ReferenceScheduler {
                 .max_by_key(|(i, d)| (d.handle.capacity - d.leases.len(), std::cmp::Reverse(*i)))
                 .map(|(i, _)| i);
             let Some(index) = target else { break };
-            let Some(job) = self.queue.pop_front() else { break };
+            let Some(job) = self.queue.pop_front() else {
+                break;
+            };
             let deployment = &mut self.deployments[index];
             let spec = Spec::new(job.name.clone(), job.command.clone()).with_trust(job.trust);
             match deployment.handle.provider.launch(spec).await {

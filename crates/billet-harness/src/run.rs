@@ -86,7 +86,10 @@ impl fmt::Display for Violation {
             Violation::Inconsistent { what } => write!(f, "scheduler report inconsistent: {what}"),
             Violation::Unfinished { jobs, why } => write!(f, "{jobs} jobs never finished: {why}"),
             Violation::Leaked { instances } => {
-                write!(f, "{instances} instances were left on the host after every job was done")
+                write!(
+                    f,
+                    "{instances} instances were left on the host after every job was done"
+                )
             }
             Violation::InvalidScenario { reason } => write!(f, "invalid scenario: {reason}"),
         }
@@ -304,7 +307,12 @@ impl Driver<'_> {
         let mut edges: Vec<(SystemTime, usize, bool, usize)> = Vec::new();
         for (k, o) in self.scenario.outages.iter().enumerate() {
             edges.push((self.scenario.start + o.at, o.deployment, true, k));
-            edges.push((self.scenario.start + o.at + o.lasting, o.deployment, false, k));
+            edges.push((
+                self.scenario.start + o.at + o.lasting,
+                o.deployment,
+                false,
+                k,
+            ));
         }
         edges.sort_by_key(|e| (e.0, !e.2, e.3));
         let mut edge = 0;
@@ -375,7 +383,7 @@ impl Driver<'_> {
             }
             let step = scheduler.tick().await;
             self.check(&step, scheduler).await?;
-            if self.step % 4096 == 0 {
+            if self.step.is_multiple_of(4096) {
                 progress(Progress {
                     done: self.report.finished + self.report.refused,
                     total,
@@ -411,7 +419,11 @@ impl Driver<'_> {
         }
         for freed in &step.freed {
             let state = self.jobs.get(freed.job as usize).copied();
-            if state != Some(JobState::Held { deployment: freed.deployment }) {
+            if state
+                != Some(JobState::Held {
+                    deployment: freed.deployment,
+                })
+            {
                 return Err(self.fail(Violation::Inconsistent {
                     what: format!(
                         "freed job {} on deployment {} but it was {state:?}",
@@ -420,14 +432,14 @@ impl Driver<'_> {
                 }));
             }
             let oracle = &self.oracle[freed.deployment];
-            if let Ok(Some(instance)) = oracle.find(&freed.name).await {
-                if instance.state.is_running() {
-                    return Err(self.fail(Violation::FreedWhileRunning {
-                        job: freed.job,
-                        deployment: self.scenario.deployments[freed.deployment].name.clone(),
-                        instance: freed.name.clone(),
-                    }));
-                }
+            let running =
+                matches!(oracle.find(&freed.name).await, Ok(Some(i)) if i.state.is_running());
+            if running {
+                return Err(self.fail(Violation::FreedWhileRunning {
+                    job: freed.job,
+                    deployment: self.scenario.deployments[freed.deployment].name.clone(),
+                    instance: freed.name.clone(),
+                }));
             }
             self.jobs[freed.job as usize] = JobState::Done;
             self.held[freed.deployment] -= 1;
@@ -451,7 +463,11 @@ impl Driver<'_> {
             };
             if launched.deployment >= self.held.len() {
                 return Err(self.fail(Violation::Inconsistent {
-                    what: format!("launched on deployment {} of {}", launched.deployment, self.held.len()),
+                    what: format!(
+                        "launched on deployment {} of {}",
+                        launched.deployment,
+                        self.held.len()
+                    ),
                 }));
             }
             self.jobs[launched.job as usize] = JobState::Held {
@@ -459,7 +475,8 @@ impl Driver<'_> {
             };
             self.held[launched.deployment] += 1;
             self.total_held += 1;
-            self.waits.push(now.duration_since(since).unwrap_or_default());
+            self.waits
+                .push(now.duration_since(since).unwrap_or_default());
             self.record(Event::Launch, launched.job, launched.deployment);
         }
         for (d, spec) in self.scenario.deployments.iter().enumerate() {

@@ -232,7 +232,11 @@ impl Scenario {
         if let Some(pair) = names.windows(2).find(|p| p[0] == p[1]) {
             return Err(format!("deployment name {:?} is used twice", pair[0]));
         }
-        if let Some(o) = self.outages.iter().find(|o| o.deployment >= self.deployments.len()) {
+        if let Some(o) = self
+            .outages
+            .iter()
+            .find(|o| o.deployment >= self.deployments.len())
+        {
             return Err(format!(
                 "outage at +{:?} names deployment {} of {}",
                 o.at,
@@ -246,7 +250,10 @@ impl Scenario {
     /// The command that replays this scenario, or a sentence saying how.
     pub fn replay_command(&self) -> String {
         self.replay.clone().unwrap_or_else(|| {
-            format!("re-run this scenario with Scenario {{ seed: {}, .. }}", self.seed)
+            format!(
+                "re-run this scenario with Scenario {{ seed: {}, .. }}",
+                self.seed
+            )
         })
     }
 }

@@ -54,9 +54,7 @@ impl RunTime {
         match *self {
             RunTime::Fixed(d) => d,
             RunTime::Uniform(a, b) => (a + b) / 2,
-            RunTime::LogNormal { median, sigma, .. } => {
-                median.mul_f64((sigma * sigma / 2.0).exp())
-            }
+            RunTime::LogNormal { median, sigma, .. } => median.mul_f64((sigma * sigma / 2.0).exp()),
         }
     }
 

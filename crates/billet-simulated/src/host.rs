@@ -41,7 +41,11 @@ impl Host {
     /// How many instances the deployment `owner` holds on the host, running
     /// or stopped. Costs O(1), whatever the host holds.
     pub fn instances_of(&self, owner: &str) -> usize {
-        self.store.lock().by_owner.get(owner).map_or(0, HashMap::len)
+        self.store
+            .lock()
+            .by_owner
+            .get(owner)
+            .map_or(0, HashMap::len)
     }
 
     /// Whether the host holds no instance at all.

@@ -1,0 +1,300 @@
+//! Scenarios through the reference scheduler: the invariants hold for a
+//! correct scheduler and break, with the seed printed, for broken ones.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use billet_harness::reference::ReferenceScheduler;
+use billet_harness::run::Violation;
+use billet_harness::scenario::{DeploymentSpec, Fleet, Outage, Scenario};
+use billet_harness::workload::{RunTime, TrustMix, Workload};
+use billet_provider::{
+    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
+};
+
+fn small(seed: u64) -> Scenario {
+    Scenario::fleet(Fleet {
+        seed,
+        jobs: 3_000,
+        concurrency: 120,
+        deployments: 3,
+        outages: 4,
+        ..Fleet::default()
+    })
+}
+
+// H2, H3: several deployments over one host with a fault schedule; the
+// reference scheduler keeps every invariant, every job finishes, nothing leaks,
+// and every outage is survived with nothing freed on a failed inventory.
+#[test]
+fn h2_h3_reference_scheduler_keeps_every_invariant_through_outages() {
+    let report = small(1).run(ReferenceScheduler::new).unwrap();
+    assert_eq!(report.submitted, 3_000);
+    assert_eq!(report.finished + report.refused, 3_000);
+    assert!(
+        report.refused > 0,
+        "2% of jobs are untrusted or unclassified"
+    );
+    assert_eq!(report.vanished, 0);
+    assert_eq!(report.deployments, 3);
+    assert_eq!(
+        report.peak_leases, 120,
+        "the load drives the fleet to capacity"
+    );
+    assert_eq!(report.outages_survived, 4);
+    assert!(
+        report.inventory_errors > 0,
+        "the outages were seen by the reconciler"
+    );
+    assert!(report.modelled > Duration::from_secs(3600));
+}
+
+// H2: a hand-built scenario: fixed run times, explicit deployments and an
+// outage, all jobs trusted.
+#[test]
+fn h2_hand_built_scenario() {
+    let scenario = Scenario::new(5)
+        .with_workload(Workload {
+            jobs: 400,
+            arrivals_per_minute: 30.0,
+            run_time: RunTime::Fixed(Duration::from_secs(120)),
+            trust: TrustMix::ALL_TRUSTED,
+            name_prefix: "ci-".to_owned(),
+        })
+        .with_deployments(vec![
+            DeploymentSpec {
+                name: "east".to_owned(),
+                capacity: 40,
+            },
+            DeploymentSpec {
+                name: "west".to_owned(),
+                capacity: 20,
+            },
+        ])
+        .with_outage(Outage {
+            deployment: 1,
+            at: Duration::from_secs(300),
+            lasting: Duration::from_secs(600),
+        });
+    let report = scenario.run(ReferenceScheduler::new).unwrap();
+    assert_eq!((report.finished, report.refused), (400, 0));
+    assert!(report.peak_leases <= 60);
+    assert_eq!(report.outages_survived, 1);
+}
+
+// H2: a scenario that cannot run is refused with a reason, not a panic.
+#[test]
+fn h2_invalid_scenarios_are_refused() {
+    let dup = Scenario::new(1).with_deployments(vec![
+        DeploymentSpec {
+            name: "a".to_owned(),
+            capacity: 1,
+        },
+        DeploymentSpec {
+            name: "a".to_owned(),
+            capacity: 1,
+        },
+    ]);
+    let err = dup.run(ReferenceScheduler::new).unwrap_err();
+    assert!(
+        matches!(err.violation, Violation::InvalidScenario { .. }),
+        "{err}"
+    );
+    let bad_outage = Scenario::new(1).with_outage(Outage {
+        deployment: 9,
+        at: Duration::ZERO,
+        lasting: Duration::from_secs(1),
+    });
+    assert!(bad_outage.run(ReferenceScheduler::new).is_err());
+    let empty_owner = Scenario::new(1).with_deployments(vec![DeploymentSpec {
+        name: String::new(),
+        capacity: 1,
+    }]);
+    assert!(empty_owner.run(ReferenceScheduler::new).is_err());
+}
+
+/// A provider whose inventory answers short: it drops one instance from every
+/// list of three or more.
+#[derive(Debug)]
+struct ShortList(Arc<dyn Provider>);
+
+#[async_trait]
+impl Provider for ShortList {
+    fn kind(&self) -> ProviderKind {
+        self.0.kind()
+    }
+    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+        self.0.accepts(trust)
+    }
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        self.0.launch(spec).await
+    }
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        self.0.find(name).await
+    }
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        let mut all = self.0.list().await?;
+        if all.len() >= 3 {
+            // Drop the running instance with the smallest name: deterministic.
+            if let Some(k) = (0..all.len())
+                .filter(|k| all[*k].state.is_running())
+                .min_by(|a, b| all[*a].name.cmp(&all[*b].name))
+            {
+                all.remove(k);
+            }
+        }
+        Ok(all)
+    }
+    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        self.0.destroy(id).await
+    }
+}
+
+// H3, H4: a provider whose inventory answers short makes the reference
+// scheduler free a lease whose instance still runs; the harness reports it,
+// with the seed and the command that replays it.
+#[test]
+fn h3_short_inventory_breaks_an_invariant_and_the_seed_is_reported() {
+    let scenario = small(77).with_wrap(|_, p| Arc::new(ShortList(p)) as Arc<dyn Provider>);
+    let failure = scenario.run(ReferenceScheduler::new).unwrap_err();
+    assert!(
+        matches!(failure.violation, Violation::FreedWhileRunning { .. }),
+        "{failure}"
+    );
+    assert_eq!(failure.seed, 77);
+    let printed = failure.to_string();
+    assert!(printed.contains("seed: 77"), "{printed}");
+    assert!(
+        printed.contains("cargo run --release --example fleet -- --seed 77"),
+        "{printed}"
+    );
+    assert!(printed.contains("still running"), "{printed}");
+}
+
+// H3: a scheduler that believes it has more capacity than it does is caught.
+#[test]
+fn h3_capacity_overrun_is_caught() {
+    let failure = small(3)
+        .run(|mut ctx| {
+            for d in &mut ctx.deployments {
+                d.capacity *= 2;
+            }
+            ReferenceScheduler::new(ctx)
+        })
+        .unwrap_err();
+    assert!(
+        matches!(failure.violation, Violation::CapacityExceeded { .. }),
+        "{failure}"
+    );
+}
+
+/// A provider whose destroy claims success and removes nothing.
+#[derive(Debug)]
+struct FakeDestroy(Arc<dyn Provider>);
+
+#[async_trait]
+impl Provider for FakeDestroy {
+    fn kind(&self) -> ProviderKind {
+        self.0.kind()
+    }
+    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+        self.0.accepts(trust)
+    }
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        self.0.launch(spec).await
+    }
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        self.0.find(name).await
+    }
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        self.0.list().await
+    }
+    async fn destroy(&self, _id: &InstanceId) -> Result<Teardown, Error> {
+        Ok(Teardown::Stopped)
+    }
+}
+
+// H3: instances left behind are reported as a leak.
+#[test]
+fn h3_leaked_instances_are_caught() {
+    let scenario = Scenario::new(9)
+        .with_workload(Workload {
+            jobs: 50,
+            ..Workload::default()
+        })
+        .with_wrap(|_, p| Arc::new(FakeDestroy(p)) as Arc<dyn Provider>);
+    let failure = scenario.run(ReferenceScheduler::new).unwrap_err();
+    assert_eq!(
+        failure.violation,
+        Violation::Leaked { instances: 50 },
+        "{failure}"
+    );
+}
+
+// H4: the same seed gives the same digest and report; another seed another.
+#[test]
+fn h4_same_seed_same_digest() {
+    let a = small(11).run(ReferenceScheduler::new).unwrap();
+    let b = small(11).run(ReferenceScheduler::new).unwrap();
+    let c = small(12).run(ReferenceScheduler::new).unwrap();
+    assert_eq!(a.digest, b.digest);
+    assert_eq!(a.digest.len(), 32);
+    assert_eq!(
+        (a.finished, a.peak_leases, a.queue_wait),
+        (b.finished, b.peak_leases, b.queue_wait)
+    );
+    assert_ne!(a.digest, c.digest);
+}
+
+// H5, H6: the default fleet: at least 1,000 concurrent leases, 3 outages,
+// 2 deployments; the report prints the lines tools read, and the chart is an SVG.
+#[test]
+fn h5_h6_default_fleet_report_and_chart() {
+    let fleet = Fleet::default();
+    assert!(fleet.concurrency >= 1_000 && fleet.outages >= 3 && fleet.deployments == 2);
+    let report = Scenario::fleet(fleet).run(ReferenceScheduler::new).unwrap();
+    assert!(report.peak_leases >= 1_000, "{report}");
+    assert_eq!(report.outages_survived, 3);
+    assert!(report.speed_up() > 1.0);
+    let text = report.to_string();
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{text}"))
+            .to_owned()
+    };
+    assert_eq!(
+        line("peak concurrent leases: ").parse::<usize>().unwrap(),
+        report.peak_leases
+    );
+    let digest = line("digest: ");
+    assert_eq!(digest, report.digest);
+    assert!(digest.chars().all(|c| c.is_ascii_hexdigit()));
+    for prefix in [
+        "jobs: ",
+        "queue wait (modelled): p50 ",
+        "modelled time: ",
+        "wall time: ",
+        "speed-up: ",
+        "outages survived: ",
+    ] {
+        line(prefix);
+    }
+
+    let dir = std::env::temp_dir().join(format!("billet-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("fleet.svg");
+    report.write_chart(&path).unwrap();
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("running leases") && svg.contains("queued jobs"));
+    assert!(svg.matches("<polyline").count() >= 2, "two series drawn");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let bad = report.write_chart(std::path::Path::new("/nonexistent-dir/x/fleet.svg"));
+    assert!(
+        bad.unwrap_err()
+            .to_string()
+            .contains("/nonexistent-dir/x/fleet.svg")
+    );
+}
