@@ -1,10 +1,11 @@
 //! [`ReferenceScheduler`]: the harness's own scheduler, for its runs and the fleet example.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use billet_provider::{InstanceId, Spec, State};
+use billet_provider::Spec;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::scheduler::{
     DeploymentHandle, FreeReason, Freed, Launched, Scheduler, SchedulerContext, Step,
@@ -26,8 +27,8 @@ use crate::workload::{Job, JobId};
 ///   **When an inventory errors, nothing is freed there**: an unreadable
 ///   inventory is unknown, not empty.
 ///
-/// Everything it does is deterministic: leases are kept and visited in job
-/// order, never in hash order.
+/// Everything it does is deterministic: what it frees and destroys in one
+/// reconciliation is handled in job order, never in hash or inventory order.
 #[derive(Debug)]
 pub struct ReferenceScheduler {
     deployments: Vec<Deployment>,
@@ -40,12 +41,8 @@ pub struct ReferenceScheduler {
 #[derive(Debug)]
 struct Deployment {
     handle: DeploymentHandle,
-    leases: BTreeMap<JobId, Lease>,
-}
-
-#[derive(Debug)]
-struct Lease {
-    name: String,
+    /// The leases held, by the name of the job's instance.
+    leases: FxHashMap<String, JobId>,
 }
 
 impl ReferenceScheduler {
@@ -68,7 +65,7 @@ impl ReferenceScheduler {
                 .into_iter()
                 .map(|handle| Deployment {
                     handle,
-                    leases: BTreeMap::new(),
+                    leases: FxHashMap::default(),
                 })
                 .collect(),
             clock: ctx.clock,
@@ -95,31 +92,46 @@ impl ReferenceScheduler {
                     continue;
                 }
             };
-            let by_name: HashMap<&str, (State, &InstanceId)> = inventory
-                .iter()
-                .map(|i| (i.name.as_str(), (i.state, &i.id)))
-                .collect();
+            // Leases whose instance shows stopped, then (rarely) those absent.
             let mut done = Vec::new();
-            for (job, lease) in &deployment.leases {
-                match by_name.get(lease.name.as_str()) {
-                    None => done.push((*job, FreeReason::Absent)),
-                    Some((State::Stopped { .. }, id)) => {
-                        if deployment.handle.provider.destroy(id).await.is_ok() {
-                            done.push((*job, FreeReason::Stopped));
-                        }
+            let mut seen = 0;
+            for instance in &inventory {
+                if let Some(job) = deployment.leases.get(instance.name.as_str()) {
+                    seen += 1;
+                    if instance.state.is_stopped() {
+                        done.push((*job, instance.name.as_str(), Some(&instance.id)));
                     }
-                    Some(_) => {}
                 }
             }
-            for (job, reason) in done {
-                if let Some(lease) = deployment.leases.remove(&job) {
-                    step.freed.push(Freed {
-                        job,
-                        deployment: index,
-                        name: lease.name,
-                        reason,
-                    });
+            if seen < deployment.leases.len() {
+                let present: FxHashSet<&str> = inventory.iter().map(|i| i.name.as_str()).collect();
+                for (name, job) in &deployment.leases {
+                    if !present.contains(name.as_str()) {
+                        done.push((*job, name.as_str(), None));
+                    }
                 }
+            }
+            done.sort_unstable_by_key(|(job, _, _)| *job);
+            let mut freed = Vec::with_capacity(done.len());
+            for (job, name, stopped) in done {
+                let reason = match stopped {
+                    None => FreeReason::Absent,
+                    Some(id) if deployment.handle.provider.destroy(id).await.is_ok() => {
+                        FreeReason::Stopped
+                    }
+                    // Not destroyed: keep the lease and try again next time.
+                    Some(_) => continue,
+                };
+                freed.push((job, name.to_owned(), reason));
+            }
+            for (job, name, reason) in freed {
+                deployment.leases.remove(&name);
+                step.freed.push(Freed {
+                    job,
+                    deployment: index,
+                    name,
+                    reason,
+                });
             }
         }
     }
@@ -143,7 +155,7 @@ impl ReferenceScheduler {
             let spec = Spec::new(job.name.clone(), job.command.clone()).with_trust(job.trust);
             match deployment.handle.provider.launch(spec).await {
                 Ok(instance) => {
-                    deployment.leases.insert(job.id, Lease { name: job.name });
+                    deployment.leases.insert(job.name, job.id);
                     step.launched.push(Launched {
                         job: job.id,
                         deployment: index,

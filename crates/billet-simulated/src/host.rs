@@ -1,12 +1,12 @@
 //! [`Host`]: the store simulated instances live in, shared by every provider over it.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_provider::{Instance, InstanceId, ProviderKind, State};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 /// The machine, as far as the simulated backend is concerned: the store every
 /// instance lives in.
@@ -35,7 +35,7 @@ impl Host {
 
     /// How many instances the host holds, across every deployment.
     pub fn len(&self) -> usize {
-        self.store.lock().by_id.len()
+        self.store.lock().len()
     }
 
     /// How many instances the deployment `owner` holds on the host, running
@@ -43,9 +43,8 @@ impl Host {
     pub fn instances_of(&self, owner: &str) -> usize {
         self.store
             .lock()
-            .by_owner
-            .get(owner)
-            .map_or(0, HashMap::len)
+            .shelf(owner)
+            .map_or(0, |shelf| shelf.records.len())
     }
 
     /// Whether the host holds no instance at all.
@@ -62,8 +61,8 @@ impl fmt::Debug for Host {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let store = self.store.lock();
         f.debug_struct("Host")
-            .field("instances", &store.by_id.len())
-            .field("deployments", &store.by_owner.len())
+            .field("instances", &store.len())
+            .field("deployments", &store.shelves.len())
             .finish()
     }
 }
@@ -72,7 +71,6 @@ impl fmt::Debug for Host {
 /// is derived from the clock whenever the instance is reported.
 #[derive(Debug)]
 pub(crate) struct Record {
-    pub(crate) owner: Arc<str>,
     pub(crate) name: Arc<str>,
     pub(crate) started_at: SystemTime,
     /// When it stops; `None` when its run time passes the end of representable time.
@@ -80,13 +78,13 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    /// The instance as of `now`.
-    pub(crate) fn snapshot(&self, id: u64, now: SystemTime) -> Instance {
+    /// The instance as of `now`, owned by `owner`.
+    pub(crate) fn snapshot(&self, id: u64, owner: &str, now: SystemTime) -> Instance {
         let running = self.stops_at.is_none_or(|stop| now < stop);
         Instance {
             id: format_id(id),
-            name: self.name.to_string(),
-            owner: self.owner.to_string(),
+            name: String::from(&*self.name),
+            owner: String::from(owner),
             kind: ProviderKind::Simulated,
             state: if running {
                 State::Running
@@ -98,44 +96,81 @@ impl Record {
     }
 }
 
-/// The store behind a [`Host`]: instances by id, and an index by
-/// (owner, name), so that find and destroy cost O(1) and list costs
-/// O(instances of that owner) whatever other deployments hold.
+/// One deployment's instances on a host, by id and by name.
+#[derive(Debug, Default)]
+pub(crate) struct Shelf {
+    records: FxHashMap<u64, Record>,
+    names: FxHashMap<Arc<str>, u64>,
+}
+
+impl Shelf {
+    /// Every instance on the shelf with its id, in no particular order.
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (u64, &Record)> {
+        self.records.iter().map(|(id, record)| (*id, record))
+    }
+}
+
+/// The store behind a [`Host`]: each deployment's instances on a shelf of its
+/// own, and a host-wide index from id to owner. Find and destroy cost O(1);
+/// list walks one shelf, O(instances of that owner), whatever other
+/// deployments hold.
 #[derive(Debug, Default)]
 pub(crate) struct Store {
     next_id: u64,
-    pub(crate) by_id: HashMap<u64, Record>,
-    pub(crate) by_owner: HashMap<Arc<str>, HashMap<Arc<str>, u64>>,
+    owner_of: FxHashMap<u64, Arc<str>>,
+    shelves: FxHashMap<Arc<str>, Shelf>,
 }
 
 impl Store {
-    /// The id of `owner`'s instance named `name`, if it holds one.
-    pub(crate) fn id_of(&self, owner: &str, name: &str) -> Option<u64> {
-        self.by_owner.get(owner)?.get(name).copied()
+    /// Instances on the host, across every deployment.
+    pub(crate) fn len(&self) -> usize {
+        self.owner_of.len()
     }
 
-    /// Records a new instance under a fresh id. The caller has checked that
-    /// the owner does not hold the name.
-    pub(crate) fn insert(&mut self, record: Record) -> u64 {
+    /// The deployment's shelf, if it holds anything.
+    pub(crate) fn shelf(&self, owner: &str) -> Option<&Shelf> {
+        self.shelves.get(owner)
+    }
+
+    /// The deployment's instance named exactly `name`, with its id.
+    pub(crate) fn find(&self, owner: &str, name: &str) -> Option<(u64, &Record)> {
+        let shelf = self.shelves.get(owner)?;
+        let id = *shelf.names.get(name)?;
+        shelf.records.get(&id).map(|record| (id, record))
+    }
+
+    /// The deployment's instance with this id.
+    pub(crate) fn find_by_id(&self, owner: &str, id: u64) -> Option<&Record> {
+        self.shelves.get(owner)?.records.get(&id)
+    }
+
+    /// The owner of an id, if the host holds it.
+    pub(crate) fn owner_of(&self, id: u64) -> Option<&Arc<str>> {
+        self.owner_of.get(&id)
+    }
+
+    /// Records a new instance for `owner` under a fresh id, never issued
+    /// before on this host. The caller has checked that the owner does not
+    /// hold the name.
+    pub(crate) fn insert(&mut self, owner: &Arc<str>, record: Record) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
-        self.by_owner
-            .entry(Arc::clone(&record.owner))
-            .or_default()
-            .insert(Arc::clone(&record.name), id);
-        self.by_id.insert(id, record);
+        let shelf = self.shelves.entry(Arc::clone(owner)).or_default();
+        shelf.names.insert(Arc::clone(&record.name), id);
+        shelf.records.insert(id, record);
+        self.owner_of.insert(id, Arc::clone(owner));
         id
     }
 
-    /// Removes an instance by id, from both indexes.
-    pub(crate) fn remove(&mut self, id: u64) -> Option<Record> {
-        let record = self.by_id.remove(&id)?;
-        if let Some(names) = self.by_owner.get_mut(&*record.owner) {
-            names.remove(&*record.name);
-            if names.is_empty() {
-                self.by_owner.remove(&*record.owner);
-            }
+    /// Removes `owner`'s instance `id` from every index.
+    pub(crate) fn remove(&mut self, owner: &str, id: u64) -> Option<Record> {
+        let shelf = self.shelves.get_mut(owner)?;
+        let record = shelf.records.remove(&id)?;
+        shelf.names.remove(&*record.name);
+        if shelf.records.is_empty() {
+            self.shelves.remove(owner);
         }
+        self.owner_of.remove(&id);
         Some(record)
     }
 }
@@ -144,7 +179,14 @@ const ID_PREFIX: &str = "sim-";
 
 /// The public form of an id. Callers must treat it as opaque.
 pub(crate) fn format_id(id: u64) -> InstanceId {
-    InstanceId::from(format!("{ID_PREFIX}{id:x}"))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = (64 - id.leading_zeros()).div_ceil(4).max(1) as usize;
+    let mut text = String::with_capacity(ID_PREFIX.len() + digits);
+    text.push_str(ID_PREFIX);
+    for k in (0..digits).rev() {
+        text.push(char::from(HEX[((id >> (4 * k)) & 0xf) as usize]));
+    }
+    InstanceId::from(text)
 }
 
 /// The store's id for a public id, or `None` for text this backend never
@@ -167,28 +209,35 @@ mod tests {
     #[test]
     fn s12_ids_are_never_reused() {
         let mut store = Store::default();
+        let blue: Arc<str> = Arc::from("blue");
         let record = |name: &str| Record {
-            owner: Arc::from("blue"),
             name: Arc::from(name),
             started_at: SystemTime::UNIX_EPOCH,
             stops_at: None,
         };
-        let a = store.insert(record("a"));
-        assert!(store.remove(a).is_some());
-        let b = store.insert(record("a"));
+        let a = store.insert(&blue, record("a"));
+        assert!(store.remove("blue", a).is_some());
+        let b = store.insert(&blue, record("a"));
         assert_ne!(a, b);
-        assert!(store.by_owner["blue"].contains_key("a"));
-        store.remove(b);
+        assert_eq!(store.find("blue", "a").map(|(id, _)| id), Some(b));
+        assert_eq!(store.owner_of(b).map(|o| &**o), Some("blue"));
         assert!(
-            store.by_owner.is_empty(),
+            store.remove("green", b).is_none(),
+            "removal is scoped by owner"
+        );
+        store.remove("blue", b);
+        assert!(
+            store.shelves.is_empty(),
             "an owner with nothing left is dropped"
         );
+        assert_eq!(store.len(), 0);
     }
 
     // S8: only ids this backend issued, in their canonical form, name an instance.
     #[test]
     fn s8_id_text_round_trip() {
-        for n in [1u64, 15, 16, u64::MAX] {
+        for n in [0u64, 1, 15, 16, 255, 256, u64::MAX] {
+            assert_eq!(format_id(n).as_str(), format!("sim-{n:x}"));
             assert_eq!(parse_id(&format_id(n)), Some(n));
         }
         for bad in [

@@ -204,7 +204,7 @@ impl Provider for SimulatedProvider {
         };
         let now = self.clock.now();
         let mut store = self.host.lock();
-        if store.id_of(&self.owner, &spec.name).is_some() {
+        if store.find(&self.owner, &spec.name).is_some() {
             drop(store);
             let err = Error::Conflict {
                 name: spec.name.clone(),
@@ -212,14 +212,17 @@ impl Provider for SimulatedProvider {
             return Err(self.refuse(&spec.name, err));
         }
         let record = Record {
-            owner: Arc::clone(&self.owner),
             name: Arc::from(spec.name.as_str()),
             started_at: now,
             stops_at: now.checked_add(run_time),
         };
-        let id = store.insert(record);
-        let instance = store.by_id[&id].snapshot(id, now);
+        let instance = record.snapshot(0, &self.owner, now);
+        let id = store.insert(&self.owner, record);
         drop(store);
+        let instance = Instance {
+            id: format_id(id),
+            ..instance
+        };
         self.log(|| {
             tracing::info!(
                 target: "billet_simulated",
@@ -238,26 +241,27 @@ impl Provider for SimulatedProvider {
         let now = self.clock.now();
         let store = self.host.lock();
         Ok(store
-            .id_of(&self.owner, name)
-            .map(|id| store.by_id[&id].snapshot(id, now)))
+            .find(&self.owner, name)
+            .map(|(id, record)| record.snapshot(id, &self.owner, now)))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
         self.inventory_ok()?;
         let now = self.clock.now();
         let store = self.host.lock();
-        let Some(names) = store.by_owner.get(&*self.owner) else {
+        let Some(shelf) = store.shelf(&self.owner) else {
             return Ok(Vec::new());
         };
-        Ok(names
-            .values()
-            .map(|id| store.by_id[id].snapshot(*id, now))
+        Ok(shelf
+            .iter()
+            .map(|(id, record)| record.snapshot(id, &self.owner, now))
             .collect())
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
         let mut store = self.host.lock();
-        let Some(key) = parse_id(id).filter(|key| store.by_id.contains_key(key)) else {
+        let owner = parse_id(id).and_then(|key| Some((key, Arc::clone(store.owner_of(key)?))));
+        let Some((key, owner)) = owner else {
             drop(store);
             self.log(|| {
                 tracing::debug!(
@@ -270,9 +274,8 @@ impl Provider for SimulatedProvider {
             });
             return Ok(Teardown::Absent);
         };
-        let owner = Arc::clone(&store.by_id[&key].owner);
         if owner != self.owner {
-            let name = Arc::clone(&store.by_id[&key].name);
+            let name = store.find_by_id(&owner, key).map(|r| Arc::clone(&r.name));
             drop(store);
             let err = Error::NotOwned {
                 id: id.clone(),
@@ -283,14 +286,14 @@ impl Provider for SimulatedProvider {
                     target: "billet_simulated",
                     deployment = %self.owner,
                     %id,
-                    name = %name,
+                    name = %name.as_deref().unwrap_or_default(),
                     error = %err,
                     "destroy refused"
                 );
             });
             return Err(err);
         }
-        let removed = store.remove(key);
+        let removed = store.remove(&self.owner, key);
         drop(store);
         if let Some(record) = removed {
             self.log(|| {
