@@ -5,7 +5,7 @@
 //!   [`ManualClock`](billet_clock::ManualClock) moved from event to event, so a
 //!   modelled day takes seconds.
 //! * [`scheduler`]: the [`Scheduler`](scheduler::Scheduler) trait through which a
-//!   scheduler under test plugs in, and [`reference`], the harness's own
+//!   scheduler under test plugs in, and [`reference`](mod@reference), the harness's own
 //!   reference scheduler.
 //! * [`run`]: the driver, which checks after every step that capacity is never
 //!   exceeded, that no lease is freed while its instance runs, that every job
