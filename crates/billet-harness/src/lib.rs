@@ -1,12 +1,16 @@
-//! The test-only harness of the billet fleet. **Never a production dependency.**
+//! The test-only harness of the billet fleet. **Test-only**: `publish = false`
+//! and marked `[package.metadata.billet] test-only = true`; no production
+//! crate depends on it.
 //!
+//! * [`contract`]: property tests of the provider contract (H1) that any
+//!   backend runs from its own tests in a few lines.
 //! * [`scenario`]: seeded workloads ([`workload`]), several deployments over
 //!   one simulated host, a fault schedule of inventory outages, and a
 //!   [`ManualClock`](billet_clock::ManualClock) moved from event to event, so a
 //!   modelled day takes seconds.
 //! * [`scheduler`]: the [`Scheduler`](scheduler::Scheduler) trait through which a
-//!   scheduler under test plugs in, and [`reference`](mod@reference), the harness's own
-//!   reference scheduler.
+//!   scheduler under test plugs in, and [`reference`](mod@reference), the
+//!   harness's own reference scheduler.
 //! * [`run`]: the driver, which checks after every step that capacity is never
 //!   exceeded, that no lease is freed while its instance runs, that every job
 //!   finishes and that nothing leaks; the same seed gives the same trace digest.
@@ -27,6 +31,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod contract;
 pub mod reference;
 pub mod report;
 pub mod run;
