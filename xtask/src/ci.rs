@@ -61,6 +61,15 @@ const STEPS: &[Step] = &[
         },
     },
     Step {
+        // Every bench compiles and runs once with tiny inputs; `cargo bench`
+        // runs them in full (see BENCHMARKS.md).
+        name: "benches",
+        action: Action::Cargo {
+            args: &["test", "--workspace", "--benches"],
+            env: &[],
+        },
+    },
+    Step {
         name: "doc",
         action: Action::Cargo {
             args: &["doc", "--workspace", "--no-deps"],

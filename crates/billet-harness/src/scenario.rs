@@ -96,6 +96,11 @@ pub struct Fleet {
     /// Share of jobs that are not trusted (half untrusted, half unclassified);
     /// no simulated deployment accepts them, so they are refused.
     pub untrusted_share: f64,
+    /// When set, jobs arrive evenly over this much modelled time, and the
+    /// median run time is scaled so that the offered load is still `load`.
+    /// When unset, run times keep a ten-minute median and the arrival rate
+    /// follows from `load`.
+    pub arrivals_over: Option<Duration>,
 }
 
 impl Default for Fleet {
@@ -108,6 +113,7 @@ impl Default for Fleet {
             outages: 3,
             load: 1.05,
             untrusted_share: 0.02,
+            arrivals_over: None,
         }
     }
 }
@@ -140,12 +146,23 @@ impl Scenario {
     /// fed `jobs` log-normal CI jobs (median ten minutes) at the offered
     /// `load`, with `outages` five-minute inventory outages spread over the run.
     pub fn fleet(fleet: Fleet) -> Self {
-        let run_time = Workload::default().run_time;
+        let mut run_time = Workload::default().run_time;
         let deployments = fleet.deployments.max(1);
         let per_deployment = fleet.concurrency.div_ceil(deployments);
         let capacity = per_deployment * deployments;
-        // Arrivals per second that offer `load` times the capacity.
-        let per_second = fleet.load * capacity as f64 / run_time.mean().as_secs_f64();
+        // Offered load = arrivals per second x mean run time / capacity.
+        let per_second = match fleet.arrivals_over {
+            Some(span) if !span.is_zero() => {
+                let per_second = fleet.jobs as f64 / span.as_secs_f64();
+                let mean = fleet.load * capacity as f64 / per_second;
+                if let RunTime::LogNormal { median, .. } = &mut run_time {
+                    let scale = mean / Workload::default().run_time.mean().as_secs_f64();
+                    *median = median.mul_f64(scale.clamp(1e-6, 1e6));
+                }
+                per_second
+            }
+            _ => fleet.load * capacity as f64 / run_time.mean().as_secs_f64(),
+        };
         let span = Duration::from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE));
         let untrusted = fleet.untrusted_share.clamp(0.0, 1.0);
         let outages = (0..fleet.outages)
