@@ -110,6 +110,20 @@ impl Shelf {
     }
 }
 
+/// What [`Store::take`] did.
+#[derive(Debug)]
+pub(crate) enum Removal {
+    /// The owner held it; it is gone now.
+    Removed(Record),
+    /// The host does not hold that id.
+    Absent,
+    /// Another deployment holds it; it was left untouched.
+    NotOwned {
+        owner: Arc<str>,
+        name: Option<Arc<str>>,
+    },
+}
+
 /// The store behind a [`Host`]: each deployment's instances on a shelf of its
 /// own, and a host-wide index from id to owner. Find and destroy cost O(1);
 /// list walks one shelf, O(instances of that owner), whatever other
@@ -144,11 +158,6 @@ impl Store {
         self.shelves.get(owner)?.records.get(&id)
     }
 
-    /// The owner of an id, if the host holds it.
-    pub(crate) fn owner_of(&self, id: u64) -> Option<&Arc<str>> {
-        self.owner_of.get(&id)
-    }
-
     /// Records a new instance for `owner` under a fresh id, never issued
     /// before on this host. The caller has checked that the owner does not
     /// hold the name.
@@ -160,6 +169,21 @@ impl Store {
         shelf.records.insert(id, record);
         self.owner_of.insert(id, Arc::clone(owner));
         id
+    }
+
+    /// Removes instance `id` if `owner` holds it; says who holds it if
+    /// another deployment does.
+    pub(crate) fn take(&mut self, owner: &str, id: u64) -> Removal {
+        match self.owner_of.get(&id) {
+            None => Removal::Absent,
+            Some(holder) if **holder != *owner => Removal::NotOwned {
+                owner: Arc::clone(holder),
+                name: self.find_by_id(holder, id).map(|r| Arc::clone(&r.name)),
+            },
+            Some(_) => self
+                .remove(owner, id)
+                .map_or(Removal::Absent, Removal::Removed),
+        }
     }
 
     /// Removes `owner`'s instance `id` from every index.
@@ -196,9 +220,11 @@ pub(crate) fn parse_id(id: &InstanceId) -> Option<u64> {
     if hex.is_empty() || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
-    let n = u64::from_str_radix(hex, 16).ok()?;
     // Only the canonical spelling names an instance: "sim-01" is not "sim-1".
-    (format_id(n) == *id).then_some(n)
+    if hex.len() > 1 && hex.starts_with('0') {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
 }
 
 #[cfg(test)]
@@ -220,12 +246,12 @@ mod tests {
         let b = store.insert(&blue, record("a"));
         assert_ne!(a, b);
         assert_eq!(store.find("blue", "a").map(|(id, _)| id), Some(b));
-        assert_eq!(store.owner_of(b).map(|o| &**o), Some("blue"));
         assert!(
-            store.remove("green", b).is_none(),
+            matches!(store.take("green", b), Removal::NotOwned { ref owner, .. } if &**owner == "blue"),
             "removal is scoped by owner"
         );
-        store.remove("blue", b);
+        assert!(matches!(store.take("blue", b), Removal::Removed(_)));
+        assert!(matches!(store.take("blue", b), Removal::Absent));
         assert!(
             store.shelves.is_empty(),
             "an owner with nothing left is dropped"

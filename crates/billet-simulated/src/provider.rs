@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tracing::Dispatch;
 
 use crate::command::parse_run_for;
-use crate::host::{Host, Record, format_id, parse_id};
+use crate::host::{Host, Record, Removal, format_id, parse_id};
 
 /// The simulated backend for one deployment.
 ///
@@ -259,53 +259,52 @@ impl Provider for SimulatedProvider {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
-        let mut store = self.host.lock();
-        let owner = parse_id(id).and_then(|key| Some((key, Arc::clone(store.owner_of(key)?))));
-        let Some((key, owner)) = owner else {
-            drop(store);
-            self.log(|| {
-                tracing::debug!(
-                    target: "billet_simulated",
-                    deployment = %self.owner,
-                    %id,
-                    name = tracing::field::Empty,
-                    "destroy: not held, confirmed absent"
-                );
-            });
-            return Ok(Teardown::Absent);
+        let removal = match parse_id(id) {
+            Some(key) => self.host.lock().take(&self.owner, key),
+            None => Removal::Absent,
         };
-        if owner != self.owner {
-            let name = store.find_by_id(&owner, key).map(|r| Arc::clone(&r.name));
-            drop(store);
-            let err = Error::NotOwned {
-                id: id.clone(),
-                owner: owner.to_string(),
-            };
-            self.log(|| {
-                tracing::warn!(
-                    target: "billet_simulated",
-                    deployment = %self.owner,
-                    %id,
-                    name = %name.as_deref().unwrap_or_default(),
-                    error = %err,
-                    "destroy refused"
-                );
-            });
-            return Err(err);
+        match removal {
+            Removal::Removed(record) => {
+                self.log(|| {
+                    tracing::info!(
+                        target: "billet_simulated",
+                        deployment = %self.owner,
+                        %id,
+                        name = %record.name,
+                        "destroyed"
+                    );
+                });
+                Ok(Teardown::Stopped)
+            }
+            Removal::Absent => {
+                self.log(|| {
+                    tracing::debug!(
+                        target: "billet_simulated",
+                        deployment = %self.owner,
+                        %id,
+                        name = tracing::field::Empty,
+                        "destroy: not held, confirmed absent"
+                    );
+                });
+                Ok(Teardown::Absent)
+            }
+            Removal::NotOwned { owner, name } => {
+                let err = Error::NotOwned {
+                    id: id.clone(),
+                    owner: owner.to_string(),
+                };
+                self.log(|| {
+                    tracing::warn!(
+                        target: "billet_simulated",
+                        deployment = %self.owner,
+                        %id,
+                        name = %name.as_deref().unwrap_or_default(),
+                        error = %err,
+                        "destroy refused"
+                    );
+                });
+                Err(err)
+            }
         }
-        let removed = store.remove(&self.owner, key);
-        drop(store);
-        if let Some(record) = removed {
-            self.log(|| {
-                tracing::info!(
-                    target: "billet_simulated",
-                    deployment = %self.owner,
-                    id = %format_id(key),
-                    name = %record.name,
-                    "destroyed"
-                );
-            });
-        }
-        Ok(Teardown::Stopped)
     }
 }
