@@ -78,19 +78,24 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Its state as of `now`: running until its run time has elapsed,
+    /// stopped with exit code 0 from then on.
+    pub(crate) fn state(&self, now: SystemTime) -> State {
+        if self.stops_at.is_none_or(|stop| now < stop) {
+            State::Running
+        } else {
+            State::Stopped { exit_code: 0 }
+        }
+    }
+
     /// The instance as of `now`, owned by `owner`.
     pub(crate) fn snapshot(&self, id: u64, owner: &str, now: SystemTime) -> Instance {
-        let running = self.stops_at.is_none_or(|stop| now < stop);
         Instance {
             id: format_id(id),
             name: String::from(&*self.name),
             owner: String::from(owner),
             kind: ProviderKind::Simulated,
-            state: if running {
-                State::Running
-            } else {
-                State::Stopped { exit_code: 0 }
-            },
+            state: self.state(now),
             started_at: self.started_at,
         }
     }

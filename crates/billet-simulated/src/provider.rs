@@ -216,12 +216,16 @@ impl Provider for SimulatedProvider {
             started_at: now,
             stops_at: now.checked_add(run_time),
         };
-        let instance = record.snapshot(0, &self.owner, now);
+        let state = record.state(now);
         let id = store.insert(&self.owner, record);
         drop(store);
         let instance = Instance {
             id: format_id(id),
-            ..instance
+            name: spec.name,
+            owner: String::from(&*self.owner),
+            kind: ProviderKind::Simulated,
+            state,
+            started_at: now,
         };
         self.log(|| {
             tracing::info!(
