@@ -41,10 +41,7 @@ impl Host {
     /// How many instances the deployment `owner` holds on the host, running
     /// or stopped. Costs O(1), whatever the host holds.
     pub fn instances_of(&self, owner: &str) -> usize {
-        self.store
-            .lock()
-            .shelf(owner)
-            .map_or(0, |shelf| shelf.records.len())
+        self.store.lock().shelf(owner).map_or(0, Shelf::len)
     }
 
     /// Whether the host holds no instance at all.
@@ -62,7 +59,7 @@ impl fmt::Debug for Host {
         let store = self.store.lock();
         f.debug_struct("Host")
             .field("instances", &store.len())
-            .field("deployments", &store.shelves.len())
+            .field("deployments", &store.deployments())
             .finish()
     }
 }
@@ -102,8 +99,9 @@ impl Record {
 }
 
 /// One deployment's instances on a host, by id and by name.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Shelf {
+    owner: Arc<str>,
     records: FxHashMap<u64, Record>,
     names: FxHashMap<Arc<str>, u64>,
 }
@@ -112,6 +110,11 @@ impl Shelf {
     /// Every instance on the shelf with its id, in no particular order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (u64, &Record)> {
         self.records.iter().map(|(id, record)| (*id, record))
+    }
+
+    /// How many instances are on the shelf.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
     }
 }
 
@@ -123,84 +126,102 @@ pub(crate) enum Removal {
     /// The host does not hold that id.
     Absent,
     /// Another deployment holds it; it was left untouched.
-    NotOwned {
-        owner: Arc<str>,
-        name: Option<Arc<str>>,
-    },
+    NotOwned { owner: Arc<str>, name: Arc<str> },
 }
 
+/// Bits of an id that count launches; the bits above them number the shelf.
+const SEQ_BITS: u32 = 40;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+
 /// The store behind a [`Host`]: each deployment's instances on a shelf of its
-/// own, and a host-wide index from id to owner. Find and destroy cost O(1);
-/// list walks one shelf, O(instances of that owner), whatever other
-/// deployments hold.
+/// own. An id carries the number of its shelf, so find and destroy go
+/// straight to one shelf in O(1), and list walks one shelf, O(instances of
+/// that owner), whatever other deployments hold.
 #[derive(Debug, Default)]
 pub(crate) struct Store {
-    next_id: u64,
-    owner_of: FxHashMap<u64, Arc<str>>,
-    shelves: FxHashMap<Arc<str>, Shelf>,
+    /// Launches so far on this host: the low bits of every id.
+    launches: u64,
+    len: usize,
+    shelves: Vec<Shelf>,
+    shelf_of: FxHashMap<Arc<str>, usize>,
 }
 
 impl Store {
     /// Instances on the host, across every deployment.
     pub(crate) fn len(&self) -> usize {
-        self.owner_of.len()
+        self.len
     }
 
-    /// The deployment's shelf, if it holds anything.
+    /// How many deployments have launched on this host.
+    pub(crate) fn deployments(&self) -> usize {
+        self.shelves.len()
+    }
+
+    /// The deployment's shelf, if it has launched here.
     pub(crate) fn shelf(&self, owner: &str) -> Option<&Shelf> {
-        self.shelves.get(owner)
+        self.shelf_of.get(owner).map(|k| &self.shelves[*k])
     }
 
     /// The deployment's instance named exactly `name`, with its id.
     pub(crate) fn find(&self, owner: &str, name: &str) -> Option<(u64, &Record)> {
-        let shelf = self.shelves.get(owner)?;
+        let shelf = self.shelf(owner)?;
         let id = *shelf.names.get(name)?;
         shelf.records.get(&id).map(|record| (id, record))
     }
 
-    /// The deployment's instance with this id.
-    pub(crate) fn find_by_id(&self, owner: &str, id: u64) -> Option<&Record> {
-        self.shelves.get(owner)?.records.get(&id)
-    }
-
     /// Records a new instance for `owner` under a fresh id, never issued
-    /// before on this host. The caller has checked that the owner does not
-    /// hold the name.
-    pub(crate) fn insert(&mut self, owner: &Arc<str>, record: Record) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
-        let shelf = self.shelves.entry(Arc::clone(owner)).or_default();
+    /// before on this host; `None` once the host has issued every id it can.
+    /// The caller has checked that the owner does not hold the name.
+    pub(crate) fn insert(&mut self, owner: &Arc<str>, record: Record) -> Option<u64> {
+        let shelf = match self.shelf_of.get(&**owner) {
+            Some(k) => *k,
+            None => {
+                let k = self.shelves.len();
+                if (k as u64) >> (64 - SEQ_BITS) != 0 {
+                    return None;
+                }
+                self.shelves.push(Shelf {
+                    owner: Arc::clone(owner),
+                    records: FxHashMap::default(),
+                    names: FxHashMap::default(),
+                });
+                self.shelf_of.insert(Arc::clone(owner), k);
+                k
+            }
+        };
+        if self.launches >= SEQ_MASK {
+            return None;
+        }
+        self.launches += 1;
+        let id = (shelf as u64) << SEQ_BITS | self.launches;
+        let shelf = &mut self.shelves[shelf];
         shelf.names.insert(Arc::clone(&record.name), id);
         shelf.records.insert(id, record);
-        self.owner_of.insert(id, Arc::clone(owner));
-        id
+        self.len += 1;
+        Some(id)
     }
 
     /// Removes instance `id` if `owner` holds it; says who holds it if
     /// another deployment does.
     pub(crate) fn take(&mut self, owner: &str, id: u64) -> Removal {
-        match self.owner_of.get(&id) {
-            None => Removal::Absent,
-            Some(holder) if **holder != *owner => Removal::NotOwned {
-                owner: Arc::clone(holder),
-                name: self.find_by_id(holder, id).map(|r| Arc::clone(&r.name)),
-            },
-            Some(_) => self
-                .remove(owner, id)
-                .map_or(Removal::Absent, Removal::Removed),
+        let Some(shelf) = self.shelves.get_mut((id >> SEQ_BITS) as usize) else {
+            return Removal::Absent;
+        };
+        if *shelf.owner != *owner {
+            return match shelf.records.get(&id) {
+                Some(record) => Removal::NotOwned {
+                    owner: Arc::clone(&shelf.owner),
+                    name: Arc::clone(&record.name),
+                },
+                None => Removal::Absent,
+            };
         }
-    }
-
-    /// Removes `owner`'s instance `id` from every index.
-    pub(crate) fn remove(&mut self, owner: &str, id: u64) -> Option<Record> {
-        let shelf = self.shelves.get_mut(owner)?;
-        let record = shelf.records.remove(&id)?;
+        let Some(record) = shelf.records.remove(&id) else {
+            return Removal::Absent;
+        };
         shelf.names.remove(&*record.name);
-        if shelf.records.is_empty() {
-            self.shelves.remove(owner);
-        }
-        self.owner_of.remove(&id);
-        Some(record)
+        self.len -= 1;
+        Removal::Removed(record)
     }
 }
 
@@ -241,27 +262,46 @@ mod tests {
     fn s12_ids_are_never_reused() {
         let mut store = Store::default();
         let blue: Arc<str> = Arc::from("blue");
+        let green: Arc<str> = Arc::from("green");
         let record = |name: &str| Record {
             name: Arc::from(name),
             started_at: SystemTime::UNIX_EPOCH,
             stops_at: None,
         };
-        let a = store.insert(&blue, record("a"));
-        assert!(store.remove("blue", a).is_some());
-        let b = store.insert(&blue, record("a"));
-        assert_ne!(a, b);
+        let a = store.insert(&blue, record("a")).unwrap();
+        assert!(matches!(store.take("blue", a), Removal::Removed(_)));
+        let b = store.insert(&blue, record("a")).unwrap();
+        let g = store.insert(&green, record("a")).unwrap();
+        assert!(a != b && b != g && a != g);
         assert_eq!(store.find("blue", "a").map(|(id, _)| id), Some(b));
+        assert_eq!(store.find("green", "a").map(|(id, _)| id), Some(g));
         assert!(
             matches!(store.take("green", b), Removal::NotOwned { ref owner, .. } if &**owner == "blue"),
             "removal is scoped by owner"
         );
+        assert_eq!(store.len(), 2);
         assert!(matches!(store.take("blue", b), Removal::Removed(_)));
         assert!(matches!(store.take("blue", b), Removal::Absent));
-        assert!(
-            store.shelves.is_empty(),
-            "an owner with nothing left is dropped"
-        );
-        assert_eq!(store.len(), 0);
+        assert!(matches!(store.take("blue", u64::MAX), Removal::Absent));
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.shelf("blue").map(Shelf::len), Some(0));
+    }
+
+    // S12: a host that has issued every id it can refuses rather than reuse one.
+    #[test]
+    fn s12_exhausted_id_space_is_refused() {
+        let mut store = Store {
+            launches: SEQ_MASK - 1,
+            ..Store::default()
+        };
+        let blue: Arc<str> = Arc::from("blue");
+        let record = || Record {
+            name: Arc::from("x"),
+            started_at: SystemTime::UNIX_EPOCH,
+            stops_at: None,
+        };
+        assert!(store.insert(&blue, record()).is_some());
+        assert!(store.insert(&blue, record()).is_none());
     }
 
     // S8: only ids this backend issued, in their canonical form, name an instance.

@@ -217,7 +217,11 @@ impl Provider for SimulatedProvider {
             stops_at: now.checked_add(run_time),
         };
         let state = record.state(now);
-        let id = store.insert(&self.owner, record);
+        let Some(id) = store.insert(&self.owner, record) else {
+            drop(store);
+            let err = Error::unavailable("the simulated host has issued every instance id it can");
+            return Err(self.refuse(&spec.name, err));
+        };
         drop(store);
         let instance = Instance {
             id: format_id(id),
@@ -302,7 +306,7 @@ impl Provider for SimulatedProvider {
                         target: "billet_simulated",
                         deployment = %self.owner,
                         %id,
-                        name = %name.as_deref().unwrap_or_default(),
+                        name = %name,
                         error = %err,
                         "destroy refused"
                     );
