@@ -111,7 +111,7 @@ impl Default for Fleet {
             concurrency: 1_000,
             deployments: 2,
             outages: 3,
-            load: 1.05,
+            load: 0.97,
             untrusted_share: 0.02,
             arrivals_over: None,
         }
