@@ -1,0 +1,270 @@
+//! The loaded configuration: [`Config`] and the types it holds.
+//!
+//! These are valid by construction: the only way to get a [`Config`] is to
+//! load one, and loading checks every rule of the schema.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::kind::ConfigKind;
+
+/// One scheduler deployment's configuration, as loaded from `billet.yaml`.
+///
+/// See the [crate documentation](crate) for the schema. Get one with
+/// [`Config::load`], [`Config::from_yaml_str`] or [`Config::from_yaml_bytes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub(crate) deployment: Deployment,
+    pub(crate) providers: Vec<Provider>,
+    pub(crate) routing: Routing,
+}
+
+impl Config {
+    /// The deployment's identity.
+    pub fn deployment(&self) -> &Deployment {
+        &self.deployment
+    }
+
+    /// The providers, in file order. Never empty; names are unique.
+    pub fn providers(&self) -> &[Provider] {
+        &self.providers
+    }
+
+    /// The provider with exactly this name (no case folding or trimming).
+    pub fn provider(&self, name: &str) -> Option<&Provider> {
+        self.providers.iter().find(|provider| provider.name == name)
+    }
+
+    /// How jobs are routed to providers.
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+
+    /// The sum of every provider's capacity: the most leases this deployment
+    /// holds at once.
+    pub fn total_capacity(&self) -> u64 {
+        self.providers
+            .iter()
+            .map(|provider| u64::from(provider.capacity.get()))
+            .sum()
+    }
+
+    /// A one-line summary, as the `validate` example prints it after `ok: `.
+    ///
+    /// For example: `deployment "ci-eu-west-1": 3 providers (linux-docker:
+    /// docker x48, macos-tart: tart x4, untrusted-vm: firecracker x32), total
+    /// capacity 84, 3 routes, default kind docker`.
+    pub fn summary(&self) -> String {
+        let providers = self
+            .providers
+            .iter()
+            .map(|provider| {
+                format!(
+                    "{}: {} x{}",
+                    provider.name, provider.kind, provider.capacity
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let routes = self.routing.routes.len();
+        let default = match self.routing.default_kind {
+            Some(kind) => format!("default kind {kind}"),
+            None => "no default kind".to_owned(),
+        };
+        format!(
+            "deployment {:?}: {} provider{} ({providers}), total capacity {}, {routes} route{}, {default}",
+            self.deployment.id,
+            self.providers.len(),
+            plural(self.providers.len()),
+            self.total_capacity(),
+            plural(routes),
+        )
+    }
+}
+
+/// `s` unless there is exactly one.
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+/// Who this scheduler is: the owner string written onto every instance it
+/// starts (`deployment.id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deployment {
+    pub(crate) id: String,
+    pub(crate) description: Option<String>,
+}
+
+impl Deployment {
+    /// The deployment identity: never blank.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// A free-form description, for people.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+}
+
+/// One pool of compute: a backend of some kind, with a capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provider {
+    pub(crate) name: String,
+    pub(crate) kind: ConfigKind,
+    pub(crate) capacity: NonZeroU32,
+    pub(crate) settings: Settings,
+}
+
+impl Provider {
+    /// The provider's name, unique in the file; routes name providers by it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The provider's kind: never the simulated one.
+    pub fn kind(&self) -> ConfigKind {
+        self.kind
+    }
+
+    /// How many leases this provider holds at once.
+    pub fn capacity(&self) -> NonZeroU32 {
+        self.capacity
+    }
+
+    /// The settings of the provider's kind.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+}
+
+/// The kind-specific settings of a provider; the variant always matches the
+/// provider's kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settings {
+    /// A docker provider's `docker:` block.
+    Docker(DockerSettings),
+    /// A tart provider's `tart:` block.
+    Tart(TartSettings),
+    /// A firecracker provider's `firecracker:` block.
+    Firecracker(FirecrackerSettings),
+}
+
+/// A docker provider's settings: the `docker:` block.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DockerSettings {
+    /// The image every runner container starts from.
+    pub image: String,
+    /// The docker daemon to talk to (`unix:///var/run/docker.sock`,
+    /// `tcp://host:2376`); `None` means the local default.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// The docker network runner containers join; `None` means the default bridge.
+    #[serde(default)]
+    pub network: Option<String>,
+}
+
+/// A tart provider's settings: the `tart:` block.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TartSettings {
+    /// The macOS VM image every runner is cloned from.
+    pub image: String,
+    /// Virtual CPUs per VM; `None` keeps the image's setting.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+    /// Memory per VM in MiB; `None` keeps the image's setting.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+}
+
+/// A firecracker provider's settings: the `firecracker:` block.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct FirecrackerSettings {
+    /// The guest kernel image.
+    pub kernel: PathBuf,
+    /// The root filesystem image each microVM boots from.
+    pub rootfs: PathBuf,
+    /// Virtual CPUs per microVM; `None` means 1.
+    #[serde(default)]
+    pub vcpus: Option<u32>,
+    /// Memory per microVM in MiB; `None` means the backend's default.
+    #[serde(default)]
+    pub memory_mib: Option<u64>,
+    /// The jailer binary that confines each microVM; `None` means the one on `PATH`.
+    #[serde(default)]
+    pub jailer: Option<PathBuf>,
+}
+
+/// How jobs are routed to providers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Routing {
+    pub(crate) routes: Vec<Route>,
+    pub(crate) default_kind: Option<ConfigKind>,
+    pub(crate) untrusted_kinds: Vec<ConfigKind>,
+}
+
+impl Routing {
+    /// The routes, in file order; the first that matches a job wins.
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
+    /// The first route whose labels the job carries, if any.
+    pub fn route_for<S: AsRef<str>>(&self, job_labels: &[S]) -> Option<&Route> {
+        self.routes.iter().find(|route| route.matches(job_labels))
+    }
+
+    /// The kind whose providers take a job that no route matches; `None`
+    /// means such a job is refused. Some provider has this kind.
+    pub fn default_kind(&self) -> Option<ConfigKind> {
+        self.default_kind
+    }
+
+    /// The kinds allowed to run untrusted and unclassified jobs (empty: none).
+    pub fn untrusted_kinds(&self) -> &[ConfigKind] {
+        &self.untrusted_kinds
+    }
+}
+
+/// One routing rule: jobs carrying every one of `labels` go to `provider`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub(crate) labels: Vec<String>,
+    pub(crate) provider: String,
+    pub(crate) fallback_kind: Option<ConfigKind>,
+}
+
+impl Route {
+    /// The labels a job must all carry to match; never empty.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// The name of the provider matching jobs go to; a configured provider.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// When the provider is full: the kind whose other providers may take the
+    /// job instead; `None` means the job waits. Some provider has this kind.
+    pub fn fallback_kind(&self) -> Option<ConfigKind> {
+        self.fallback_kind
+    }
+
+    /// Whether a job with these labels matches: it carries every label of
+    /// the route (exact comparison).
+    pub fn matches<S: AsRef<str>>(&self, job_labels: &[S]) -> bool {
+        self.labels
+            .iter()
+            .all(|label| job_labels.iter().any(|job| job.as_ref() == label))
+    }
+}

@@ -1,0 +1,113 @@
+//! The billet scheduler's configuration: loads `billet.yaml`, checks it, and
+//! refuses the test-only simulated backend wherever a file could name it.
+//!
+//! ```no_run
+//! let config = billet_config::Config::load("billet.yaml")?;
+//! println!("{}", config.summary());
+//! # Ok::<(), billet_config::ConfigError>(())
+//! ```
+//!
+//! # The schema
+//!
+//! One YAML document, a mapping with three keys. Every mapping refuses keys
+//! it does not know, and every key is required unless marked optional.
+//! `examples/billet.yaml` in this crate is a complete, realistic file.
+//!
+//! ```yaml
+//! deployment:
+//!   id: ci-eu-west-1            # the deployment identity: the owner written onto
+//!                               # every instance this scheduler starts; not blank
+//!   description: Shared CI      # optional, free text
+//!
+//! providers:                    # at least one
+//!   - name: linux-docker        # unique (exact comparison), not blank
+//!     kind: docker              # a kind: docker, tart or firecracker
+//!     capacity: 48              # leases held at once, at least 1
+//!     docker:                   # the settings block of the provider's kind,
+//!       image: ghcr.io/example/runner:24.04     # and no other kind's block
+//!       endpoint: unix:///var/run/docker.sock   # optional
+//!       network: ci-runners                     # optional
+//!   - name: macos-tart
+//!     kind: tart
+//!     capacity: 4
+//!     tart:
+//!       image: ghcr.io/cirruslabs/macos-sequoia-xcode:16
+//!       cpus: 4                 # optional
+//!       memory_mib: 8192        # optional
+//!   - name: untrusted-vm
+//!     kind: firecracker
+//!     capacity: 32
+//!     firecracker:
+//!       kernel: /var/lib/billet/vmlinux
+//!       rootfs: /var/lib/billet/rootfs.ext4
+//!       vcpus: 2                # optional
+//!       memory_mib: 2048        # optional
+//!       jailer: /usr/bin/jailer # optional
+//!
+//! routing:
+//!   routes:                     # optional; tried in order, the first match wins
+//!     - labels: [linux]         # a job matches when it carries every label; at
+//!                               # least one label, none blank
+//!       provider: linux-docker  # a configured provider's name
+//!       fallback_kind: firecracker  # optional: when the provider is full, any
+//!                               # provider of this kind may take the job
+//!   default_kind: docker        # optional: where jobs no route matches go
+//!   untrusted_kinds: [firecracker]  # optional: kinds that may run untrusted
+//!                               # and unclassified jobs (default: none)
+//! ```
+//!
+//! Routing must send jobs somewhere: at least one route or a `default_kind`.
+//! A `default_kind` or `fallback_kind` must be the kind of some provider.
+//!
+//! # Kinds, and the simulated one (F1, F3)
+//!
+//! Every field that names a kind (`providers[].kind`, `routing.default_kind`,
+//! `routing.untrusted_kinds[]`, `routing.routes[].fallback_kind`) has the one
+//! type [`ConfigKind`], which wraps [`billet_provider::ProviderKind`] and
+//! cannot hold the simulated kind. Its names are read with surrounding
+//! whitespace trimmed and case folded, and `simulated` in any spelling is
+//! refused with [`ConfigError::SimulatedKind`], which says the simulated
+//! backend is test-only and cannot be configured, and where the file names
+//! it. Other names that are not kinds get [`ConfigError::UnknownKind`], which
+//! lists the valid kinds.
+//!
+//! The refusal is made on the value the parser resolves, so it holds however
+//! the file spells it: plain, single- or double-quoted, with escapes
+//! (`"simul\x61ted"`), tagged (`!!str simulated`, even `!!binary`), through an
+//! anchor and alias (`*k`), or through a merge key (`<<: *base`). Tags the
+//! loader does not know (`!custom simulated`) are refused as malformed.
+//! Two more places could name the backend and are refused the same way: a
+//! mapping key spelling it (a `simulated:` settings block is an unknown
+//! field), and a provider name or route target spelling it.
+//!
+//! # Errors (F4)
+//!
+//! Every error is a [`ConfigError`] carrying a [`Location`]: the file when
+//! loaded from a path, the line and column where the parser or the schema
+//! knows them, and the path inside the document (such as
+//! `providers[2].kind`). Malformed YAML, unknown fields, wrong types, a
+//! missing identity, duplicate provider names, a route naming no provider,
+//! zero capacity and an empty file each have their own variant. The loader
+//! never panics, on any input.
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+mod config;
+mod error;
+mod kind;
+mod load;
+mod raw;
+
+pub use config::{
+    Config, Deployment, DockerSettings, FirecrackerSettings, Provider, Route, Routing, Settings,
+    TartSettings,
+};
+pub use error::{ConfigError, Location};
+pub use kind::{ConfigKind, KindError};
+
+/// What the `validate` example does with one file: `Ok` holds the line it
+/// prints on success (`ok: ` and the [`Config::summary`]), `Err` the error it
+/// prints before exiting with status 1.
+pub fn validate(path: impl AsRef<std::path::Path>) -> Result<String, ConfigError> {
+    Config::load(path).map(|config| format!("ok: {}", config.summary()))
+}

@@ -1,0 +1,66 @@
+//! The schema as the file spells it: serde types that keep each value's
+//! position, so that the checks after parsing can say where a problem is.
+//!
+//! Every kind field is a [`ConfigKind`] (F1). No type here is public: a file
+//! becomes a [`Config`](crate::Config) only through the checks in `load`.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::config::{DockerSettings, FirecrackerSettings, TartSettings};
+use crate::kind::ConfigKind;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) deployment: RawDeployment,
+    pub(crate) providers: Spanned<Vec<Spanned<RawProvider>>>,
+    pub(crate) routing: Spanned<RawRouting>,
+}
+
+/// `deployment:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDeployment {
+    pub(crate) id: Spanned<String>,
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+}
+
+/// One entry of `providers:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProvider {
+    pub(crate) name: Spanned<String>,
+    pub(crate) kind: ConfigKind,
+    pub(crate) capacity: Spanned<u32>,
+    #[serde(default)]
+    pub(crate) docker: Option<Spanned<DockerSettings>>,
+    #[serde(default)]
+    pub(crate) tart: Option<Spanned<TartSettings>>,
+    #[serde(default)]
+    pub(crate) firecracker: Option<Spanned<FirecrackerSettings>>,
+}
+
+/// `routing:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRouting {
+    #[serde(default)]
+    pub(crate) routes: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    pub(crate) default_kind: Option<Spanned<ConfigKind>>,
+    #[serde(default)]
+    pub(crate) untrusted_kinds: Vec<ConfigKind>,
+}
+
+/// One entry of `routing.routes:`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoute {
+    pub(crate) labels: Spanned<Vec<String>>,
+    pub(crate) provider: Spanned<String>,
+    #[serde(default)]
+    pub(crate) fallback_kind: Option<Spanned<ConfigKind>>,
+}
