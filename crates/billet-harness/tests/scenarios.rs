@@ -114,13 +114,28 @@ fn h2_invalid_scenarios_are_refused() {
     assert!(empty_owner.run(ReferenceScheduler::new).is_err());
 }
 
-/// A provider whose inventory answers short: it drops one instance from every
-/// list of three or more.
+/// How a [`Flawed`] provider breaks the contract.
+#[derive(Debug, Clone, Copy)]
+enum Flaw {
+    /// Its inventory answers short: it drops one running instance from every
+    /// list of three or more (the one with the smallest name: deterministic).
+    ShortList,
+    /// Its destroy claims success and removes nothing.
+    FakeDestroy,
+}
+
+/// A provider that forwards to a correct one, except for its flaw.
 #[derive(Debug)]
-struct ShortList(Arc<dyn Provider>);
+struct Flawed(Arc<dyn Provider>, Flaw);
+
+impl Flawed {
+    fn wrap(flaw: Flaw) -> impl Fn(usize, Arc<dyn Provider>) -> Arc<dyn Provider> + Send + Sync {
+        move |_, inner| Arc::new(Flawed(inner, flaw)) as Arc<dyn Provider>
+    }
+}
 
 #[async_trait]
-impl Provider for ShortList {
+impl Provider for Flawed {
     fn kind(&self) -> ProviderKind {
         self.0.kind()
     }
@@ -135,8 +150,7 @@ impl Provider for ShortList {
     }
     async fn list(&self) -> Result<Vec<Instance>, Error> {
         let mut all = self.0.list().await?;
-        if all.len() >= 3 {
-            // Drop the running instance with the smallest name: deterministic.
+        if matches!(self.1, Flaw::ShortList) && all.len() >= 3 {
             if let Some(k) = (0..all.len())
                 .filter(|k| all[*k].state.is_running())
                 .min_by(|a, b| all[*a].name.cmp(&all[*b].name))
@@ -147,7 +161,10 @@ impl Provider for ShortList {
         Ok(all)
     }
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
-        self.0.destroy(id).await
+        match self.1 {
+            Flaw::FakeDestroy => Ok(Teardown::Stopped),
+            Flaw::ShortList => self.0.destroy(id).await,
+        }
     }
 }
 
@@ -156,7 +173,7 @@ impl Provider for ShortList {
 // with the seed and the command that replays it.
 #[test]
 fn h3_short_inventory_breaks_an_invariant_and_the_seed_is_reported() {
-    let scenario = small(77).with_wrap(|_, p| Arc::new(ShortList(p)) as Arc<dyn Provider>);
+    let scenario = small(77).with_wrap(Flawed::wrap(Flaw::ShortList));
     let failure = scenario.run(ReferenceScheduler::new).unwrap_err();
     assert!(
         matches!(failure.violation, Violation::FreedWhileRunning { .. }),
@@ -189,32 +206,6 @@ fn h3_capacity_overrun_is_caught() {
     );
 }
 
-/// A provider whose destroy claims success and removes nothing.
-#[derive(Debug)]
-struct FakeDestroy(Arc<dyn Provider>);
-
-#[async_trait]
-impl Provider for FakeDestroy {
-    fn kind(&self) -> ProviderKind {
-        self.0.kind()
-    }
-    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        self.0.accepts(trust)
-    }
-    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
-        self.0.launch(spec).await
-    }
-    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
-        self.0.find(name).await
-    }
-    async fn list(&self) -> Result<Vec<Instance>, Error> {
-        self.0.list().await
-    }
-    async fn destroy(&self, _id: &InstanceId) -> Result<Teardown, Error> {
-        Ok(Teardown::Stopped)
-    }
-}
-
 // H3: instances left behind are reported as a leak.
 #[test]
 fn h3_leaked_instances_are_caught() {
@@ -223,7 +214,7 @@ fn h3_leaked_instances_are_caught() {
             jobs: 50,
             ..Workload::default()
         })
-        .with_wrap(|_, p| Arc::new(FakeDestroy(p)) as Arc<dyn Provider>);
+        .with_wrap(Flawed::wrap(Flaw::FakeDestroy));
     let failure = scenario.run(ReferenceScheduler::new).unwrap_err();
     assert_eq!(
         failure.violation,
