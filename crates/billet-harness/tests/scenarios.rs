@@ -150,13 +150,13 @@ impl Provider for Flawed {
     }
     async fn list(&self) -> Result<Vec<Instance>, Error> {
         let mut all = self.0.list().await?;
-        if matches!(self.1, Flaw::ShortList) && all.len() >= 3 {
-            if let Some(k) = (0..all.len())
+        if matches!(self.1, Flaw::ShortList)
+            && all.len() >= 3
+            && let Some(k) = (0..all.len())
                 .filter(|k| all[*k].state.is_running())
                 .min_by(|a, b| all[*a].name.cmp(&all[*b].name))
-            {
-                all.remove(k);
-            }
+        {
+            all.remove(k);
         }
         Ok(all)
     }
