@@ -128,6 +128,7 @@ impl Report {
                 .configure_mesh()
                 .x_desc("modelled time (hours)")
                 .y_desc("count")
+                .y_label_formatter(&|y| format!("{y:.0}"))
                 .draw()?;
             let leases = self.series.iter().map(|s| (hours(s.at), s.leases as f64));
             chart
