@@ -307,10 +307,12 @@ pub enum ConfigError {
     },
 }
 
-impl ConfigError {
-    /// Where the error is.
-    pub fn location(&self) -> &Location {
-        match self {
+/// Matches every variant of a [`ConfigError`] to its `location` field, by
+/// reference or by mutable reference as `$error` is: the one list of variants
+/// both accessors share.
+macro_rules! location_of {
+    ($error:expr) => {
+        match $error {
             ConfigError::Read { location, .. }
             | ConfigError::NotUtf8 { location }
             | ConfigError::Empty { location }
@@ -333,33 +335,18 @@ impl ConfigError {
             | ConfigError::NoProviderOfKind { location, .. }
             | ConfigError::NoRoutes { location } => location,
         }
+    };
+}
+
+impl ConfigError {
+    /// Where the error is.
+    pub fn location(&self) -> &Location {
+        location_of!(self)
     }
 
     /// The location, to fill in the file once it is known.
     pub(crate) fn location_mut(&mut self) -> &mut Location {
-        match self {
-            ConfigError::Read { location, .. }
-            | ConfigError::NotUtf8 { location }
-            | ConfigError::Empty { location }
-            | ConfigError::Syntax { location, .. }
-            | ConfigError::UnknownField { location, .. }
-            | ConfigError::MissingField { location, .. }
-            | ConfigError::DuplicateKey { location, .. }
-            | ConfigError::WrongType { location, .. }
-            | ConfigError::MissingIdentity { location }
-            | ConfigError::SimulatedKind { location, .. }
-            | ConfigError::UnknownKind { location, .. }
-            | ConfigError::NoProviders { location }
-            | ConfigError::BlankProviderName { location }
-            | ConfigError::DuplicateProvider { location, .. }
-            | ConfigError::ZeroCapacity { location, .. }
-            | ConfigError::MissingSettings { location, .. }
-            | ConfigError::ForeignSettings { location, .. }
-            | ConfigError::UnknownProvider { location, .. }
-            | ConfigError::BadLabels { location }
-            | ConfigError::NoProviderOfKind { location, .. }
-            | ConfigError::NoRoutes { location } => location,
-        }
+        location_of!(self)
     }
 
     /// Whether this is the refusal of the simulated kind (F3).
