@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example fleet
 //! cargo run --release --example fleet -- --seed 7 --jobs 200000 --concurrency 5000 --chart fleet.svg
+//! cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000
 //! ```
 //!
 //! Prints the report; exits 1 and prints the seed and the replay command when
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::scenario::{Fleet, Scenario};
+use billet_harness::trace::Trace;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -27,13 +29,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "fleet", version, about)]
 struct Args {
-    /// The seed of every random draw; the same seed gives the same digest.
+    /// The seed of every random draw (with --trace: the outage times); the
+    /// same seed gives the same digest.
     #[arg(long, default_value_t = Fleet::default().seed)]
     seed: u64,
-    /// Jobs in all.
+    /// Replay this SWF trace (plain or gzipped) instead of generating jobs;
+    /// --jobs is then not used.
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
+    /// Jobs in all (generated workloads only).
     #[arg(long, default_value_t = Fleet::default().jobs)]
     jobs: u64,
-    /// Leases across all deployments.
+    /// Leases across all deployments, exactly (split as evenly as whole
+    /// numbers allow; a deployment may get none).
     #[arg(long, default_value_t = Fleet::default().concurrency as u64, value_parser = clap::value_parser!(u64).range(1..))]
     concurrency: u64,
     /// Deployments sharing the one simulated host.
@@ -57,10 +65,20 @@ fn main() -> ExitCode {
         outages: usize::try_from(args.outages).unwrap_or(0),
         ..Fleet::default()
     };
-    let scenario = Scenario::fleet(fleet);
+    let scenario = match &args.trace {
+        Some(path) => match Scenario::replay(Trace::new(path), fleet) {
+            Ok(scenario) => scenario,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => Scenario::fleet(fleet),
+    };
 
     // A progress bar on stderr, shown only once the run has taken a second.
-    let bar = ProgressBar::with_draw_target(Some(args.jobs), ProgressDrawTarget::hidden());
+    let length = if args.trace.is_some() { 0 } else { args.jobs };
+    let bar = ProgressBar::with_draw_target(Some(length), ProgressDrawTarget::hidden());
     bar.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} jobs done")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -72,6 +90,7 @@ fn main() -> ExitCode {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
         }
+        bar.set_length(p.total);
         bar.set_position(p.done);
     });
     bar.finish_and_clear();

@@ -15,6 +15,8 @@
 //!   exceeded, that no lease is freed while its instance runs, that every job
 //!   finishes and that nothing leaks; the same seed gives the same trace digest.
 //! * [`report`]: what a run measured, and its chart.
+//! * [`trace`]: recorded workloads in the Standard Workload Format (SWF),
+//!   replayed lazily through the same scenario, scheduler and report (T1, T2).
 //!
 //! # Running a scenario
 //!
@@ -37,4 +39,5 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod scheduler;
+pub mod trace;
 pub mod workload;

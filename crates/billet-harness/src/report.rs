@@ -4,6 +4,10 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
+
+use crate::trace::TraceSummary;
+
 /// What one scenario run measured.
 ///
 /// Its [`Display`](fmt::Display) is the report the fleet example prints. Two
@@ -46,6 +50,9 @@ pub struct Report {
     pub digest: String,
     /// Running leases and queue length over modelled time, for the chart.
     pub series: Vec<Sample>,
+    /// The trace the jobs were replayed from, when they were (T3): its file,
+    /// header, and what was and was not replayed.
+    pub trace: Option<TraceSummary>,
 }
 
 /// One point of the report's time series.
@@ -88,6 +95,56 @@ impl Percentiles {
             p90: rank(0.90),
             p99: rank(0.99),
             max: values[values.len() - 1],
+        }
+    }
+}
+
+/// Queue waits in memory that does not grow with the number of jobs (T2):
+/// a histogram of microseconds with three significant digits, so every
+/// percentile is the top of a bucket at most 0.1% wide (never below the exact
+/// value, never above the largest wait); the largest wait is kept exactly.
+#[derive(Debug, Clone)]
+pub(crate) struct WaitHistogram {
+    micros: Histogram<u64>,
+    max: Duration,
+}
+
+impl WaitHistogram {
+    /// Waits up to 2^42 µs (about 51 days) are recorded as they are; longer
+    /// ones count in the top bucket (the exact maximum is still kept).
+    const HIGHEST_MICROS: u64 = 1 << 42;
+
+    pub(crate) fn new() -> Self {
+        WaitHistogram {
+            // Constant bounds, valid for hdrhistogram (low >= 1, high >= 2 low,
+            // 3 significant digits): this cannot fail.
+            micros: Histogram::new_with_bounds(1, Self::HIGHEST_MICROS, 3)
+                .expect("constant histogram bounds are valid"),
+            max: Duration::ZERO,
+        }
+    }
+
+    pub(crate) fn record(&mut self, wait: Duration) {
+        self.max = self.max.max(wait);
+        let micros = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX);
+        self.micros
+            .saturating_record(micros.min(Self::HIGHEST_MICROS));
+    }
+
+    /// The nearest-rank percentiles, each within 0.1%; the max exact.
+    pub(crate) fn percentiles(&self) -> Percentiles {
+        if self.micros.is_empty() {
+            return Percentiles::default();
+        }
+        let at = |q: f64| {
+            // The top of the value's bucket, capped by the exact maximum.
+            Duration::from_micros(self.micros.value_at_quantile(q)).min(self.max)
+        };
+        Percentiles {
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            max: self.max,
         }
     }
 }
@@ -193,6 +250,36 @@ impl fmt::Display for Report {
             "deployments: {} over one host, {} leases in all",
             self.deployments, self.capacity
         )?;
+        if let Some(trace) = &self.trace {
+            let h = &trace.header;
+            let c = &trace.counts;
+            let unknown = "unknown";
+            writeln!(
+                f,
+                "trace: {} ({}, computer {}, starting {}): {} records, {} jobs submitted over {} (+{}s to +{}s)",
+                trace.file,
+                h.installation.as_deref().unwrap_or(unknown),
+                h.computer.as_deref().unwrap_or(unknown),
+                h.start_time.as_deref().unwrap_or(unknown),
+                c.records,
+                c.jobs,
+                Human(c.submit_span()),
+                c.first_submit.unwrap_or(0),
+                c.last_submit.unwrap_or(0),
+            )?;
+            writeln!(
+                f,
+                "not replayed: {} of {} records ({} with unknown run time, {} cancelled before starting); \
+                 {} records with more than one processor replayed as one lease per processor, \
+                 {} with no processor count replayed as one lease",
+                c.not_replayed(),
+                c.records,
+                c.unknown_run_time,
+                c.cancelled_before_start,
+                c.multi_processor_records,
+                c.unknown_processors,
+            )?;
+        }
         writeln!(
             f,
             "jobs: {} submitted, {} finished ({} vanished), {} refused (no deployment accepts their trust class)",

@@ -2,19 +2,20 @@
 //! scheduler, and checks the invariants after every step.
 
 use std::fmt;
-use std::iter::Peekable;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use billet_clock::{Clock, ManualClock};
 use billet_provider::{Error, Provider};
 use billet_simulated::{Host, SimulatedProvider};
+use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::report::{Human, Percentiles, Report, Sample};
+use crate::report::{Human, Report, Sample, WaitHistogram};
 use crate::scenario::Scenario;
 use crate::scheduler::{DeploymentHandle, FreeReason, Scheduler, SchedulerContext, Step};
-use crate::workload::{Arrivals, JobId};
+use crate::trace::{TraceError, TraceJobs};
+use crate::workload::{Arrivals, Job, JobId};
 
 /// An invariant the run broke.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +63,12 @@ pub enum Violation {
         /// Why.
         reason: String,
     },
+    /// The scenario's trace could not be read (T1): the error names the file
+    /// and the line.
+    Trace {
+        /// What was wrong, and where.
+        error: TraceError,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -92,6 +99,7 @@ impl fmt::Display for Violation {
                 )
             }
             Violation::InvalidScenario { reason } => write!(f, "invalid scenario: {reason}"),
+            Violation::Trace { error } => write!(f, "the trace cannot be replayed: {error}"),
         }
     }
 }
@@ -120,15 +128,30 @@ pub struct RunFailure {
 pub struct Progress {
     /// Jobs done (finished or refused).
     pub done: u64,
-    /// Jobs in all.
+    /// Jobs in all: for a trace, what its header announces (`MaxJobs`), or
+    /// the jobs submitted so far when it announces nothing.
     pub total: u64,
+}
+
+/// Where a run's jobs come from: the seeded generator or a trace, both lazy.
+enum Source {
+    Generated(Arrivals),
+    Trace(Box<TraceJobs>),
+}
+
+impl Source {
+    fn next_job(&mut self) -> Result<Option<Job>, TraceError> {
+        match self {
+            Source::Generated(arrivals) => Ok(arrivals.next()),
+            Source::Trace(jobs) => jobs.next_job(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobState {
     Queued { since: SystemTime },
     Held { deployment: usize },
-    Done,
 }
 
 /// Event kinds hashed into the trace digest.
@@ -153,11 +176,13 @@ struct Driver<'a> {
     faulted: Vec<Arc<SimulatedProvider>>,
     /// One provider per deployment over the same host, never faulted: ground truth.
     oracle: Vec<SimulatedProvider>,
-    jobs: Vec<JobState>,
+    /// Jobs not yet done, by id: done jobs leave, so this holds what is in
+    /// flight (queued or held), never the whole workload (T2).
+    jobs: FxHashMap<JobId, JobState>,
     held: Vec<usize>,
     total_held: usize,
     report: Report,
-    waits: Vec<Duration>,
+    waits: WaitHistogram,
     trace: Xxh3,
     step: u64,
     next_sample: Duration,
@@ -247,17 +272,23 @@ impl Scenario {
             deployments: handles,
             clock: Arc::clone(&shared_clock),
         });
-        let expected_span = Duration::from_secs_f64(
-            self.workload.jobs as f64 / (self.workload.arrivals_per_minute / 60.0)
-                + self.workload.run_time.mean().as_secs_f64(),
-        );
+        // A trace's span is not known before it is read: start from a day and
+        // let the series thin itself as the run goes on.
+        let expected_span = match &self.trace {
+            Some(_) => Duration::from_secs(86_400),
+            None => Duration::try_from_secs_f64(
+                self.workload.jobs as f64 / (self.workload.arrivals_per_minute / 60.0)
+                    + self.workload.run_time.mean().as_secs_f64(),
+            )
+            .unwrap_or(Duration::MAX),
+        };
         let mut driver = Driver {
             scenario: self,
             clock,
             host,
             faulted,
             oracle,
-            jobs: Vec::new(),
+            jobs: FxHashMap::default(),
             held: vec![0; self.deployments.len()],
             total_held: 0,
             report: Report {
@@ -270,7 +301,7 @@ impl Scenario {
                 refused: 0,
                 peak_leases: 0,
                 peak_queue: 0,
-                queue_wait: Percentiles::default(),
+                queue_wait: Default::default(),
                 modelled: Duration::ZERO,
                 wall: Duration::ZERO,
                 outages_survived: 0,
@@ -278,17 +309,28 @@ impl Scenario {
                 steps: 0,
                 digest: String::new(),
                 series: Vec::new(),
+                trace: None,
             },
-            waits: Vec::new(),
+            waits: WaitHistogram::new(),
             trace: Xxh3::new(),
             step: 0,
             next_sample: Duration::ZERO,
-            sample_every: expected_span / (self.chart_points.max(1) as u32),
+            sample_every: (expected_span / (self.chart_points.max(1) as u32))
+                .max(Duration::from_nanos(1)),
         };
-        let arrivals = self.workload.arrivals(self.seed, self.start);
-        driver.drive(&mut scheduler, arrivals, progress).await?;
+        let source = match &self.trace {
+            Some(trace) => Source::Trace(Box::new(
+                TraceJobs::open(trace, self.start)
+                    .map_err(|error| driver.fail(Violation::Trace { error }))?,
+            )),
+            None => Source::Generated(self.workload.arrivals(self.seed, self.start)),
+        };
+        let source = driver.drive(&mut scheduler, source, progress).await?;
         let mut report = driver.report;
-        report.queue_wait = Percentiles::of(driver.waits);
+        if let Source::Trace(jobs) = &source {
+            report.trace = Some(jobs.summary());
+        }
+        report.queue_wait = driver.waits.percentiles();
         report.wall = wall.elapsed();
         report.digest = format!("{:032x}", driver.trace.digest128());
         Ok(report)
@@ -299,10 +341,12 @@ impl Driver<'_> {
     async fn drive<S: Scheduler>(
         &mut self,
         scheduler: &mut S,
-        arrivals: Arrivals,
+        mut source: Source,
         progress: &mut dyn FnMut(Progress),
-    ) -> Result<(), RunFailure> {
-        let mut arrivals: Peekable<Arrivals> = arrivals.peekable();
+    ) -> Result<Source, RunFailure> {
+        let mut pending = source
+            .next_job()
+            .map_err(|error| self.fail(Violation::Trace { error }))?;
         // Outage edges in time order: (when, deployment, starts?).
         let mut edges: Vec<(SystemTime, usize, bool, usize)> = Vec::new();
         for (k, o) in self.scenario.outages.iter().enumerate() {
@@ -317,11 +361,15 @@ impl Driver<'_> {
         edges.sort_by_key(|e| (e.0, !e.2, e.3));
         let mut edge = 0;
         let mut last_arrival = self.scenario.start;
-        let total = self.scenario.workload.jobs;
+        let announced = match &source {
+            Source::Generated(_) => Some(self.scenario.workload.jobs),
+            Source::Trace(jobs) => jobs.header().max_jobs,
+        };
+        let total = |submitted: u64| announced.unwrap_or(submitted).max(submitted);
         loop {
             let now = self.clock.now();
             let next = [
-                arrivals.peek().map(|j| j.submitted_at),
+                pending.as_ref().map(|j| j.submitted_at),
                 edges.get(edge).map(|e| e.0),
                 scheduler.next_wakeup(),
                 self.clock.next_deadline(),
@@ -331,8 +379,8 @@ impl Driver<'_> {
             .min();
             let Some(next) = next else { break };
             let next = next.max(now);
-            if next > last_arrival + self.scenario.drain_limit && arrivals.peek().is_none() {
-                let unfinished = total - self.report.finished - self.report.refused;
+            if next > last_arrival + self.scenario.drain_limit && pending.is_none() {
+                let unfinished = self.report.submitted - self.report.finished - self.report.refused;
                 return Err(self.fail(Violation::Unfinished {
                     jobs: unfinished,
                     why: format!(
@@ -366,17 +414,23 @@ impl Driver<'_> {
                     self.record(Event::OutageEnd, 0, deployment);
                 }
             }
-            while arrivals.peek().is_some_and(|j| j.submitted_at <= next) {
-                let Some(job) = arrivals.next() else { break };
+            while pending.as_ref().is_some_and(|j| j.submitted_at <= next) {
+                let Some(job) = pending.take() else { break };
+                pending = source
+                    .next_job()
+                    .map_err(|error| self.fail(Violation::Trace { error }))?;
                 last_arrival = job.submitted_at;
                 let id = job.id;
                 self.report.submitted += 1;
-                self.jobs.push(JobState::Queued {
-                    since: job.submitted_at,
-                });
+                self.jobs.insert(
+                    id,
+                    JobState::Queued {
+                        since: job.submitted_at,
+                    },
+                );
                 self.record(Event::Submit, id, 0);
                 if !scheduler.submit(job).await {
-                    self.jobs[id as usize] = JobState::Done;
+                    self.jobs.remove(&id);
                     self.report.refused += 1;
                     self.record(Event::Refuse, id, 0);
                 }
@@ -386,19 +440,20 @@ impl Driver<'_> {
             if self.step.is_multiple_of(4096) {
                 progress(Progress {
                     done: self.report.finished + self.report.refused,
-                    total,
+                    total: total(self.report.submitted),
                 });
             }
         }
+        let submitted = self.report.submitted;
         progress(Progress {
             done: self.report.finished + self.report.refused,
-            total,
+            total: submitted,
         });
         self.report.modelled = self.elapsed();
         let done = self.report.finished + self.report.refused;
-        if done != total || scheduler.queued() > 0 || self.total_held > 0 {
+        if done != submitted || scheduler.queued() > 0 || self.total_held > 0 {
             return Err(self.fail(Violation::Unfinished {
-                jobs: total - done,
+                jobs: submitted - done,
                 why: "the scheduler stopped asking for time with work outstanding".to_owned(),
             }));
         }
@@ -407,7 +462,7 @@ impl Driver<'_> {
                 instances: self.host.len(),
             }));
         }
-        Ok(())
+        Ok(source)
     }
 
     /// Checks one step against the harness's books and the host's ground truth.
@@ -418,7 +473,7 @@ impl Driver<'_> {
             self.record(Event::InventoryError, 0, d);
         }
         for freed in &step.freed {
-            let state = self.jobs.get(freed.job as usize).copied();
+            let state = self.jobs.get(&freed.job).copied();
             if state
                 != Some(JobState::Held {
                     deployment: freed.deployment,
@@ -441,7 +496,7 @@ impl Driver<'_> {
                     instance: freed.name.clone(),
                 }));
             }
-            self.jobs[freed.job as usize] = JobState::Done;
+            self.jobs.remove(&freed.job);
             self.held[freed.deployment] -= 1;
             self.total_held -= 1;
             self.report.finished += 1;
@@ -455,7 +510,7 @@ impl Driver<'_> {
             self.record(event, freed.job, freed.deployment);
         }
         for launched in &step.launched {
-            let state = self.jobs.get(launched.job as usize).copied();
+            let state = self.jobs.get(&launched.job).copied();
             let Some(JobState::Queued { since }) = state else {
                 return Err(self.fail(Violation::Inconsistent {
                     what: format!("launched job {} but it was {state:?}", launched.job),
@@ -470,13 +525,16 @@ impl Driver<'_> {
                     ),
                 }));
             }
-            self.jobs[launched.job as usize] = JobState::Held {
-                deployment: launched.deployment,
-            };
+            self.jobs.insert(
+                launched.job,
+                JobState::Held {
+                    deployment: launched.deployment,
+                },
+            );
             self.held[launched.deployment] += 1;
             self.total_held += 1;
             self.waits
-                .push(now.duration_since(since).unwrap_or_default());
+                .record(now.duration_since(since).unwrap_or_default());
             self.record(Event::Launch, launched.job, launched.deployment);
         }
         for (d, spec) in self.scenario.deployments.iter().enumerate() {
@@ -510,6 +568,18 @@ impl Driver<'_> {
                 queued,
             });
             self.next_sample = elapsed + self.sample_every;
+            // Past twice the points asked for (a trace runs longer than its
+            // first estimate), keep every other point and sample half as
+            // often: the series stays bounded whatever the run's length.
+            if self.report.series.len() >= 2 * self.scenario.chart_points.max(1) {
+                let mut k = 0;
+                self.report.series.retain(|_| {
+                    k += 1;
+                    k % 2 == 1
+                });
+                self.sample_every *= 2;
+                self.next_sample = elapsed + self.sample_every;
+            }
         }
         Ok(())
     }

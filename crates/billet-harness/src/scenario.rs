@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use billet_provider::Provider;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
+use crate::trace::{Trace, TraceError};
 use crate::workload::{RunTime, TrustMix, Workload};
 
 /// One deployment of a scenario: its identity and its capacity in leases.
@@ -43,8 +46,11 @@ pub type Wrap = Arc<dyn Fn(usize, Arc<dyn Provider>) -> Arc<dyn Provider> + Send
 pub struct Scenario {
     /// The seed of every random draw.
     pub seed: u64,
-    /// The jobs that arrive.
+    /// The jobs that arrive, unless a trace is set.
     pub workload: Workload,
+    /// When set, the jobs are replayed from this trace, read as the run goes
+    /// (T1, T2), and `workload` is not used.
+    pub trace: Option<Trace>,
     /// The deployments, all over one simulated host.
     pub deployments: Vec<DeploymentSpec>,
     /// The inventory outages.
@@ -68,6 +74,7 @@ impl fmt::Debug for Scenario {
         f.debug_struct("Scenario")
             .field("seed", &self.seed)
             .field("workload", &self.workload)
+            .field("trace", &self.trace)
             .field("deployments", &self.deployments)
             .field("outages", &self.outages)
             .field("start", &self.start)
@@ -84,9 +91,11 @@ pub struct Fleet {
     pub seed: u64,
     /// Jobs in all.
     pub jobs: u64,
-    /// Leases across all deployments: the peak the workload drives toward.
+    /// Leases across all deployments, exactly: the peak the workload drives
+    /// toward. See [`split_leases`] for how they are shared out.
     pub concurrency: usize,
-    /// Deployments sharing the host; capacity is split evenly.
+    /// Deployments sharing the host; the leases are split as evenly as
+    /// whole numbers allow.
     pub deployments: usize,
     /// Inventory outages, spread over the run and across deployments.
     pub outages: usize,
@@ -128,6 +137,7 @@ impl Scenario {
         Scenario {
             seed,
             workload: Workload::default(),
+            trace: None,
             deployments: vec![DeploymentSpec {
                 name: "deployment-0".to_owned(),
                 capacity: 100,
@@ -148,8 +158,10 @@ impl Scenario {
     pub fn fleet(fleet: Fleet) -> Self {
         let mut run_time = Workload::default().run_time;
         let deployments = fleet.deployments.max(1);
-        let per_deployment = fleet.concurrency.div_ceil(deployments);
-        let capacity = per_deployment * deployments;
+        let split = split_leases(fleet.concurrency, deployments);
+        // No lease at all is refused when the scenario runs; the rates below
+        // are computed as if there were one, so they stay finite.
+        let capacity = fleet.concurrency.max(1);
         // Offered load = arrivals per second x mean run time / capacity.
         let per_second = match fleet.arrivals_over {
             Some(span) if !span.is_zero() => {
@@ -163,7 +175,8 @@ impl Scenario {
             }
             _ => fleet.load * capacity as f64 / run_time.mean().as_secs_f64(),
         };
-        let span = Duration::from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE));
+        let span = Duration::try_from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE))
+            .unwrap_or(Duration::MAX);
         let untrusted = fleet.untrusted_share.clamp(0.0, 1.0);
         let outages = (0..fleet.outages)
             .map(|k| Outage {
@@ -184,12 +197,7 @@ impl Scenario {
                 },
                 name_prefix: "job-".to_owned(),
             },
-            deployments: (0..deployments)
-                .map(|i| DeploymentSpec {
-                    name: format!("deployment-{i}"),
-                    capacity: per_deployment,
-                })
-                .collect(),
+            deployments: deployment_specs(&split),
             outages,
             replay: Some(format!(
                 "cargo run --release --example fleet -- --seed {} --jobs {} --concurrency {} --deployments {} --outages {}",
@@ -197,6 +205,68 @@ impl Scenario {
             )),
             ..Scenario::new(fleet.seed)
         }
+    }
+
+    /// A replay of `trace` through a fleet sized by `fleet`: its seed,
+    /// `concurrency` (leases in all, split by [`split_leases`]), `deployments`
+    /// and `outages`; the fleet's job count, load and trust mix are not used,
+    /// since the trace says what arrives (T2, T3).
+    ///
+    /// The outages are the one thing still drawn from the seed: each starts at
+    /// a time drawn uniformly over the trace's submit span and lasts five
+    /// modelled minutes, on deployments in turn. Finding that span reads the
+    /// trace once, as a replay does (constant memory), and only when outages
+    /// are asked for.
+    ///
+    /// Errors: the trace cannot be opened, or (when scanned for outages) it is
+    /// malformed; the error names the file and line.
+    pub fn replay(trace: Trace, fleet: Fleet) -> Result<Self, TraceError> {
+        let deployments = fleet.deployments.max(1);
+        let split = split_leases(fleet.concurrency, deployments);
+        let outages = if fleet.outages == 0 {
+            // Still fail early on a trace that cannot be opened.
+            drop(trace.open()?);
+            Vec::new()
+        } else {
+            let span = trace.scan()?.counts.submit_span();
+            let mut rng = ChaCha8Rng::seed_from_u64(fleet.seed);
+            let mut times: Vec<Duration> = (0..fleet.outages)
+                .map(|_| Duration::from_secs(rng.random_range(0..=span.as_secs())))
+                .collect();
+            times.sort_unstable();
+            times
+                .into_iter()
+                .enumerate()
+                .map(|(k, at)| Outage {
+                    deployment: k % deployments,
+                    at,
+                    lasting: Duration::from_secs(300),
+                })
+                .collect()
+        };
+        let replay = format!(
+            "cargo run --release --example fleet -- --trace {} --seed {} --concurrency {} --deployments {} --outages {}",
+            trace.name(),
+            fleet.seed,
+            fleet.concurrency,
+            deployments,
+            fleet.outages
+        );
+        Ok(Scenario {
+            trace: Some(trace),
+            deployments: deployment_specs(&split),
+            outages,
+            replay: Some(replay),
+            ..Scenario::new(fleet.seed)
+        })
+    }
+
+    /// The same scenario with its jobs replayed from `trace` instead of
+    /// generated.
+    #[must_use]
+    pub fn with_trace(mut self, trace: Trace) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// The same scenario with this workload.
@@ -244,6 +314,12 @@ impl Scenario {
         if self.deployments.is_empty() {
             return Err("a scenario needs at least one deployment".to_owned());
         }
+        if self.deployments.iter().all(|d| d.capacity == 0) {
+            return Err(format!(
+                "no deployment of the {} has any lease: a scenario needs at least one",
+                self.deployments.len()
+            ));
+        }
         let mut names: Vec<&str> = self.deployments.iter().map(|d| d.name.as_str()).collect();
         names.sort_unstable();
         if let Some(pair) = names.windows(2).find(|p| p[0] == p[1]) {
@@ -273,4 +349,34 @@ impl Scenario {
             )
         })
     }
+}
+
+/// Splits `leases` across `deployments` so that they add up to exactly
+/// `leases`: each deployment gets `leases / deployments`, and the first
+/// `leases % deployments` one more. When there are fewer leases than
+/// deployments, the last ones get none. (A split that leaves every deployment
+/// without a lease, `leases == 0`, is refused when the scenario is validated.)
+///
+/// ```
+/// use billet_harness::scenario::split_leases;
+/// assert_eq!(split_leases(13, 7), [2, 2, 2, 2, 2, 2, 1]);
+/// assert_eq!(split_leases(1, 2), [1, 0]);
+/// ```
+pub fn split_leases(leases: usize, deployments: usize) -> Vec<usize> {
+    let deployments = deployments.max(1);
+    let (each, extra) = (leases / deployments, leases % deployments);
+    (0..deployments)
+        .map(|i| each + usize::from(i < extra))
+        .collect()
+}
+
+fn deployment_specs(split: &[usize]) -> Vec<DeploymentSpec> {
+    split
+        .iter()
+        .enumerate()
+        .map(|(i, &capacity)| DeploymentSpec {
+            name: format!("deployment-{i}"),
+            capacity,
+        })
+        .collect()
 }
