@@ -7,7 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::run::Violation;
-use billet_harness::scenario::{DeploymentSpec, Fleet, Outage, Scenario};
+use billet_harness::scenario::{DeploymentSpec, Fleet, Outage, Scenario, split_leases};
+use billet_harness::trace::{SwfRecord, Trace, TraceErrorKind};
 use billet_harness::workload::{RunTime, TrustMix, Workload};
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
@@ -288,4 +289,199 @@ fn h5_h6_default_fleet_report_and_chart() {
             .to_string()
             .contains("/nonexistent-dir/x/fleet.svg")
     );
+}
+
+/// The LCG trace shipped with the repository (T4).
+const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
+
+/// A synthetic SWF trace in a temporary file: `records` jobs, one every
+/// `every` seconds (with a burst of 40 at once every 500 records), each
+/// running `run` seconds; a few not replayable, a few on two processors.
+fn synthetic(dir: &tempfile::TempDir, records: i64, every: i64, run: i64) -> Trace {
+    let mut text = String::from("; Version: 2.2\n; Installation: synthetic\n; Computer: none\n");
+    let mut submit = 0;
+    for i in 0..records {
+        if i % 500 != 0 || i == 0 {
+            submit += every;
+        }
+        let mut f = SwfRecord::new(i + 1, submit, run + i % 7).fields();
+        if i % 97 == 5 {
+            f[3] = -1; // unknown run time
+        }
+        if i % 89 == 3 {
+            (f[3], f[10]) = (0, 5); // cancelled before it started
+        }
+        if i % 71 == 1 {
+            f[4] = 2; // two processors, two leases
+        }
+        text += &SwfRecord::from_fields(f).to_string();
+        text.push('\n');
+    }
+    let path = dir.path().join(format!("synthetic-{records}.swf"));
+    std::fs::write(&path, text).unwrap();
+    Trace::new(path)
+}
+
+// T3: `--concurrency N` means exactly N leases in all, for generated workloads
+// too: the split is exact, a deployment may get none, and a split that leaves
+// no deployment any lease is refused.
+#[test]
+fn t3_leases_split_exactly() {
+    assert_eq!(split_leases(13, 7), [2, 2, 2, 2, 2, 2, 1]);
+    assert_eq!(split_leases(1, 2), [1, 0]);
+    assert_eq!(split_leases(1_000, 2), [500, 500]);
+    for (n, d) in [(13, 7), (1, 2), (3, 5), (2_000, 3)] {
+        let split = split_leases(n, d);
+        assert_eq!((split.len(), split.iter().sum::<usize>()), (d, n));
+        assert!(split.iter().max().unwrap() - split.iter().min().unwrap() <= 1);
+    }
+    let fleet = |concurrency, deployments| Fleet {
+        jobs: 300,
+        concurrency,
+        deployments,
+        outages: 0,
+        ..Fleet::default()
+    };
+    let report = Scenario::fleet(fleet(13, 7))
+        .run(ReferenceScheduler::new)
+        .unwrap();
+    assert_eq!((report.capacity, report.peak_leases), (13, 13), "{report}");
+    let report = Scenario::fleet(fleet(1, 2))
+        .run(ReferenceScheduler::new)
+        .unwrap();
+    assert_eq!((report.capacity, report.peak_leases), (1, 1), "{report}");
+    let refused = Scenario::fleet(fleet(0, 3))
+        .run(ReferenceScheduler::new)
+        .unwrap_err();
+    assert!(
+        matches!(&refused.violation, Violation::InvalidScenario { reason } if reason.contains("no deployment")),
+        "{refused}"
+    );
+}
+
+// T2: a replay runs through the same scheduler, invariants, outages and report
+// as a generated workload, and the same trace and flags give the same digest;
+// another seed draws other outage times, so another digest.
+#[test]
+fn t2_replay_is_deterministic_through_outages() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = synthetic(&dir, 3_000, 2, 150);
+    let fleet = |seed| Fleet {
+        seed,
+        concurrency: 60,
+        deployments: 3,
+        outages: 4,
+        ..Fleet::default()
+    };
+    let run = |seed| {
+        Scenario::replay(trace.clone(), fleet(seed))
+            .unwrap()
+            .run(ReferenceScheduler::new)
+            .unwrap()
+    };
+    let (a, b, c) = (run(3), run(3), run(4));
+    assert_eq!(a.digest, b.digest);
+    assert_eq!((a.queue_wait, a.peak_queue), (b.queue_wait, b.peak_queue));
+    assert_ne!(a.digest, c.digest, "outage times are drawn from the seed");
+    let counts = a.trace.as_ref().unwrap().counts;
+    assert_eq!(counts.records, 3_000);
+    assert_eq!(a.submitted, counts.jobs);
+    assert_eq!(a.finished, a.submitted, "{a}");
+    assert_eq!(a.refused, 0);
+    assert_eq!(
+        counts.jobs,
+        counts.records - counts.not_replayed() + counts.multi_processor_records
+    );
+    assert!(counts.unknown_run_time > 0 && counts.cancelled_before_start > 0);
+    assert_eq!(a.outages_survived, 4);
+    assert!(a.inventory_errors > 0, "{a}");
+    assert_eq!(a.peak_leases, 60, "bursts of 40 fill the fleet: {a}");
+    assert!(a.peak_queue > 0, "{a}");
+}
+
+// T2: a trace that goes bad mid-replay stops the run with the error naming
+// the file and line; nothing after it is replayed.
+#[test]
+fn t2_bad_line_mid_replay_fails_the_run_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = SwfRecord::new(1, 10, 5).to_string();
+    let path = dir.path().join("bad.swf");
+    std::fs::write(&path, format!("{good}\n{good}\nnot a record\n{good}\n")).unwrap();
+    let scenario = Scenario::replay(
+        Trace::new(&path),
+        Fleet {
+            outages: 0,
+            concurrency: 4,
+            ..Fleet::default()
+        },
+    )
+    .unwrap();
+    let failure = scenario.run(ReferenceScheduler::new).unwrap_err();
+    let Violation::Trace { error } = &failure.violation else {
+        panic!("{failure}");
+    };
+    assert_eq!((error.line, error.file.as_str()), (3, path.to_str().unwrap()));
+    assert!(matches!(error.kind, TraceErrorKind::Malformed { .. }));
+    assert!(failure.replay.contains("--trace"), "{failure}");
+    // Scanning for outage times finds the same line before anything runs.
+    let err = Scenario::replay(Trace::new(&path), Fleet::default()).unwrap_err();
+    assert_eq!(err.line, 3);
+}
+
+// T3, T4: the LCG trace's report names the trace (installation, jobs, span)
+// and what was not replayed; here its first 3,000 records onto 300 leases.
+#[test]
+fn t3_t4_lcg_report_names_the_trace() {
+    let scenario = Scenario::replay(
+        Trace::new(LCG).first(3_000),
+        Fleet {
+            concurrency: 300,
+            ..Fleet::default()
+        },
+    )
+    .unwrap();
+    let report = scenario.run(ReferenceScheduler::new).unwrap();
+    let text = report.to_string();
+    let line = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{text}"))
+            .to_owned()
+    };
+    let trace = line("trace: ");
+    assert!(trace.contains("LCG.swf.gz (LCG grid, computer various, starting Sun Nov 20 00:00:05 GMT 2005): 3000 records, 3000 jobs submitted over "), "{trace}");
+    assert_eq!(
+        line("not replayed: "),
+        "0 of 3000 records (0 with unknown run time, 0 cancelled before starting); \
+         0 records with more than one processor replayed as one lease per processor, \
+         0 with no processor count replayed as one lease"
+    );
+    assert_eq!((report.submitted, report.finished), (3_000, 3_000));
+    assert!(report.peak_leases <= 300);
+    line("digest: ");
+}
+
+// T4: the trace ships with its header and acknowledgement intact, and the
+// README credits the archive and shows its report.
+#[test]
+fn t4_lcg_ships_with_header_and_readme_report() {
+    let mut reader = Trace::new(LCG).open().unwrap();
+    let header = reader.read_header().unwrap().clone();
+    assert_eq!(header.version.as_deref(), Some("2.2"));
+    assert_eq!(header.installation.as_deref(), Some("LCG grid"));
+    assert_eq!(header.acknowledge.as_deref(), Some("Hui Li"));
+    assert!(header.conversion.as_deref().unwrap().starts_with("Dror Feitelson"));
+    assert_eq!((header.max_jobs, header.max_records), (Some(188_041), Some(188_041)));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+        .unwrap();
+    for needle in [
+        "Parallel Workloads Archive",
+        "Hui Li",
+        "Dror Feitelson",
+        "cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000",
+        "trace: data/LCG.swf.gz (LCG grid, computer various, starting Sun Nov 20 00:00:05 GMT 2005): 188041 records, 188041 jobs",
+        "not replayed: 0 of 188041 records",
+    ] {
+        assert!(readme.contains(needle), "README.md lacks {needle:?}");
+    }
 }
