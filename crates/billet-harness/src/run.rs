@@ -135,7 +135,7 @@ pub struct Progress {
 
 /// Where a run's jobs come from: the seeded generator or a trace, both lazy.
 enum Source {
-    Generated(Arrivals),
+    Generated(Box<Arrivals>),
     Trace(Box<TraceJobs>),
 }
 
@@ -323,7 +323,7 @@ impl Scenario {
                 TraceJobs::open(trace, self.start)
                     .map_err(|error| driver.fail(Violation::Trace { error }))?,
             )),
-            None => Source::Generated(self.workload.arrivals(self.seed, self.start)),
+            None => Source::Generated(Box::new(self.workload.arrivals(self.seed, self.start))),
         };
         let source = driver.drive(&mut scheduler, source, progress).await?;
         let mut report = driver.report;

@@ -175,8 +175,9 @@ impl Scenario {
             }
             _ => fleet.load * capacity as f64 / run_time.mean().as_secs_f64(),
         };
-        let span = Duration::try_from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE))
-            .unwrap_or(Duration::MAX);
+        let span =
+            Duration::try_from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE))
+                .unwrap_or(Duration::MAX);
         let untrusted = fleet.untrusted_share.clamp(0.0, 1.0);
         let outages = (0..fleet.outages)
             .map(|k| Outage {

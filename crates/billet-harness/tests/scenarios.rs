@@ -420,7 +420,10 @@ fn t2_bad_line_mid_replay_fails_the_run_naming_it() {
     let Violation::Trace { error } = &failure.violation else {
         panic!("{failure}");
     };
-    assert_eq!((error.line, error.file.as_str()), (3, path.to_str().unwrap()));
+    assert_eq!(
+        (error.line, error.file.as_str()),
+        (3, path.to_str().unwrap())
+    );
     assert!(matches!(error.kind, TraceErrorKind::Malformed { .. }));
     assert!(failure.replay.contains("--trace"), "{failure}");
     // Scanning for outage times finds the same line before anything runs.
@@ -470,10 +473,19 @@ fn t4_lcg_ships_with_header_and_readme_report() {
     assert_eq!(header.version.as_deref(), Some("2.2"));
     assert_eq!(header.installation.as_deref(), Some("LCG grid"));
     assert_eq!(header.acknowledge.as_deref(), Some("Hui Li"));
-    assert!(header.conversion.as_deref().unwrap().starts_with("Dror Feitelson"));
-    assert_eq!((header.max_jobs, header.max_records), (Some(188_041), Some(188_041)));
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .unwrap();
+    assert!(
+        header
+            .conversion
+            .as_deref()
+            .unwrap()
+            .starts_with("Dror Feitelson")
+    );
+    assert_eq!(
+        (header.max_jobs, header.max_records),
+        (Some(188_041), Some(188_041))
+    );
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     for needle in [
         "Parallel Workloads Archive",
         "Hui Li",

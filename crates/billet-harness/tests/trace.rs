@@ -40,12 +40,22 @@ fn gzip(text: &[u8]) -> Vec<u8> {
 fn sample_trace() -> String {
     let mut text = HEADER.to_owned();
     // job, submit, wait, run, alloc, cpu, mem, req procs, req time, req mem, status, ...
-    text += &line([1, 0, -1, 83, 1, -1, -1, 1, 1200, -1, 1, 1, 1, -1, -1, 1, -1, -1]);
+    text += &line([
+        1, 0, -1, 83, 1, -1, -1, 1, 1200, -1, 1, 1, 1, -1, -1, 1, -1, -1,
+    ]);
     text += "\n   \n"; // blank lines carry nothing
-    text += &line([2, 3, -1, -1, 1, -1, -1, 1, -1, -1, 1, 2, 2, -1, -1, 2, -1, -1]);
-    text += &line([3, 12, -1, 0, 0, -1, -1, 1, -1, -1, 5, 1, 1, -1, -1, 3, -1, -1]);
-    text += &line([4, 12, -1, 30, 3, -1, -1, 3, -1, -1, 1, 1, 1, -1, -1, 3, -1, -1]);
-    text += &line([5, 20, -1, 0, -1, -1, -1, -1, -1, -1, 1, 1, 1, -1, -1, 3, -1, -1]);
+    text += &line([
+        2, 3, -1, -1, 1, -1, -1, 1, -1, -1, 1, 2, 2, -1, -1, 2, -1, -1,
+    ]);
+    text += &line([
+        3, 12, -1, 0, 0, -1, -1, 1, -1, -1, 5, 1, 1, -1, -1, 3, -1, -1,
+    ]);
+    text += &line([
+        4, 12, -1, 30, 3, -1, -1, 3, -1, -1, 1, 1, 1, -1, -1, 3, -1, -1,
+    ]);
+    text += &line([
+        5, 20, -1, 0, -1, -1, -1, -1, -1, -1, 1, 1, 1, -1, -1, 3, -1, -1,
+    ]);
     text
 }
 
@@ -80,7 +90,13 @@ fn t1_records_become_jobs_plain_and_gzipped() {
         // unknown: one lease, run time 0).
         assert_eq!(
             shape,
-            [(0, 0, 83), (1, 12, 30), (2, 12, 30), (3, 12, 30), (4, 20, 0)]
+            [
+                (0, 0, 83),
+                (1, 12, 30),
+                (2, 12, 30),
+                (3, 12, 30),
+                (4, 20, 0)
+            ]
         );
         assert!(all.iter().all(|j| j.trust == TrustClass::Trusted));
         assert_eq!(all[1].name, "job-0000001");
@@ -130,7 +146,8 @@ fn error_of(text: &str) -> (u64, TraceErrorKind) {
     let err = read_all("bad.swf", text.as_bytes()).unwrap_err();
     assert_eq!(err.file, "bad.swf");
     assert!(
-        err.to_string().starts_with(&format!("bad.swf, line {}: ", err.line)),
+        err.to_string()
+            .starts_with(&format!("bad.swf, line {}: ", err.line)),
         "{err}"
     );
     (err.line, err.kind)
@@ -142,14 +159,14 @@ fn error_of(text: &str) -> (u64, TraceErrorKind) {
 fn t1_malformed_lines_name_file_and_line() {
     let good = line(SwfRecord::new(1, 5, 10).fields());
     let cases = [
-        "1 2 3\n".to_owned(),                                         // too few fields
-        good.trim_end().to_owned() + " 7\n",                          // too many
-        good.replacen("10", "ten", 1),                                // not a number
-        good.replacen(" 10 ", " 1.5 ", 1),                            // not an integer
-        line(SwfRecord::new(1, -4, 10).fields()),                     // negative submit
-        line(SwfRecord::new(1, 4, -2).fields()),                      // run time below -1
-        good.replacen("1", "\u{fffd}", 1),                            // not ASCII
-        format!("1 {} 3\n", "9".repeat(40)),                          // overflows
+        "1 2 3\n".to_owned(),                     // too few fields
+        good.trim_end().to_owned() + " 7\n",      // too many
+        good.replacen("10", "ten", 1),            // not a number
+        good.replacen(" 10 ", " 1.5 ", 1),        // not an integer
+        line(SwfRecord::new(1, -4, 10).fields()), // negative submit
+        line(SwfRecord::new(1, 4, -2).fields()),  // run time below -1
+        good.replacen("1", "\u{fffd}", 1),        // not ASCII
+        format!("1 {} 3\n", "9".repeat(40)),      // overflows
     ];
     for bad in cases {
         let text = format!("{HEADER}{good}{bad}");
