@@ -12,7 +12,10 @@ use crate::trace::TraceSummary;
 ///
 /// Its [`Display`](fmt::Display) is the report the fleet example prints. Two
 /// lines have a fixed form that tools read: `peak concurrent leases: N` and
-/// `digest: HEX`.
+/// `digest: HEX`. A replay of a trace adds two lines after the deployments
+/// line (T3): `trace: FILE (INSTALLATION, computer C, starting T): R records,
+/// J jobs submitted over SPAN (+FIRSTs to +LASTs)` and `not replayed: N of R
+/// records (...)`, which says why, by reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     /// The scenario's seed.
