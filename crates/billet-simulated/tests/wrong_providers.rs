@@ -42,6 +42,8 @@ enum Flaw {
     /// A launch during a whole-connection outage answers `Unavailable` but
     /// starts the instance all the same.
     LaunchLeaksDuringOutage,
+    /// Every instance says it started an hour before it did.
+    StartedAnHourEarly,
 }
 
 /// How long after its run time a [`Flaw::StopsLate`] instance still runs:
@@ -60,6 +62,9 @@ struct Broken {
 impl Broken {
     /// An instance as this flawed provider reports it.
     fn report(&self, mut instance: Instance) -> Instance {
+        if self.flaw == Flaw::StartedAnHourEarly {
+            instance.started_at -= Duration::from_secs(3600);
+        }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
             (Flaw::StopsLate, State::Stopped { .. }) => {
@@ -313,6 +318,17 @@ fn h8_catches_a_launch_during_a_whole_outage_that_leaves_an_instance() {
     assert!(failure.reason.contains("unexpected"), "{failure}");
     assert!(
         failure.steps.iter().any(|s| s.contains("outage starts")),
+        "{failure}"
+    );
+}
+
+// H7: under wall timing, a start time that does not lie around the launch call
+// is caught at once.
+#[test]
+fn h7_catches_a_start_time_far_from_the_launch_call() {
+    let failure = caught_in_wall_time(Flaw::StartedAnHourEarly, 1);
+    assert!(
+        failure.reason.contains("from the launch call's start"),
         "{failure}"
     );
 }
