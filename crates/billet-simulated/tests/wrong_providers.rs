@@ -42,6 +42,9 @@ enum Flaw {
     /// A launch during a whole-connection outage answers `Unavailable` but
     /// starts the instance all the same.
     LaunchLeaksDuringOutage,
+    /// A destroy during a whole-connection outage answers `Unavailable` but
+    /// removes the instance all the same.
+    DestroyRemovesDuringOutage,
     /// Every instance says it started an hour before it did.
     StartedAnHourEarly,
 }
@@ -133,6 +136,10 @@ impl Provider for Broken {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.flaw == Flaw::DestroyRemovesDuringOutage && self.inner.is_severed() {
+            let _ = self.inner.provider().destroy(id).await;
+            return Err(Error::unavailable("the connection is cut"));
+        }
         match self.inner.destroy(id).await {
             Err(err)
                 if self.flaw == Flaw::DestroyForeignSucceeds
@@ -331,4 +338,12 @@ fn h7_catches_a_start_time_far_from_the_launch_call() {
         failure.reason.contains("from the launch call's start"),
         "{failure}"
     );
+}
+
+// H8: a destroy answered with an error during a whole-connection outage that
+// removed the instance all the same is caught once the inventory answers.
+#[test]
+fn h8_catches_a_destroy_during_a_whole_outage_that_removes() {
+    let failure = caught_in_wall_time(Flaw::DestroyRemovesDuringOutage, 4);
+    assert!(failure.reason.contains("missing"), "{failure}");
 }
