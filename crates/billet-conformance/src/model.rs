@@ -253,7 +253,13 @@ impl Pace {
             Pace::Modelled => RUN_TIMES.to_vec(),
             Pace::Wall(windows) => {
                 let unit = windows.unit();
-                vec![Duration::ZERO, unit, unit * 3, unit * 6, Duration::MAX]
+                vec![
+                    Duration::ZERO,
+                    unit,
+                    unit.saturating_mul(3),
+                    unit.saturating_mul(6),
+                    Duration::MAX,
+                ]
             }
         }
     }
@@ -264,7 +270,12 @@ impl Pace {
             Pace::Modelled => ADVANCES.to_vec(),
             Pace::Wall(windows) => {
                 let unit = windows.unit();
-                vec![unit / 2, unit, unit * 2, unit * 4]
+                vec![
+                    unit / 2,
+                    unit,
+                    unit.saturating_mul(2),
+                    unit.saturating_mul(4),
+                ]
             }
         }
     }
@@ -273,7 +284,7 @@ impl Pace {
     fn horizon(self) -> Duration {
         match self {
             Pace::Modelled => HORIZON,
-            Pace::Wall(windows) => windows.unit() * 8,
+            Pace::Wall(windows) => windows.unit().saturating_mul(8),
         }
     }
 }
