@@ -186,11 +186,15 @@ impl Default for ContractConfig {
 
 impl ContractConfig {
     /// Sized for a backend timed by real time ([`Timing::Wall`]): `cases`
-    /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each.
+    /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each, and
+    /// at most 128 shrinking attempts, since every attempt replays a case in
+    /// real time.
     pub fn wall(cases: u32) -> Self {
-        ContractConfig::default()
+        let mut config = ContractConfig::default()
             .with_cases(cases)
-            .with_steps(16, 32)
+            .with_steps(16, 32);
+        config.proptest.max_shrink_iters = 128;
+        config
     }
 
     /// The same configuration running `cases` sequences.

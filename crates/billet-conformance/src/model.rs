@@ -1,5 +1,6 @@
 //! The reference model of the provider contract: what two deployments on one
-//! host must answer, as a `proptest-state-machine` [`ReferenceStateMachine`].
+//! host must answer, as a `proptest-state-machine` sequential strategy
+//! ([`strategy`]) over [`ModelState`].
 //!
 //! Times are offsets from the case's start, and instances are named by the
 //! order of their successful launches, so the model needs nothing from the
@@ -489,7 +490,7 @@ const NEAR_MISSES: &[&str] = &[
     "Job-a", "JOB-A", " job-a", "job-a ", "job-a\t", "job-", "job", "job-ab", "jöb-a",
 ];
 /// Ids no backend issues.
-const NEVER_ISSUED: &[&str] = &["no-such-instance", "", "billet-harness/never-issued"];
+const NEVER_ISSUED: &[&str] = &["no-such-instance", "", "billet-conformance/never-issued"];
 /// Modelled run times: the common, the boundary-prone and the never-ending.
 const RUN_TIMES: &[Duration] = &[
     Duration::from_secs(60),
