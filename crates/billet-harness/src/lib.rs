@@ -2,8 +2,6 @@
 //! and marked `[package.metadata.billet] test-only = true`; no production
 //! crate depends on it.
 //!
-//! * [`contract`]: property tests of the provider contract (H1) that any
-//!   backend runs from its own tests in a few lines.
 //! * [`scenario`]: seeded workloads ([`workload`]), several deployments over
 //!   one simulated host, a fault schedule of inventory outages, and a
 //!   [`ManualClock`](billet_clock::ManualClock) moved from event to event, so a
@@ -17,6 +15,9 @@
 //! * [`report`]: what a run measured, and its chart.
 //! * [`trace`]: recorded workloads in the Standard Workload Format (SWF),
 //!   replayed lazily through the same scenario, scheduler and report (T1, T2).
+//!
+//! The provider contract's property tests (H1) are not here: they live in
+//! `billet-conformance`, which depends on no backend (H9).
 //!
 //! # Running a scenario
 //!
@@ -33,7 +34,6 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod contract;
 pub mod reference;
 pub mod report;
 pub mod run;
