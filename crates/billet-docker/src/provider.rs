@@ -274,7 +274,7 @@ impl DockerProvider {
                 target: "billet_docker",
                 deployment = %self.owner,
                 id = tracing::field::Empty,
-                name,
+                name = %name,
                 error = %err,
                 "launch refused"
             );
