@@ -48,3 +48,43 @@ fn d7_the_proxy_cut_is_real() {
     proxy.restore();
     assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
 }
+
+/// Asks the daemon for a scope and does nothing with it: the probe the next
+/// test runs in a child process with the daemon's socket pointed elsewhere.
+#[test]
+fn d9_probe_asks_for_a_daemon() {
+    let _scope = daemon("d9-probe");
+}
+
+// D9: with no daemon, the docker tests skip with one line saying how to run
+// them; with BILLET_DOCKER_REQUIRED=1 (as `.ci/run` sets it) they fail.
+#[test]
+fn d9_a_missing_daemon_skips_or_fails_as_configured() {
+    let run = |required: bool| {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args(["--exact", "d9_probe_asks_for_a_daemon", "--nocapture", "--test-threads=1"])
+            .env("DOCKER_HOST", "unix:///nonexistent/billet/docker.sock")
+            .env("RUST_BACKTRACE", "0");
+        if required {
+            child.env(support::REQUIRED_VAR, "1");
+        } else {
+            child.env_remove(support::REQUIRED_VAR);
+        }
+        let out = child.output().expect("run the probe");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    let skip_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("skipped d9-probe")).collect();
+    assert_eq!(skip_lines.len(), 1, "{text}");
+    assert!(skip_lines[0].contains("/nonexistent/billet/docker.sock") && skip_lines[0].contains("dockerd"));
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(text.contains("BILLET_DOCKER_REQUIRED=1 but no docker daemon answers"), "{text}");
+}
