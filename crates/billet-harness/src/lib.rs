@@ -2,8 +2,6 @@
 //! and marked `[package.metadata.billet] test-only = true`; no production
 //! crate depends on it.
 //!
-//! * [`contract`]: property tests of the provider contract (H1) that any
-//!   backend runs from its own tests in a few lines.
 //! * [`scenario`]: seeded workloads ([`workload`]), several deployments over
 //!   one simulated host, a fault schedule of inventory outages, and a
 //!   [`ManualClock`](billet_clock::ManualClock) moved from event to event, so a
@@ -15,6 +13,9 @@
 //!   exceeded, that no lease is freed while its instance runs, that every job
 //!   finishes and that nothing leaks; the same seed gives the same trace digest.
 //! * [`report`]: what a run measured, and its chart.
+//!
+//! The provider contract's property tests (H1) are not here: they live in
+//! `billet-conformance`, which depends on no backend (H9).
 //!
 //! # Running a scenario
 //!
@@ -31,7 +32,6 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-pub mod contract;
 pub mod reference;
 pub mod report;
 pub mod run;

@@ -21,6 +21,12 @@
 //! test-only depends on this one. This crate is `publish = false` and marked
 //! `[package.metadata.billet] test-only = true`.
 //!
+//! # The contract suite
+//!
+//! [`SimulatedFactory`] (in [`conformance`]) builds this backend's fixtures
+//! for the contract suite of `billet-conformance`: modelled time (the big run)
+//! or the system clock with whole-connection outages through [`Severable`].
+//!
 //! # Example
 //!
 //! ```
@@ -53,9 +59,11 @@
 #![warn(unreachable_pub)]
 
 mod command;
+pub mod conformance;
 mod host;
 mod provider;
 
 pub use command::{PROGRAM, VERB, parse_run_for, run_for};
+pub use conformance::{Severable, SimulatedFactory};
 pub use host::Host;
 pub use provider::{Builder, SimulatedProvider};

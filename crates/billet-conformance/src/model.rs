@@ -1,21 +1,24 @@
 //! The reference model of the provider contract: what two deployments on one
 //! host must answer, as a `proptest-state-machine` [`ReferenceStateMachine`].
 //!
-//! Times are offsets from the fixture clock's start, and instances are named by
-//! the order of their successful launches, so the model needs nothing from the
-//! backend but its [`Policies`].
+//! Times are offsets from the case's start, and instances are named by the
+//! order of their successful launches, so the model needs nothing from the
+//! backend but its [`Policies`] and, under wall timing, the windows its
+//! run times and clock moves are scaled to ([`Pace`]). Under wall timing the
+//! model's time is only the sum of the moves asked for: the driver checks
+//! states against the wall clock, never against it.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::time::Duration;
 
 use billet_provider::TrustClass;
+use proptest::collection::SizeRange;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
-use proptest_state_machine::ReferenceStateMachine;
+use proptest_state_machine::strategy::Sequential;
 
-use super::factory::{Policies, ProviderFactory};
+use crate::factory::{Outage, Policies, WallWindows};
 
 /// One of the fixture's two deployments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,9 +125,10 @@ pub(crate) enum Transition {
         side: Side,
         trust: TrustClass,
     },
-    Inventory {
+    /// An outage of `side` starts (`down`) or ends.
+    Outage {
         side: Side,
-        failing: bool,
+        down: bool,
     },
     Advance(Duration),
     AdvanceToStop {
@@ -166,16 +170,8 @@ impl fmt::Display for Transition {
                 }
             }
             Transition::Accepts { side, trust } => write!(f, "{side}: accepts({trust})"),
-            Transition::Inventory {
-                side,
-                failing: true,
-            } => {
-                write!(f, "{side}: inventory starts failing")
-            }
-            Transition::Inventory {
-                side,
-                failing: false,
-            } => write!(f, "{side}: inventory recovers"),
+            Transition::Outage { side, down: true } => write!(f, "{side}: outage starts"),
+            Transition::Outage { side, down: false } => write!(f, "{side}: outage ends"),
             Transition::Advance(d) => write!(f, "clock: advance {d:?}"),
             Transition::AdvanceToStop { of, nudge } => {
                 let when = match nudge {
@@ -239,23 +235,66 @@ pub(crate) enum DestroyOutcome {
     NotHeld,
 }
 
+/// How the case's time passes, which sets the run times and moves drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// A manual clock: exact stop times, moves from a nanosecond to an hour.
+    Modelled,
+    /// Real time: run times and moves are multiples of the windows' unit.
+    Wall(WallWindows),
+}
+
+impl Pace {
+    /// The run times a launch may name.
+    fn run_times(self) -> Vec<Duration> {
+        match self {
+            Pace::Modelled => RUN_TIMES.to_vec(),
+            Pace::Wall(windows) => {
+                let unit = windows.unit();
+                vec![Duration::ZERO, unit, unit * 3, unit * 6, Duration::MAX]
+            }
+        }
+    }
+
+    /// The clock moves an advance may make.
+    fn advances(self) -> Vec<Duration> {
+        match self {
+            Pace::Modelled => ADVANCES.to_vec(),
+            Pace::Wall(windows) => {
+                let unit = windows.unit();
+                vec![unit / 2, unit, unit * 2, unit * 4]
+            }
+        }
+    }
+
+    /// How far ahead a clock move may jump to a stop time.
+    fn horizon(self) -> Duration {
+        match self {
+            Pace::Modelled => HORIZON,
+            Pace::Wall(windows) => windows.unit() * 8,
+        }
+    }
+}
+
 /// The reference state: modelled time, every successful launch, and which
-/// inventories fail.
+/// deployments are in an outage.
 #[derive(Debug, Clone)]
 pub(crate) struct ModelState {
     pub(crate) policies: Policies,
+    pub(crate) pace: Pace,
     /// Modelled time since the fixture's start.
     pub(crate) now: Duration,
     /// Every successful launch, in order; a launch's index names its id.
     pub(crate) launches: Vec<Launched>,
-    /// Whether each side's inventory is failing, by [`Side::index`].
+    /// Whether each side is in an outage, by [`Side::index`].
     pub(crate) failing: [bool; 2],
 }
 
 impl ModelState {
-    pub(crate) fn new(policies: Policies) -> Self {
+    pub(crate) fn new(policies: Policies, pace: Pace) -> Self {
         ModelState {
             policies,
+            pace,
             now: Duration::ZERO,
             launches: Vec::new(),
             failing: [false; 2],
@@ -285,8 +324,15 @@ impl ModelState {
             .map(|(ix, _)| ix)
     }
 
+    /// Whether `side` is in an outage (of either kind): its inventory fails.
     pub(crate) fn is_failing(&self, side: Side) -> bool {
         self.failing[side.index()]
+    }
+
+    /// Whether `side` is in an outage of its whole connection: launch and
+    /// destroy fail too, and change nothing.
+    pub(crate) fn is_cut(&self, side: Side) -> bool {
+        self.is_failing(side) && self.policies.outage == Outage::WholeConnection
     }
 
     /// Whether work of `trust` may run on this backend.
@@ -329,10 +375,10 @@ impl ModelState {
 
     /// Where an advance to `key`'s stop time lands (never before now), or
     /// `None` when it names no launch, or one that stops more than
-    /// [`HORIZON`] from now (`Duration::MAX` run times never stop at all).
+    /// the pace's horizon from now (`Duration::MAX` run times never stop).
     pub(crate) fn stop_target(&self, key: &Key, nudge: Nudge) -> Option<Duration> {
         let stop = self.launches[self.latest(key)?].stop()?;
-        if stop > self.now.checked_add(HORIZON)? {
+        if stop > self.now.checked_add(self.pace.horizon())? {
             return None;
         }
         let target = match nudge {
@@ -367,7 +413,10 @@ impl ModelState {
                 trust,
                 command,
             } => {
-                if self.launch_outcome(*side, name, *trust, command) == LaunchOutcome::Started {
+                // A launch answered with an error during a whole outage did not happen.
+                if !self.is_cut(*side)
+                    && self.launch_outcome(*side, name, *trust, command) == LaunchOutcome::Started
+                {
                     let Command::RunFor(run_time) = command else {
                         unreachable!("an invalid command never starts");
                     };
@@ -381,11 +430,13 @@ impl ModelState {
                 }
             }
             Transition::Destroy { side, target } => {
-                if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target) {
+                if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target)
+                    && !self.is_cut(*side)
+                {
                     self.launches[ix].held = false;
                 }
             }
-            Transition::Inventory { side, failing } => self.failing[side.index()] = *failing,
+            Transition::Outage { side, down } => self.failing[side.index()] = *down,
             Transition::Advance(d) => self.now += *d,
             Transition::AdvanceToStop { of, nudge } => {
                 if let Some(target) = self.stop_target(of, *nudge) {
@@ -405,6 +456,8 @@ impl ModelState {
                 ..
             } => self.latest(key).is_some(),
             Transition::AdvanceToStop { of, nudge } => self.stop_target(of, *nudge).is_some(),
+            // The suite never starts an outage that is on or ends one that is off.
+            Transition::Outage { side, down } => self.is_failing(*side) != *down,
             _ => true,
         }
     }
@@ -474,8 +527,8 @@ fn launch_trust() -> BoxedStrategy<TrustClass> {
     .boxed()
 }
 
-fn command(policies: &Policies) -> BoxedStrategy<Command> {
-    let run_for = select(RUN_TIMES).prop_map(Command::RunFor);
+fn command(policies: &Policies, pace: Pace) -> BoxedStrategy<Command> {
+    let run_for = select(pace.run_times()).prop_map(Command::RunFor);
     if policies.invalid_commands.is_empty() {
         run_for.boxed()
     } else {
@@ -507,7 +560,12 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
     let mut choices: Vec<(u32, BoxedStrategy<Transition>)> = vec![
         (
             8,
-            (side(), name(), launch_trust(), command(&state.policies))
+            (
+                side(),
+                name(),
+                launch_trust(),
+                command(&state.policies, state.pace),
+            )
                 .prop_map(|(side, name, trust, command)| Transition::Launch {
                     side,
                     name,
@@ -536,12 +594,28 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
                 .boxed(),
         ),
         (
-            1,
-            (side(), any::<bool>())
-                .prop_map(|(side, failing)| Transition::Inventory { side, failing })
+            // Real time makes moves costly, so a wall case is short: outages
+            // come more often there, so that launches and destroys meet them.
+            match state.pace {
+                Pace::Modelled => 1,
+                Pace::Wall(_) => 3,
+            },
+            side()
+                .prop_map({
+                    let failing = state.failing;
+                    move |side| Transition::Outage {
+                        side,
+                        down: !failing[side.index()],
+                    }
+                })
                 .boxed(),
         ),
-        (3, select(ADVANCES).prop_map(Transition::Advance).boxed()),
+        (
+            3,
+            select(state.pace.advances())
+                .prop_map(Transition::Advance)
+                .boxed(),
+        ),
     ];
     let stoppable: Vec<Key> = keys
         .into_iter()
@@ -559,29 +633,21 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
     Union::new_weighted(choices).boxed()
 }
 
-/// The contract as a `proptest-state-machine` reference state machine, for
-/// the backend `F` builds (only its [`ProviderFactory::POLICIES`] are read).
-pub(crate) struct ContractModel<F>(PhantomData<fn() -> F>);
+/// The strategy of the contract's reference state machine: sequences of
+/// `steps` transitions from `initial`, which shrink by deleting and
+/// simplifying steps while the model's preconditions hold.
+pub(crate) type ContractStrategy =
+    Sequential<ModelState, Transition, BoxedStrategy<ModelState>, BoxedStrategy<Transition>>;
 
-impl<F: ProviderFactory + 'static> ReferenceStateMachine for ContractModel<F> {
-    type State = ModelState;
-    type Transition = Transition;
-
-    fn init_state() -> BoxedStrategy<ModelState> {
-        Just(ModelState::new(F::POLICIES)).boxed()
-    }
-
-    fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
-        transitions(state)
-    }
-
-    fn apply(state: ModelState, transition: &Transition) -> ModelState {
-        state.apply(transition)
-    }
-
-    fn preconditions(state: &ModelState, transition: &Transition) -> bool {
-        state.allows(transition)
-    }
+/// Sequences of `steps` transitions from `initial`.
+pub(crate) fn strategy(initial: ModelState, steps: SizeRange) -> ContractStrategy {
+    Sequential::new(
+        steps,
+        move || Just(initial.clone()).boxed(),
+        ModelState::allows,
+        transitions,
+        ModelState::apply,
+    )
 }
 
 #[cfg(test)]
@@ -592,11 +658,28 @@ mod tests {
     use proptest::test_runner::TestRunner;
 
     use super::*;
-    use crate::contract::SimulatedFactory;
+
+    /// The simulated backend's choices, with an outage of either kind.
+    fn policies(outage: Outage) -> Policies {
+        Policies {
+            invalid_commands: &[&[], &["sleep", "90"]],
+            outage,
+            ..Policies::STRICT
+        }
+    }
 
     /// What one transition from `state` exercises, by name.
     fn outcome(state: &ModelState, transition: &Transition) -> &'static str {
         match transition {
+            Transition::Launch {
+                side,
+                name,
+                trust,
+                command,
+            } if state.is_cut(*side) => match state.launch_outcome(*side, name, *trust, command) {
+                LaunchOutcome::Started => "launch during a whole outage",
+                _ => "launch refused during a whole outage",
+            },
             Transition::Launch {
                 side,
                 name,
@@ -621,6 +704,12 @@ mod tests {
             },
             Transition::List { side } if state.is_failing(*side) => "list while failing",
             Transition::List { .. } => "list",
+            Transition::Destroy { side, target } if state.is_cut(*side) => {
+                match state.destroy_outcome(*side, target) {
+                    DestroyOutcome::Removed(_) => "destroy own held during a whole outage",
+                    _ => "destroy of another during a whole outage",
+                }
+            }
             Transition::Destroy { side, target } => match state.destroy_outcome(*side, target) {
                 DestroyOutcome::Removed(_) => "destroy own held",
                 DestroyOutcome::NotOwned(_) => "destroy foreign held",
@@ -632,8 +721,8 @@ mod tests {
             },
             Transition::Accepts { trust, .. } if state.accepts(*trust) => "accepts",
             Transition::Accepts { .. } => "accepts refused",
-            Transition::Inventory { failing: true, .. } => "inventory fails",
-            Transition::Inventory { failing: false, .. } => "inventory recovers",
+            Transition::Outage { down: true, .. } => "outage starts",
+            Transition::Outage { down: false, .. } => "outage ends",
             Transition::Advance(_) => "advance",
             Transition::AdvanceToStop { of, nudge } => {
                 let ix = state.latest(of).unwrap();
@@ -647,12 +736,9 @@ mod tests {
         }
     }
 
-    // H1: the default-sized run reaches every outcome the model tells apart:
-    // each launch refusal, starts, conflicts, own, foreign, destroyed,
-    // never-issued and near-miss destroys, outages, and stop-time boundaries.
-    #[test]
-    fn h1_generated_sequences_reach_every_outcome() {
-        let strategy = ContractModel::<SimulatedFactory>::sequential_strategy(40..=88);
+    /// How often each outcome is reached over 256 default-sized sequences.
+    fn outcomes(initial: ModelState) -> BTreeMap<&'static str, u32> {
+        let strategy = strategy(initial, (40..=88).into());
         let mut runner = TestRunner::deterministic();
         let mut seen: BTreeMap<&'static str, u32> = BTreeMap::new();
         for _ in 0..256 {
@@ -663,6 +749,18 @@ mod tests {
                 state = state.apply(transition);
             }
         }
+        seen
+    }
+
+    // H1: the default-sized run reaches every outcome the model tells apart:
+    // each launch refusal, starts, conflicts, own, foreign, destroyed,
+    // never-issued and near-miss destroys, outages, and stop-time boundaries.
+    #[test]
+    fn h1_generated_sequences_reach_every_outcome() {
+        let seen = outcomes(ModelState::new(
+            policies(Outage::InventoryOnly),
+            Pace::Modelled,
+        ));
         println!("{seen:#?}");
         for expected in [
             "launch refused for trust",
@@ -685,8 +783,8 @@ mod tests {
             "destroy near miss",
             "accepts",
             "accepts refused",
-            "inventory fails",
-            "inventory recovers",
+            "outage starts",
+            "outage ends",
             "advance",
             "advance exactly to a held stop time",
             "advance to 1ns before a held stop time",
@@ -697,5 +795,71 @@ mod tests {
                 "{expected:?} is (almost) never generated: {seen:#?}"
             );
         }
+    }
+
+    // H8: with whole-connection outages, launches and destroys of every kind
+    // are tried while the connection is cut, and none of them changes the model.
+    #[test]
+    fn h8_whole_outages_reach_launch_and_destroy_and_change_nothing() {
+        let initial = ModelState::new(policies(Outage::WholeConnection), Pace::Modelled);
+        let seen = outcomes(initial.clone());
+        for expected in [
+            "launch during a whole outage",
+            "launch refused during a whole outage",
+            "destroy own held during a whole outage",
+            "destroy of another during a whole outage",
+            "outage ends",
+        ] {
+            assert!(
+                seen.get(expected).copied().unwrap_or(0) >= 10,
+                "{expected:?} is (almost) never generated: {seen:#?}"
+            );
+        }
+        let cut = initial.apply(&Transition::Outage {
+            side: Side::Blue,
+            down: true,
+        });
+        let launch = Transition::Launch {
+            side: Side::Blue,
+            name: "job-a".to_owned(),
+            trust: TrustClass::Trusted,
+            command: Command::RunFor(Duration::from_secs(60)),
+        };
+        assert!(cut.clone().apply(&launch).launches.is_empty());
+        let green = Transition::Launch {
+            side: Side::Green,
+            name: "job-a".to_owned(),
+            trust: TrustClass::Trusted,
+            command: Command::RunFor(Duration::from_secs(60)),
+        };
+        assert_eq!(cut.apply(&green).launches.len(), 1);
+    }
+
+    // H7: under wall timing every run time and move is a multiple of the
+    // declared windows' unit (or never stops), so a case takes seconds.
+    #[test]
+    fn h7_wall_pace_scales_run_times_and_moves_to_the_windows() {
+        let windows = WallWindows {
+            pending: Duration::from_millis(200),
+            around_end: Duration::from_millis(500),
+        };
+        let pace = Pace::Wall(windows);
+        let unit = Duration::from_millis(500);
+        assert_eq!(windows.unit(), unit);
+        for run_time in pace.run_times() {
+            assert!(
+                run_time == Duration::MAX || run_time <= unit * 6,
+                "{run_time:?}"
+            );
+        }
+        for advance in pace.advances() {
+            assert!(advance >= unit / 2 && advance <= unit * 4, "{advance:?}");
+        }
+        assert_eq!(pace.horizon(), unit * 8);
+        let seen = outcomes(ModelState::new(policies(Outage::WholeConnection), pace));
+        assert!(
+            seen["advance exactly to a held stop time"] >= 10,
+            "{seen:#?}"
+        );
     }
 }

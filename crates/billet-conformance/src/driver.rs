@@ -1,0 +1,691 @@
+//! The driver: applies each transition to the real providers and checks every
+//! answer against the reference model, in modelled or in wall time.
+
+use std::cell::Cell;
+use std::fmt::Debug;
+use std::time::{Duration, SystemTime};
+
+use billet_clock::{Clock, ManualClock};
+use billet_provider::{
+    Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
+    TrustClass,
+};
+use tokio::runtime::Runtime;
+
+use crate::factory::{Deployment, Fixture, ProviderFactory, Timing, WallWindows};
+use crate::model::{
+    Command, DestroyOutcome, LaunchOutcome, Miss, ModelState, Nudge, Pace, Side, Target, Transition,
+};
+
+/// How the case's time is told and moved.
+enum Time {
+    /// The fixture's manual clock, and its time when the case began: the
+    /// model's zero.
+    Modelled {
+        clock: ManualClock,
+        origin: SystemTime,
+    },
+    /// Real time, within the backend's windows.
+    Wall(WallWindows),
+}
+
+/// What the suite saw of one successful launch under wall timing.
+struct Seen {
+    /// The backend's own start time: the model's origin for this instance.
+    started_at: SystemTime,
+    /// When the launch call returned.
+    returned: SystemTime,
+    /// The latest state seen so far, as a rank ([`rank`]): states only move on.
+    rank: Cell<u8>,
+}
+
+/// The order of an instance's life: pending, running, stopped.
+fn rank(state: State) -> u8 {
+    match state {
+        State::Pending => 0,
+        State::Running => 1,
+        State::Stopped { .. } => 2,
+    }
+}
+
+/// The system under test: a fresh fixture, the runtime that drives it, and
+/// the ids the backend issued, by launch index.
+pub(crate) struct Sut<'f, F: ProviderFactory> {
+    factory: &'f F,
+    /// Declared before the runtime, so the providers are dropped while it
+    /// still runs.
+    fixture: Fixture<F::Provider>,
+    runtime: Runtime,
+    time: Time,
+    kind: ProviderKind,
+    ids: Vec<InstanceId>,
+    /// By launch index; empty under modelled timing.
+    seen: Vec<Seen>,
+    /// The outages this case started and has not ended, by [`Side::index`].
+    down: [bool; 2],
+}
+
+impl<'f, F: ProviderFactory> Sut<'f, F> {
+    /// Builds a fixture. With `pace`, the fixture must declare that timing.
+    pub(crate) fn new(factory: &'f F, pace: Option<Pace>) -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|err| format!("could not start the suite's tokio runtime: {err}"))?;
+        let fixture = runtime
+            .block_on(factory.build())
+            .map_err(|err| format!("the factory could not build a fixture: {err}"))?;
+        let time = match &fixture.timing {
+            Timing::Modelled(clock) => Time::Modelled {
+                clock: clock.clone(),
+                origin: clock.now(),
+            },
+            Timing::Wall(windows) => Time::Wall(*windows),
+        };
+        let sut = Sut {
+            factory,
+            kind: fixture.blue.provider.kind(),
+            fixture,
+            runtime,
+            time,
+            ids: Vec::new(),
+            seen: Vec::new(),
+            down: [false; 2],
+        };
+        let problem = if sut.fixture.blue.owner == sut.fixture.green.owner {
+            Some(format!(
+                "the factory built two deployments with the same owner {:?}",
+                sut.fixture.blue.owner
+            ))
+        } else if sut.fixture.green.provider.kind() != sut.kind {
+            Some("the factory built providers of two different kinds".to_owned())
+        } else if pace.is_some_and(|pace| pace != sut.pace()) {
+            Some(format!(
+                "the factory built fixtures with different timings: {:?}, then {:?}",
+                pace,
+                sut.pace()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            None => Ok(sut),
+            Some(problem) => {
+                // Leave nothing behind even so; the first problem is the one told.
+                let _ = sut.finish();
+                Err(problem)
+            }
+        }
+    }
+
+    /// How this fixture's time passes.
+    pub(crate) fn pace(&self) -> Pace {
+        match self.time {
+            Time::Modelled { .. } => Pace::Modelled,
+            Time::Wall(windows) => Pace::Wall(windows),
+        }
+    }
+
+    /// Ends every outage this case started, then lets the factory clean up.
+    pub(crate) fn finish(self) -> Result<(), String> {
+        let Sut {
+            factory,
+            fixture,
+            runtime,
+            down,
+            ..
+        } = self;
+        runtime.block_on(async {
+            for (side, deployment) in [&fixture.blue, &fixture.green].into_iter().enumerate() {
+                if down[side] {
+                    factory
+                        .set_outage(deployment, false)
+                        .await
+                        .map_err(|err| format!("the factory could not end an outage: {err}"))?;
+                }
+            }
+            factory
+                .teardown(&fixture)
+                .await
+                .map_err(|err| format!("the factory could not tear the fixture down: {err}"))
+        })?;
+        drop(fixture);
+        drop(runtime);
+        Ok(())
+    }
+
+    fn deployment(&self, side: Side) -> &Deployment<F::Provider> {
+        match side {
+            Side::Blue => &self.fixture.blue,
+            Side::Green => &self.fixture.green,
+        }
+    }
+
+    fn provider(&self, side: Side) -> &F::Provider {
+        &self.deployment(side).provider
+    }
+
+    /// Sleeps for real (wall timing only).
+    fn sleep(&self, duration: Duration) {
+        // The timer is made inside the runtime, whose time driver it needs.
+        self.runtime
+            .block_on(async move { tokio::time::sleep(duration).await });
+    }
+
+    /// The instance the model says launch `ix` is, as of `model.now`, under
+    /// modelled timing.
+    fn expected(&self, model: &ModelState, ix: usize, origin: SystemTime) -> Instance {
+        let launched = &model.launches[ix];
+        Instance {
+            id: self.ids[ix].clone(),
+            name: launched.name.clone(),
+            owner: self.deployment(launched.side).owner.clone(),
+            kind: self.kind,
+            state: if launched.running_at(model.now) {
+                State::Running
+            } else {
+                State::Stopped { exit_code: 0 }
+            },
+            started_at: origin + launched.started,
+        }
+    }
+
+    /// Checks one answer about launch `ix`, given between the wall times
+    /// `from` and `to`: exactly the model's instance under modelled timing;
+    /// the same identity and start time, and a state inside the windows,
+    /// under wall timing.
+    fn check_instance(
+        &self,
+        model: &ModelState,
+        ix: usize,
+        got: &Instance,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(), String> {
+        let windows = match self.time {
+            Time::Modelled { origin, .. } => {
+                let want = self.expected(model, ix, origin);
+                return if *got == want {
+                    Ok(())
+                } else {
+                    Err(format!("expected the instance {want:?}, got {got:?}"))
+                };
+            }
+            Time::Wall(windows) => windows,
+        };
+        let launched = &model.launches[ix];
+        let seen = &self.seen[ix];
+        let owner = &self.deployment(launched.side).owner;
+        if got.id != self.ids[ix]
+            || got.name != launched.name
+            || got.owner != *owner
+            || got.kind != self.kind
+            || got.started_at != seen.started_at
+        {
+            return Err(format!(
+                "expected the instance {{ id: {:?}, name: {:?}, owner: {owner:?}, kind: {}, started_at: {:?} }}, got {got:?}",
+                self.ids[ix], launched.name, self.kind, seen.started_at
+            ));
+        }
+        let stop = seen.started_at.checked_add(launched.run_time);
+        let right = match got.state {
+            State::Pending => from < seen.returned + windows.pending,
+            State::Running => stop
+                .and_then(|stop| stop.checked_add(windows.around_end))
+                .is_none_or(|late| from < late),
+            State::Stopped { exit_code: 0 } => stop.is_some_and(|stop| {
+                stop.checked_sub(windows.around_end)
+                    .is_none_or(|early| to >= early)
+            }),
+            State::Stopped { .. } => false,
+        };
+        let when = || {
+            format!(
+                "answered between {} and {} after its started_at (launch returned at {}; it runs for {:?}; windows: Pending up to {:?} after launch returned, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
+                offset(from, seen.started_at),
+                offset(to, seen.started_at),
+                offset(seen.returned, seen.started_at),
+                launched.run_time,
+                windows.pending,
+                windows.around_end
+            )
+        };
+        if !right {
+            return Err(format!(
+                "{:?} is in a wrong state: {:?}, {}",
+                got.id,
+                got.state,
+                when()
+            ));
+        }
+        let before = seen.rank.get();
+        if rank(got.state) < before {
+            return Err(format!(
+                "{:?} went back to {:?} after it was seen {}, {}",
+                got.id,
+                got.state,
+                ["Pending", "Running", "Stopped"][usize::from(before)],
+                when()
+            ));
+        }
+        seen.rank.set(rank(got.state));
+        Ok(())
+    }
+
+    /// The text of the id a destroy names.
+    fn target_id(&self, model: &ModelState, target: &Target) -> InstanceId {
+        let issued = |key| {
+            let ix = model.latest(key).expect("preconditions keep keys valid");
+            self.ids[ix].as_str().to_owned()
+        };
+        match target {
+            Target::Issued(key) => InstanceId::from(issued(key)),
+            Target::Never(text) => InstanceId::from(*text),
+            Target::NearMiss(key, miss) => {
+                let id = issued(key);
+                InstanceId::from(match miss {
+                    Miss::Leading => format!(" {id}"),
+                    Miss::Trailing => format!("{id} "),
+                    Miss::Case => {
+                        let upper = id.to_uppercase();
+                        let lower = id.to_lowercase();
+                        if upper != id {
+                            upper
+                        } else if lower != id {
+                            lower
+                        } else {
+                            format!("{id}-gone")
+                        }
+                    }
+                })
+            }
+        }
+    }
+
+    /// Applies `transition` and checks its answer; `before` and `after` are
+    /// the model's states around it.
+    pub(crate) fn apply(
+        &mut self,
+        before: &ModelState,
+        after: &ModelState,
+        transition: &Transition,
+    ) -> Result<(), String> {
+        match transition {
+            Transition::Launch {
+                side,
+                name,
+                trust,
+                command,
+            } => self.launch(before, after, *side, name, *trust, command),
+            Transition::Find { side, name } => {
+                let from = SystemTime::now();
+                let got = self.runtime.block_on(self.provider(*side).find(name));
+                let to = SystemTime::now();
+                if before.is_failing(*side) {
+                    return expect_inventory_unavailable(&got);
+                }
+                match (before.held_named(*side, name), got) {
+                    (None, Ok(None)) => Ok(()),
+                    (Some(ix), Ok(Some(found))) if found.id == self.ids[ix] => {
+                        self.check_instance(before, ix, &found, from, to)
+                    }
+                    (Some(ix), got) => Err(format!(
+                        "expected Ok(Some(the instance {:?})), got {}",
+                        self.ids[ix],
+                        show(&got)
+                    )),
+                    (None, got) => Err(format!("expected Ok(None), got {}", show(&got))),
+                }
+            }
+            Transition::List { side } => {
+                let from = SystemTime::now();
+                let got = self.runtime.block_on(self.provider(*side).list());
+                let to = SystemTime::now();
+                if before.is_failing(*side) {
+                    return expect_inventory_unavailable(&got);
+                }
+                self.compare_inventory(before, *side, got, from, to)
+            }
+            Transition::Destroy { side, target } => self.destroy(before, *side, target),
+            Transition::Accepts { side, trust } => {
+                let got = self.provider(*side).accepts(*trust);
+                self.expect_trust(before, *trust, got)
+            }
+            Transition::Outage { side, down } => {
+                let deployment = self.deployment(*side);
+                self.runtime
+                    .block_on(self.factory.set_outage(deployment, *down))
+                    .map_err(|err| {
+                        let what = if *down { "start" } else { "end" };
+                        format!("the factory could not {what} an outage of {side}: {err}")
+                    })?;
+                self.down[side.index()] = *down;
+                Ok(())
+            }
+            Transition::Advance(d) => match &self.time {
+                Time::Modelled { clock, .. } => clock
+                    .advance(*d)
+                    .map_err(|err| format!("the suite could not move the clock: {err}")),
+                Time::Wall(_) => {
+                    self.sleep(*d);
+                    Ok(())
+                }
+            },
+            Transition::AdvanceToStop { of, nudge } => match &self.time {
+                Time::Modelled { clock, origin } => clock
+                    .advance_to(*origin + after.now)
+                    .map_err(|err| format!("the suite could not move the clock: {err}")),
+                Time::Wall(windows) => {
+                    let ix = before.latest(of).expect("preconditions keep keys valid");
+                    let stop = self.seen[ix]
+                        .started_at
+                        .checked_add(before.launches[ix].run_time);
+                    // Just outside the window on either side, or at the end itself.
+                    let margin = windows.around_end + windows.unit() / 4;
+                    let target = stop.and_then(|stop| match nudge {
+                        Nudge::At => Some(stop),
+                        Nudge::Before => stop.checked_sub(margin),
+                        Nudge::After => stop.checked_add(margin),
+                    });
+                    if let Some(wait) =
+                        target.and_then(|target| target.duration_since(SystemTime::now()).ok())
+                    {
+                        self.sleep(wait);
+                    }
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    fn launch(
+        &mut self,
+        before: &ModelState,
+        after: &ModelState,
+        side: Side,
+        name: &str,
+        trust: TrustClass,
+        command: &Command,
+    ) -> Result<(), String> {
+        let argv = match command {
+            Command::RunFor(d) => self.factory.command(*d),
+            Command::Invalid(argv) => argv.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let spec = Spec::new(name, argv)
+            .with_image(self.factory.image())
+            .with_trust(trust);
+        let called = SystemTime::now();
+        let got = self.runtime.block_on(self.provider(side).launch(spec));
+        let returned = SystemTime::now();
+        let outcome = before.launch_outcome(side, name, trust, command);
+        if before.is_cut(side) {
+            // H8: nothing reaches the daemon, so nothing may start; the
+            // refusal the backend can give without its daemon is right too.
+            let shown = show(&got);
+            return match got {
+                Err(err) if is_unavailable(&err) => Ok(()),
+                Err(err) if outcome != LaunchOutcome::Started => self
+                    .check_launch_refusal(before, outcome, name, trust, Err(err))
+                    .map_err(|_| cut_error("launch", "recorded", &shown)),
+                _ => Err(cut_error("launch", "recorded", &shown)),
+            };
+        }
+        if outcome != LaunchOutcome::Started {
+            return self.check_launch_refusal(before, outcome, name, trust, got);
+        }
+        let instance =
+            got.map_err(|err| format!("expected a started instance, got Err({err:?}) ({err})"))?;
+        if self.ids.contains(&instance.id) {
+            return Err(format!(
+                "the backend answered id {} again: ids are never reused on a host ({instance:?})",
+                instance.id
+            ));
+        }
+        self.ids.push(instance.id.clone());
+        let ix = after.launches.len() - 1;
+        if let Time::Wall(windows) = self.time {
+            // H7: the backend's own start time is the model's origin for this
+            // instance, provided it lies around the launch call.
+            let earliest = called.checked_sub(windows.around_end).unwrap_or(called);
+            let latest = returned + windows.pending;
+            if instance.started_at < earliest || instance.started_at > latest {
+                return Err(format!(
+                    "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({instance:?})",
+                    offset(instance.started_at, called),
+                    offset(returned, called),
+                    windows.around_end,
+                    windows.pending,
+                ));
+            }
+            self.seen.push(Seen {
+                started_at: instance.started_at,
+                returned,
+                rank: Cell::new(0),
+            });
+        }
+        self.check_instance(after, ix, &instance, called, returned)
+    }
+
+    /// Checks the answer of a launch the model says is refused.
+    fn check_launch_refusal(
+        &self,
+        model: &ModelState,
+        outcome: LaunchOutcome,
+        name: &str,
+        trust: TrustClass,
+        got: Result<Instance, Error>,
+    ) -> Result<(), String> {
+        match outcome {
+            LaunchOutcome::Started => unreachable!("a started launch is not a refusal"),
+            LaunchOutcome::Refused => self.expect_trust(model, trust, got.map(|_| ())),
+            LaunchOutcome::Invalid => match got {
+                Err(err) if err.kind() == ErrorKind::InvalidSpec => Ok(()),
+                got => Err(format!(
+                    "expected Err(InvalidSpec), nothing recorded; got {}",
+                    show(&got)
+                )),
+            },
+            LaunchOutcome::Conflict => match got {
+                Err(Error::Conflict { name: held }) if held == name => Ok(()),
+                got => Err(format!(
+                    "expected Err(Conflict {{ name: {name:?} }}), the held instance untouched; got {}",
+                    show(&got)
+                )),
+            },
+            LaunchOutcome::InvalidOrConflict => match got {
+                Err(err) if matches!(err.kind(), ErrorKind::InvalidSpec | ErrorKind::Conflict) => {
+                    Ok(())
+                }
+                got => Err(format!(
+                    "expected Err(InvalidSpec) or Err(Conflict), nothing recorded; got {}",
+                    show(&got)
+                )),
+            },
+        }
+    }
+
+    fn destroy(&mut self, before: &ModelState, side: Side, target: &Target) -> Result<(), String> {
+        let id = self.target_id(before, target);
+        let got = self.runtime.block_on(self.provider(side).destroy(&id));
+        let unknown = before.policies.unknown_destroy;
+        let outcome = before.destroy_outcome(side, target);
+        let not_owned = |ix: usize, got: &Result<Teardown, Error>| match got {
+            Err(Error::NotOwned { id: named, owner }) => {
+                *named == id && *owner == self.deployment(before.launches[ix].side).owner
+            }
+            _ => false,
+        };
+        if before.is_cut(side) {
+            // H8: nothing reaches the daemon, so nothing may be removed.
+            return match (outcome, got) {
+                (_, Err(err)) if is_unavailable(&err) => Ok(()),
+                (DestroyOutcome::NotOwned(ix), got) if not_owned(ix, &got) => Ok(()),
+                (_, got) => Err(cut_error("destroy", "removed", &show(&got))),
+            };
+        }
+        match (outcome, got) {
+            (DestroyOutcome::Removed(_), Ok(Teardown::Stopped)) => Ok(()),
+            (DestroyOutcome::Removed(_), Ok(Teardown::Requested))
+                if unknown == Teardown::Requested =>
+            {
+                Ok(())
+            }
+            (DestroyOutcome::Removed(_), got) => Err(format!(
+                "destroying its own held instance {id}: expected Ok(Stopped), got {}",
+                show(&got)
+            )),
+            (DestroyOutcome::NotOwned(ix), got) if not_owned(ix, &got) => Ok(()),
+            (DestroyOutcome::NotOwned(ix), got) => {
+                let owner = &self.deployment(before.launches[ix].side).owner;
+                Err(format!(
+                    "destroying {id}, held by {owner:?}: expected Err(NotOwned {{ id: {id}, owner: {owner:?} }}), got {}",
+                    show(&got)
+                ))
+            }
+            (DestroyOutcome::NotHeld, Ok(teardown)) if teardown == unknown => Ok(()),
+            (DestroyOutcome::NotHeld, got) => Err(format!(
+                "destroying {id:?}, which the host does not hold: expected Ok({unknown:?}), got {}",
+                show(&got)
+            )),
+        }
+    }
+
+    /// Checks an answer of `accepts` (or of a launch refused for its trust).
+    fn expect_trust(
+        &self,
+        model: &ModelState,
+        trust: TrustClass,
+        got: Result<(), Error>,
+    ) -> Result<(), String> {
+        match got {
+            Ok(()) if model.accepts(trust) => Ok(()),
+            Err(Error::Refused { trust: t, kind }) if !model.accepts(trust) => {
+                if t == trust && kind == self.kind {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "expected Err(Refused {{ trust: {trust}, kind: {} }}), got Err(Refused {{ trust: {t}, kind: {kind} }})",
+                        self.kind
+                    ))
+                }
+            }
+            got if model.accepts(trust) => Err(format!(
+                "expected {trust} work to be accepted, got {}",
+                show(&got)
+            )),
+            got => Err(format!(
+                "expected Err(Refused {{ trust: {trust}, kind: {} }}), nothing recorded; got {}",
+                self.kind,
+                show(&got)
+            )),
+        }
+    }
+
+    /// Compares one side's inventory, answered between `from` and `to`, with
+    /// the model's: the same ids, each once, each instance as
+    /// [`check_instance`](Self::check_instance) wants it.
+    fn compare_inventory(
+        &self,
+        model: &ModelState,
+        side: Side,
+        got: Result<Vec<Instance>, Error>,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(), String> {
+        let mut got = got.map_err(|err| {
+            format!("expected {side}'s whole inventory, got Err({err:?}) ({err})")
+        })?;
+        got.sort_by(|a, b| a.id.cmp(&b.id));
+        let want: Vec<usize> = model.held_by(side).collect();
+        let missing: Vec<&InstanceId> = want
+            .iter()
+            .map(|ix| &self.ids[*ix])
+            .filter(|id| !got.iter().any(|i| i.id == **id))
+            .collect();
+        let unexpected: Vec<&Instance> = got
+            .iter()
+            .enumerate()
+            .filter(|(n, i)| {
+                !want.iter().any(|ix| self.ids[*ix] == i.id)
+                    || got[..*n].iter().any(|j| j.id == i.id)
+            })
+            .map(|(_, i)| i)
+            .collect();
+        if !missing.is_empty() || !unexpected.is_empty() {
+            return Err(format!(
+                "{side}'s inventory holds {} instance(s), the model {}; missing: {missing:?}; unexpected or duplicated: {unexpected:?}",
+                got.len(),
+                want.len()
+            ));
+        }
+        for ix in want {
+            let instance = got
+                .iter()
+                .find(|i| i.id == self.ids[ix])
+                .expect("no id is missing");
+            self.check_instance(model, ix, instance, from, to)
+                .map_err(|err| format!("{side}'s inventory: {err}"))?;
+        }
+        Ok(())
+    }
+
+    /// Checked after every step: each readable inventory equals the model's,
+    /// so a refusal that recorded something, or a destroy that removed the
+    /// wrong thing, is caught where it happens.
+    pub(crate) fn check_invariants(&self, model: &ModelState) -> Result<(), String> {
+        for side in [Side::Blue, Side::Green] {
+            if self.provider(side).kind() != self.kind {
+                return Err(format!("{side}'s kind() changed"));
+            }
+            if model.is_failing(side) {
+                continue;
+            }
+            let from = SystemTime::now();
+            let got = self.runtime.block_on(self.provider(side).list());
+            let to = SystemTime::now();
+            self.compare_inventory(model, side, got, from, to)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `err` is an answer a call may give while the connection is cut.
+fn is_unavailable(err: &Error) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Unavailable | ErrorKind::InventoryUnavailable
+    )
+}
+
+/// What a call answered during a whole outage that it must not have.
+fn cut_error(call: &str, changed: &str, got: &str) -> String {
+    format!(
+        "the connection is cut: expected {call} to answer Err(Unavailable) or Err(InventoryUnavailable), {changed} nothing; got {got}"
+    )
+}
+
+/// `at` relative to `from`, signed, as people read it.
+fn offset(at: SystemTime, from: SystemTime) -> String {
+    match at.duration_since(from) {
+        Ok(after) => format!("+{after:?}"),
+        Err(before) => format!("-{:?}", before.duration()),
+    }
+}
+
+fn expect_inventory_unavailable<T: Debug>(got: &Result<T, Error>) -> Result<(), String> {
+    match got {
+        Err(err) if err.kind() == ErrorKind::InventoryUnavailable => Ok(()),
+        got => Err(format!(
+            "the inventory is failing: expected Err(InventoryUnavailable), got {}",
+            show(got)
+        )),
+    }
+}
+
+/// An answer as the report shows it: the value, or the error's variant and data.
+fn show<T: Debug>(got: &Result<T, Error>) -> String {
+    match got {
+        Ok(value) => format!("Ok({value:?})"),
+        Err(err) => format!("Err({err:?})"),
+    }
+}

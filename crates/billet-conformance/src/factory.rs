@@ -1,0 +1,272 @@
+//! [`ProviderFactory`], [`Fixture`], [`Timing`] and [`Policies`]: what a
+//! backend hands the contract suite.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use billet_clock::ManualClock;
+use billet_provider::{Provider, Teardown};
+
+/// Why a factory could not build, cut, restore or clean up a fixture: any
+/// error of the backend's own (a provider error, an I/O error of a proxy).
+///
+/// A `FixtureError` is not a contract violation; the suite reports it as a
+/// fixture the backend could not provide.
+pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Builds fresh fixtures for the contract suite: everything the suite needs
+/// from one backend.
+///
+/// Implement it with [`macro@async_trait`] (re-exported by this crate).
+///
+/// # Where it runs
+///
+/// Every method runs inside the suite's tokio runtime (current-thread, its
+/// I/O and time drivers enabled), so a backend may spawn tasks, connect to a
+/// daemon or await there; every call of the providers is driven by the same
+/// runtime, and one case's runtime is shut down after its
+/// [`teardown`](ProviderFactory::teardown).
+///
+/// # `build`
+///
+/// Called once per test case, once per shrinking attempt, and once before the
+/// run to read the fixture's [`Timing`] (the suite scales its run times to the
+/// windows it declares, and then requires every fixture to declare the same).
+/// Every fixture must start empty: two deployments that hold nothing, over one
+/// host that holds nothing of theirs.
+///
+/// # `set_outage`
+///
+/// Starts (`down == true`) or ends an outage of one deployment. What an outage
+/// breaks is the backend's [`Policies::outage`]; the suite never starts an
+/// outage that is already on or ends one that is off, and ends every outage it
+/// started before [`teardown`](ProviderFactory::teardown).
+///
+/// # `teardown`
+///
+/// Called once after every case (and every shrinking attempt) that built a
+/// fixture, whether the case passed or failed, with every outage ended: the
+/// place where a real backend removes what the case left on its daemon. An
+/// error here fails the run.
+#[async_trait]
+pub trait ProviderFactory: Send + Sync {
+    /// The provider under test.
+    type Provider: Provider;
+
+    /// What this backend chose where the contract leaves a choice. The
+    /// reference model reads it to know which answer is right. Must answer
+    /// the same every time it is asked.
+    fn policies(&self) -> Policies;
+
+    /// A fresh, empty fixture: two providers for two distinct deployments
+    /// over one shared host, and how they tell time.
+    async fn build(&self) -> Result<Fixture<Self::Provider>, FixtureError>;
+
+    /// Starts (`down`) or ends (`!down`) an outage of `deployment`'s provider,
+    /// and of no other.
+    ///
+    /// With [`Outage::InventoryOnly`], while it lasts `list` and `find` of that
+    /// provider must answer [`Error::InventoryUnavailable`]; `launch` and
+    /// `destroy` must work as before (the simulated backend has
+    /// `fail_inventory` for this). With [`Outage::WholeConnection`] the
+    /// provider's connection to its daemon is gone: `list` and `find` answer
+    /// `InventoryUnavailable`, `launch` and `destroy` answer an error
+    /// ([`Error::Unavailable`] or `InventoryUnavailable`) and record or remove
+    /// nothing, and `kind` and `accepts` still answer. Either way, once it
+    /// ends, the provider answers the exact inventory again.
+    ///
+    /// [`Error::InventoryUnavailable`]: billet_provider::Error::InventoryUnavailable
+    /// [`Error::Unavailable`]: billet_provider::Error::Unavailable
+    async fn set_outage(
+        &self,
+        deployment: &Deployment<Self::Provider>,
+        down: bool,
+    ) -> Result<(), FixtureError>;
+
+    /// A command that runs for `run_time` and then exits with code 0: exactly,
+    /// by the fixture's [`ManualClock`] under [`Timing::Modelled`]; within the
+    /// declared [`WallWindows`] under [`Timing::Wall`]. `Duration::MAX` is a
+    /// command that does not stop while the case runs.
+    fn command(&self, run_time: Duration) -> Vec<String>;
+
+    /// The image every launched spec names. Empty unless overridden.
+    fn image(&self) -> String {
+        String::new()
+    }
+
+    /// Cleans up after one case: removes whatever the case left behind. Does
+    /// nothing unless overridden.
+    async fn teardown(&self, fixture: &Fixture<Self::Provider>) -> Result<(), FixtureError> {
+        let _ = fixture;
+        Ok(())
+    }
+}
+
+/// Two deployments over one host, and how their providers tell time.
+///
+/// Build one in [`ProviderFactory::build`].
+#[derive(Debug)]
+pub struct Fixture<P> {
+    /// The first deployment.
+    pub blue: Deployment<P>,
+    /// The second deployment: another owner over the same host as `blue`.
+    pub green: Deployment<P>,
+    /// The time both providers tell.
+    pub timing: Timing,
+}
+
+impl<P> Fixture<P> {
+    /// The same fixture with each provider replaced by `wrap(provider)`:
+    /// how a factory for a wrapper backend reuses the factory it wraps.
+    pub fn map<Q>(self, mut wrap: impl FnMut(P) -> Q) -> Fixture<Q> {
+        Fixture {
+            blue: Deployment {
+                owner: self.blue.owner,
+                provider: wrap(self.blue.provider),
+            },
+            green: Deployment {
+                owner: self.green.owner,
+                provider: wrap(self.green.provider),
+            },
+            timing: self.timing,
+        }
+    }
+}
+
+/// One deployment of a [`Fixture`]: a provider and the owner it writes onto
+/// every instance it starts.
+#[derive(Debug)]
+pub struct Deployment<P> {
+    /// The deployment identity the provider was built for. Must differ from
+    /// the other deployment's.
+    pub owner: String,
+    /// The provider built for `owner`.
+    pub provider: P,
+}
+
+/// How a fixture's providers tell time (H7).
+#[derive(Debug, Clone)]
+pub enum Timing {
+    /// Modelled time: both providers read this [`ManualClock`], and the suite
+    /// moves it forward only. States are exact at every instant: `Running`
+    /// while `now < started_at + run time`, `Stopped { exit_code: 0 }` from
+    /// then on, never `Pending`; `started_at` is the clock's time at launch.
+    Modelled(ManualClock),
+    /// Real time: nothing can move the backend's clock, so a clock move is a
+    /// real sleep, and states are checked against the wall clock within the
+    /// declared windows.
+    Wall(WallWindows),
+}
+
+/// How far a real-time backend's states may lag or lead the exact ones: the
+/// windows it declares under [`Timing::Wall`].
+///
+/// For one instance launched by a call that began at wall time `called` and
+/// returned at `returned`, whose answer says it started at `started_at` and
+/// whose command runs for `run_time`, the suite accepts:
+///
+/// * `started_at` within `[called - around_end, returned + pending]`, and the
+///   same `started_at` in every later answer about it;
+/// * `Pending` until `returned + pending`;
+/// * `Running` until `started_at + run_time + around_end`;
+/// * `Stopped { exit_code: 0 }` from `started_at + run_time - around_end`;
+/// * no other state, and never a state earlier in that order than one
+///   already seen.
+///
+/// An answer counts as given at any instant between the moment its call began
+/// and the moment it returned, so a slow call only widens what is accepted.
+/// Outside the windows a state must be exact. The suite draws run times and
+/// clock moves as multiples of the larger window (at least a millisecond), so
+/// tight windows make quick cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WallWindows {
+    /// How long after `launch` returns an instance may still be `Pending`.
+    pub pending: Duration,
+    /// Half the width of the window around `started_at + run time` inside which
+    /// both `Running` and `Stopped { exit_code: 0 }` are right.
+    pub around_end: Duration,
+}
+
+impl WallWindows {
+    /// The unit the suite scales run times and clock moves by: the larger
+    /// window, and at least one millisecond.
+    pub fn unit(&self) -> Duration {
+        self.pending
+            .max(self.around_end)
+            .max(Duration::from_millis(1))
+    }
+}
+
+/// What an outage breaks (H8), as [`ProviderFactory::set_outage`] makes one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// Only the inventory: `list` and `find` fail, `launch` and `destroy` go on
+    /// (the simulated backend's `fail_inventory`).
+    InventoryOnly,
+    /// The provider's whole connection to its daemon: every call that needs the
+    /// daemon answers an error and changes nothing; `kind` and `accepts` still
+    /// answer.
+    WholeConnection,
+}
+
+/// A backend's choices where the contract allows more than one answer.
+///
+/// Start from [`Policies::STRICT`] and change what differs:
+///
+/// ```
+/// use billet_conformance::{Outage, Policies};
+/// use billet_provider::Teardown;
+///
+/// const MICROVM: Policies = Policies {
+///     isolation: true,
+///     unknown_destroy: Teardown::Requested,
+///     outage: Outage::WholeConnection,
+///     ..Policies::STRICT
+/// };
+/// assert!(MICROVM.isolation);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Policies {
+    /// Whether the backend has an isolation boundary. With one, `accepts`
+    /// and `launch` take every trust class; without one (the contract's
+    /// default), `Unknown` and `Untrusted` are refused with
+    /// [`Error::Refused`](billet_provider::Error::Refused).
+    pub isolation: bool,
+    /// What `destroy` answers for an id the backend does not hold (never
+    /// issued, already destroyed): [`Teardown::Absent`] for a backend that is
+    /// authoritative about what it holds, [`Teardown::Requested`] for one that
+    /// can only ask. With `Requested`, destroying a held instance may also
+    /// answer `Requested` instead of `Stopped`; the suite still expects it gone
+    /// from the next inventory.
+    pub unknown_destroy: Teardown,
+    /// Which names `launch` takes. Every other name must be refused with
+    /// [`Error::InvalidSpec`](billet_provider::Error::InvalidSpec). The
+    /// contract requires the empty name to be refused; names that differ from
+    /// a valid one only by case or spaces are still distinct names.
+    pub valid_name: fn(&str) -> bool,
+    /// Commands `launch` must refuse with
+    /// [`Error::InvalidSpec`](billet_provider::Error::InvalidSpec) (recording
+    /// nothing). The suite launches them with valid names and trusted specs.
+    /// May be empty for a backend that runs any command.
+    pub invalid_commands: &'static [&'static [&'static str]],
+    /// What an outage made by [`ProviderFactory::set_outage`] breaks.
+    pub outage: Outage,
+}
+
+impl Policies {
+    /// No isolation boundary, authoritative about what it holds
+    /// ([`Teardown::Absent`]), every non-empty name valid, no command known to
+    /// be invalid, outages that break only the inventory.
+    pub const STRICT: Policies = Policies {
+        isolation: false,
+        unknown_destroy: Teardown::Absent,
+        valid_name: non_empty,
+        invalid_commands: &[],
+        outage: Outage::InventoryOnly,
+    };
+}
+
+/// Whether `name` is not empty: [`Policies::STRICT`]'s name rule.
+pub fn non_empty(name: &str) -> bool {
+    !name.is_empty()
+}

@@ -1,0 +1,454 @@
+//! The conformance suite of the provider contract (H1, H7-H9): property tests
+//! any compute backend runs from its own tests.
+//!
+//! This crate depends on the contract (`billet-provider`), the clock
+//! (`billet-clock`), proptest and tokio, and on no backend, so a backend's
+//! `[dev-dependencies]` take it without pulling in any other backend (H9).
+//!
+//! A `proptest-state-machine` reference model of the
+//! [`Provider`](billet_provider::Provider) contract drives random sequences of
+//! calls over two deployments on one host:
+//!
+//! * `launch` of valid and invalid specs: every trust class, empty names,
+//!   duplicate names, names that differ only by case or spaces, commands that
+//!   name no run time or a bad one (the backend's
+//!   [`Policies::invalid_commands`]);
+//! * `find` of exact and near-miss names, and `list`;
+//! * `destroy` of the caller's own ids, the other deployment's, ids already
+//!   destroyed, ids never issued and near misses of issued ones;
+//! * `accepts` of every trust class;
+//! * outages started and ended ([`ProviderFactory::set_outage`]): of the
+//!   inventory only, or of the provider's whole connection to its daemon
+//!   ([`Policies::outage`], H8);
+//! * clock moves, small ones and ones that land on, just before or just after
+//!   an instance's stop time.
+//!
+//! Every answer is checked against the model: error kinds and the data they
+//! carry (never messages), `list` as a set, `find` results, `Teardown` values,
+//! and each instance's state. After every step each readable inventory is
+//! compared with the model, so a refusal that recorded something, or an
+//! outage that lost or invented an instance, is caught at once. A failure
+//! shrinks to a short sequence of steps, which [`ContractFailure`] prints.
+//!
+//! # Two ways to tell time (H7)
+//!
+//! A fixture says how its providers tell time ([`Timing`]):
+//!
+//! * [`Timing::Modelled`]: both providers read a
+//!   [`ManualClock`](billet_clock::ManualClock) the suite moves. States are
+//!   exact at every instant (`Running` while `now < started_at + run time`,
+//!   `Stopped { exit_code: 0 }` from then on) and `started_at` is the clock's
+//!   time at launch.
+//! * [`Timing::Wall`]: real time. The backend declares its [`WallWindows`]:
+//!   how long an instance may stay `Pending` after `launch` returns, and the
+//!   window around `started_at + run time` inside which `Running` and
+//!   `Stopped { exit_code: 0 }` are both right; outside them a state is exact.
+//!   A clock move sleeps for real; run times and moves are drawn as multiples
+//!   of the windows, so a case takes seconds. The backend's own `started_at`
+//!   is each instance's origin, checked against the wall clock around the
+//!   launch call.
+//!
+//! # Running the suite against a backend
+//!
+//! A backend implements [`ProviderFactory`] (two providers over one host, how
+//! they tell time, a way to start and end an outage, and the command that runs
+//! for a given time), then calls [`assert_contract`] from a test:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use billet_conformance::{
+//!     ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory,
+//!     Timing, WallWindows, assert_contract, async_trait,
+//! };
+//! # use billet_provider::{Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass};
+//! # #[derive(Debug)]
+//! # struct MyProvider;
+//! # impl MyProvider {
+//! #     async fn connect(_owner: &str) -> Result<Self, Error> { Ok(MyProvider) }
+//! #     async fn cut(&self, _down: bool) -> Result<(), std::io::Error> { Ok(()) }
+//! # }
+//! # #[async_trait]
+//! # impl Provider for MyProvider {
+//! #     fn kind(&self) -> ProviderKind { ProviderKind::Docker }
+//! #     fn accepts(&self, _: TrustClass) -> Result<(), Error> { Ok(()) }
+//! #     async fn launch(&self, _: Spec) -> Result<Instance, Error> { Err(Error::invalid_spec("stub")) }
+//! #     async fn find(&self, _: &str) -> Result<Option<Instance>, Error> { Ok(None) }
+//! #     async fn list(&self) -> Result<Vec<Instance>, Error> { Ok(Vec::new()) }
+//! #     async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> { Ok(Teardown::Absent) }
+//! # }
+//!
+//! struct MyBackend;
+//!
+//! #[async_trait]
+//! impl ProviderFactory for MyBackend {
+//!     type Provider = MyProvider;
+//!
+//!     fn policies(&self) -> Policies {
+//!         Policies { outage: Outage::WholeConnection, ..Policies::STRICT }
+//!     }
+//!
+//!     async fn build(&self) -> Result<Fixture<MyProvider>, FixtureError> {
+//!         let deployment = async |owner: &str| -> Result<_, FixtureError> {
+//!             let provider = MyProvider::connect(owner).await?;
+//!             Ok(Deployment { owner: owner.to_owned(), provider })
+//!         };
+//!         Ok(Fixture {
+//!             blue: deployment("blue").await?,
+//!             green: deployment("green").await?,
+//!             timing: Timing::Wall(WallWindows {
+//!                 pending: Duration::from_secs(1),
+//!                 around_end: Duration::from_secs(1),
+//!             }),
+//!         })
+//!     }
+//!
+//!     async fn set_outage(
+//!         &self,
+//!         deployment: &Deployment<MyProvider>,
+//!         down: bool,
+//!     ) -> Result<(), FixtureError> {
+//!         Ok(deployment.provider.cut(down).await?)
+//!     }
+//!
+//!     fn command(&self, run_time: Duration) -> Vec<String> {
+//!         vec!["sleep".to_owned(), format!("{}", run_time.as_secs_f64())]
+//!     }
+//! }
+//!
+//! // H1, H7, H8: the backend keeps the provider contract in real time.
+//! let summary = assert_contract(&MyBackend, ContractConfig::wall(4));
+//! println!("{} cases, {} steps in {:?}", summary.cases, summary.steps, summary.wall_time);
+//! ```
+//!
+//! The simulated backend's factory, `billet_simulated::SimulatedFactory`,
+//! lives beside that backend. [`check_contract`] answers the failure instead
+//! of panicking, so a test can also assert that a broken backend is caught.
+//!
+//! # How much it runs
+//!
+//! [`ContractConfig::default`] runs proptest's default number of cases, 256
+//! unless `PROPTEST_CASES` says otherwise, each a sequence of 40 to 88 steps
+//! (64 on average): at least 10,240 steps a run, about 16,400 on average.
+//! `PROPTEST_RNG_SEED` fixes the seed. [`ContractConfig::wall`] runs the
+//! cases a real-time backend asks for, each of 16 to 32 steps.
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use billet_provider::Teardown;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+
+mod driver;
+mod factory;
+mod model;
+
+pub use async_trait::async_trait;
+pub use factory::{
+    Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing, WallWindows,
+    non_empty,
+};
+
+use driver::Sut;
+use model::{ModelState, Pace, Transition};
+
+/// How much of the contract suite to run.
+#[derive(Debug, Clone)]
+pub struct ContractConfig {
+    /// The proptest configuration: `cases` is the number of sequences run.
+    /// The default is proptest's own (which reads `PROPTEST_CASES` and
+    /// `PROPTEST_RNG_SEED`) without failure persistence.
+    pub proptest: Config,
+    /// The fewest steps a generated sequence has. Shrinking may go below it.
+    pub min_steps: usize,
+    /// The most steps a generated sequence has.
+    pub max_steps: usize,
+}
+
+impl Default for ContractConfig {
+    /// Proptest's default cases (256 unless `PROPTEST_CASES` is set), 40 to
+    /// 88 steps each.
+    fn default() -> Self {
+        ContractConfig {
+            proptest: Config {
+                failure_persistence: None,
+                ..Config::default()
+            },
+            min_steps: 40,
+            max_steps: 88,
+        }
+    }
+}
+
+impl ContractConfig {
+    /// Sized for a backend timed by real time ([`Timing::Wall`]): `cases`
+    /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each.
+    pub fn wall(cases: u32) -> Self {
+        ContractConfig::default()
+            .with_cases(cases)
+            .with_steps(16, 32)
+    }
+
+    /// The same configuration running `cases` sequences.
+    #[must_use]
+    pub fn with_cases(mut self, cases: u32) -> Self {
+        self.proptest.cases = cases;
+        self
+    }
+
+    /// The same configuration drawing sequences of `min` to `max` steps.
+    #[must_use]
+    pub fn with_steps(mut self, min: usize, max: usize) -> Self {
+        self.min_steps = min;
+        self.max_steps = max.max(min);
+        self
+    }
+}
+
+/// What a passing run of the suite did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContractSummary {
+    /// Sequences run (the cases generated; shrinking attempts are not counted).
+    pub cases: u32,
+    /// Steps (transitions) applied, across every sequence.
+    pub steps: u64,
+    /// How long the whole run took on the wall clock.
+    pub wall_time: Duration,
+}
+
+/// How a backend broke the contract: the shrunk sequence of steps that shows
+/// it, and what went wrong at its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContractFailure {
+    /// The minimal sequence found, one line per step, in order. Empty when
+    /// the suite could not run at all.
+    pub steps: Vec<String>,
+    /// Which step (or check after it) failed, what the model expected and
+    /// what the backend answered.
+    pub reason: String,
+}
+
+impl fmt::Display for ContractFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "the provider contract (H1) does not hold: {}",
+            self.reason
+        )?;
+        let plural = if self.steps.len() == 1 { "" } else { "s" };
+        write!(f, "minimal sequence ({} step{plural}):", self.steps.len())?;
+        for (n, step) in self.steps.iter().enumerate() {
+            write!(f, "\n  {:>2}. {step}", n + 1)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ContractFailure {}
+
+/// Runs the contract suite against the backend `factory` builds, answering
+/// the shrunk failure instead of panicking.
+///
+/// The suite first builds one fixture (and tears it down) to read its
+/// [`Timing`], then runs `config`'s cases, each on a fresh fixture.
+pub fn check_contract<F: ProviderFactory>(
+    factory: &F,
+    config: ContractConfig,
+) -> Result<ContractSummary, ContractFailure> {
+    let started = Instant::now();
+    let unusable = |reason: String| ContractFailure {
+        steps: Vec::new(),
+        reason,
+    };
+    let policies = factory.policies();
+    if policies.unknown_destroy == Teardown::Stopped {
+        return Err(unusable(
+            "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
+        ));
+    }
+    let probe = Sut::new(factory, None).map_err(unusable)?;
+    let pace = probe.pace();
+    probe.finish().map_err(unusable)?;
+    let strategy = model::strategy(
+        ModelState::new(policies, pace),
+        (config.min_steps..=config.max_steps).into(),
+    );
+    let cases = Cell::new(0u32);
+    let steps = Cell::new(0u64);
+    let case = Case { factory, pace };
+    let mut runner = TestRunner::new(config.proptest);
+    let result = runner.run(&strategy, |(initial, transitions, seen)| {
+        if seen.is_some() {
+            // A case's first run: its counter tells the shrinker how far it got.
+            cases.set(cases.get() + 1);
+            return case
+                .run(initial, &transitions, seen.as_deref(), &steps)
+                .map_err(|failed| TestCaseError::fail(failed.reason));
+        }
+        case.replay(&initial, &transitions, &steps)
+            .map_err(|failed| TestCaseError::fail(failed.reason))
+    });
+    match result {
+        Ok(()) => Ok(ContractSummary {
+            cases: cases.get(),
+            steps: steps.get(),
+            wall_time: started.elapsed(),
+        }),
+        Err(TestError::Fail(reason, (initial, transitions, _))) => {
+            // Shrinking can leave steps after the one that now fails, and
+            // steps it shrank into irrelevance after trying to delete them:
+            // delete what still can be, then keep only what ran.
+            let transitions = case.minimize(&initial, transitions);
+            let failure = match case.replay(&initial, &transitions, &Cell::new(0)) {
+                Err(failed) => ContractFailure {
+                    steps: render(&transitions[..failed.ran]),
+                    reason: failed.reason,
+                },
+                Ok(()) => ContractFailure {
+                    steps: render(&transitions),
+                    reason: format!(
+                        "{} (this sequence passed when replayed: the backend does not answer deterministically)",
+                        reason.message()
+                    ),
+                },
+            };
+            Err(failure)
+        }
+        Err(TestError::Abort(reason)) => Err(ContractFailure {
+            steps: Vec::new(),
+            reason: format!("the suite gave up: {}", reason.message()),
+        }),
+    }
+}
+
+/// Runs the contract suite against the backend `factory` builds and panics
+/// with the shrunk failure, printed step by step, if the contract does not
+/// hold. Answers what the run did.
+#[track_caller]
+pub fn assert_contract<F: ProviderFactory>(factory: &F, config: ContractConfig) -> ContractSummary {
+    match check_contract(factory, config) {
+        Ok(summary) => summary,
+        Err(failure) => panic!("{failure}"),
+    }
+}
+
+fn render(transitions: &[Transition]) -> Vec<String> {
+    transitions.iter().map(ToString::to_string).collect()
+}
+
+/// How many times a sequence is run while shrinking before it counts as
+/// passing: a backend whose wrong answers depend on something that varies
+/// between runs (the iteration order of a hash map, say) still shrinks.
+const SHRINK_RUNS: usize = 4;
+
+/// Whether the model's preconditions allow every step of `transitions`.
+fn allowed(initial: &ModelState, transitions: &[Transition]) -> bool {
+    let mut model = initial.clone();
+    for transition in transitions {
+        if !model.allows(transition) {
+            return false;
+        }
+        model = model.apply(transition);
+    }
+    true
+}
+
+/// Why one sequence failed.
+struct CaseFailure {
+    /// How many steps ran, the failing one included.
+    ran: usize,
+    reason: String,
+}
+
+/// Runs sequences against fresh fixtures of one factory.
+struct Case<'f, F> {
+    factory: &'f F,
+    /// The timing every fixture must declare: the probe fixture's.
+    pace: Pace,
+}
+
+impl<F: ProviderFactory> Case<'_, F> {
+    /// Runs a sequence until it fails, at most [`SHRINK_RUNS`] times.
+    fn replay(
+        &self,
+        initial: &ModelState,
+        transitions: &[Transition],
+        steps: &Cell<u64>,
+    ) -> Result<(), CaseFailure> {
+        for _ in 1..SHRINK_RUNS {
+            self.run(initial.clone(), transitions, None, steps)?;
+        }
+        self.run(initial.clone(), transitions, None, steps)
+    }
+
+    /// Deletes every step of a failing sequence whose deletion keeps it valid
+    /// (the model's preconditions) and failing, until no single deletion does.
+    fn minimize(&self, initial: &ModelState, mut transitions: Vec<Transition>) -> Vec<Transition> {
+        let mut deleted = true;
+        while deleted {
+            deleted = false;
+            for ix in (0..transitions.len()).rev() {
+                let mut candidate = transitions.clone();
+                candidate.remove(ix);
+                if allowed(initial, &candidate)
+                    && self.replay(initial, &candidate, &Cell::new(0)).is_err()
+                {
+                    transitions = candidate;
+                    deleted = true;
+                }
+            }
+        }
+        transitions
+    }
+
+    /// Runs one sequence on a fresh fixture, then ends its outages and tears
+    /// it down whatever happened; answers what failed, and where.
+    fn run(
+        &self,
+        initial: ModelState,
+        transitions: &[Transition],
+        seen: Option<&AtomicUsize>,
+        steps: &Cell<u64>,
+    ) -> Result<(), CaseFailure> {
+        let mut sut = Sut::new(self.factory, Some(self.pace))
+            .map_err(|reason| CaseFailure { ran: 0, reason })?;
+        let outcome = run_steps(&mut sut, initial, transitions, seen, steps);
+        let finished = sut.finish();
+        outcome?;
+        finished.map_err(|reason| CaseFailure {
+            ran: transitions.len(),
+            reason: format!("after the last step: {reason}"),
+        })
+    }
+}
+
+/// Applies each transition to `sut` and checks it against the model.
+fn run_steps<F: ProviderFactory>(
+    sut: &mut Sut<'_, F>,
+    initial: ModelState,
+    transitions: &[Transition],
+    seen: Option<&AtomicUsize>,
+    steps: &Cell<u64>,
+) -> Result<(), CaseFailure> {
+    let failed = |ran, reason| CaseFailure { ran, reason };
+    let mut model = initial;
+    sut.check_invariants(&model)
+        .map_err(|err| failed(0, format!("before the first step: {err}")))?;
+    for (n, transition) in transitions.iter().enumerate() {
+        if let Some(seen) = seen {
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        steps.set(steps.get() + 1);
+        let after = model.clone().apply(transition);
+        sut.apply(&model, &after, transition)
+            .map_err(|err| failed(n + 1, format!("step {} ({transition}): {err}", n + 1)))?;
+        model = after;
+        sut.check_invariants(&model)
+            .map_err(|err| failed(n + 1, format!("after step {} ({transition}): {err}", n + 1)))?;
+    }
+    Ok(())
+}

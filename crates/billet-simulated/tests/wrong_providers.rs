@@ -1,0 +1,318 @@
+//! H1, H7, H8: the contract suite catches deliberately wrong providers, each a
+//! wrapper around the simulated provider that breaks one obligation, and
+//! shrinks each failure to a short sequence. The modelled flaws run on a
+//! manual clock; the wall-time flaws on the system clock with whole-connection
+//! outages, as a real backend runs the suite.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use billet_conformance::{
+    ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Policies, ProviderFactory,
+    check_contract,
+};
+use billet_provider::{
+    Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
+    TrustClass,
+};
+use billet_simulated::{Severable, SimulatedFactory, parse_run_for};
+
+/// The one obligation a [`Broken`] provider breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    /// `list` drops an instance when it holds three or more.
+    ListDropsOne,
+    /// `destroy` of another deployment's id answers `Absent` instead of `NotOwned`.
+    DestroyForeignSucceeds,
+    /// `find` compares names ignoring case (answering the match with the
+    /// least id, so that it fails the same way on every run).
+    FindFoldsCase,
+    /// `list` answers an empty inventory instead of its error during an outage.
+    OutageListsEmpty,
+    /// `launch` starts unclassified work instead of refusing it.
+    LaunchesUnknownTrust,
+    /// Instances report `Running` until well after their run time ([`LATE`]).
+    StopsLate,
+    /// Instances report `Pending` for ever instead of `Running`.
+    PendingForever,
+    /// When a whole-connection outage ends, one instance is gone.
+    ForgetsAcrossOutage,
+    /// A launch during a whole-connection outage answers `Unavailable` but
+    /// starts the instance all the same.
+    LaunchLeaksDuringOutage,
+}
+
+/// How long after its run time a [`Flaw::StopsLate`] instance still runs:
+/// twenty times the simulated backend's window around the end.
+const LATE: Duration = Duration::from_millis(100);
+
+/// The simulated provider with one flaw.
+#[derive(Debug)]
+struct Broken {
+    inner: Severable,
+    flaw: Flaw,
+    /// When each instance really stops, by id ([`Flaw::StopsLate`] only).
+    stops: Mutex<HashMap<InstanceId, SystemTime>>,
+}
+
+impl Broken {
+    /// An instance as this flawed provider reports it.
+    fn report(&self, mut instance: Instance) -> Instance {
+        match (self.flaw, instance.state) {
+            (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
+            (Flaw::StopsLate, State::Stopped { .. }) => {
+                let stop = self.stops.lock().unwrap().get(&instance.id).copied();
+                if stop.is_some_and(|stop| SystemTime::now() < stop + LATE) {
+                    instance.state = State::Running;
+                }
+            }
+            _ => {}
+        }
+        instance
+    }
+}
+
+#[async_trait]
+impl Provider for Broken {
+    fn kind(&self) -> ProviderKind {
+        self.inner.kind()
+    }
+
+    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+        self.inner.accepts(trust)
+    }
+
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        if self.flaw == Flaw::LaunchesUnknownTrust && spec.trust == TrustClass::Unknown {
+            return self
+                .inner
+                .launch(spec.with_trust(TrustClass::Trusted))
+                .await;
+        }
+        if self.flaw == Flaw::LaunchLeaksDuringOutage && self.inner.is_severed() {
+            let _ = self.inner.provider().launch(spec).await;
+            return Err(Error::unavailable("the connection is cut"));
+        }
+        let run_time = parse_run_for(&spec.command).ok();
+        let instance = self.inner.launch(spec).await?;
+        if let Some(stop) = run_time.and_then(|d| instance.started_at.checked_add(d)) {
+            self.stops.lock().unwrap().insert(instance.id.clone(), stop);
+        }
+        Ok(self.report(instance))
+    }
+
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        if self.flaw == Flaw::FindFoldsCase {
+            let all = self.inner.list().await?;
+            return Ok(all
+                .into_iter()
+                .filter(|i| i.name.to_lowercase() == name.to_lowercase())
+                .min_by(|a, b| a.id.cmp(&b.id)));
+        }
+        Ok(self.inner.find(name).await?.map(|i| self.report(i)))
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        match (self.flaw, self.inner.list().await) {
+            (Flaw::ListDropsOne, Ok(mut all)) if all.len() >= 3 => {
+                all.pop();
+                Ok(all)
+            }
+            (Flaw::OutageListsEmpty, Err(err)) if err.kind() == ErrorKind::InventoryUnavailable => {
+                Ok(Vec::new())
+            }
+            (_, answer) => answer.map(|all| all.into_iter().map(|i| self.report(i)).collect()),
+        }
+    }
+
+    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        match self.inner.destroy(id).await {
+            Err(err)
+                if self.flaw == Flaw::DestroyForeignSucceeds
+                    && err.kind() == ErrorKind::NotOwned =>
+            {
+                Ok(Teardown::Absent)
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// Builds simulated fixtures whose providers have `flaw`, reusing the
+/// simulated factory through [`Fixture::map`].
+struct BrokenFactory {
+    flaw: Flaw,
+    inner: SimulatedFactory,
+}
+
+#[async_trait]
+impl ProviderFactory for BrokenFactory {
+    type Provider = Broken;
+
+    fn policies(&self) -> Policies {
+        self.inner.policies()
+    }
+
+    async fn build(&self) -> Result<Fixture<Broken>, FixtureError> {
+        let flaw = self.flaw;
+        Ok(self.inner.build().await?.map(|inner| Broken {
+            inner,
+            flaw,
+            stops: Mutex::default(),
+        }))
+    }
+
+    async fn set_outage(
+        &self,
+        deployment: &Deployment<Broken>,
+        down: bool,
+    ) -> Result<(), FixtureError> {
+        let provider = &deployment.provider;
+        if self.flaw == Flaw::ForgetsAcrossOutage && !down {
+            // The instance with the least id is lost while the connection is down.
+            let held = provider.inner.provider().list().await?;
+            if let Some(first) = held.iter().min_by(|a, b| a.id.cmp(&b.id)) {
+                provider.inner.provider().destroy(&first.id).await?;
+            }
+        }
+        self.inner.apply_outage(&provider.inner, down);
+        Ok(())
+    }
+
+    fn command(&self, run_time: Duration) -> Vec<String> {
+        self.inner.command(run_time)
+    }
+}
+
+/// Runs the suite on a provider with `flaw` (modelled time) and answers its
+/// failure; fails the test if the flaw went unnoticed or the sequence did not
+/// shrink to `shortest` steps, the fewest that show the flaw.
+fn caught(flaw: Flaw, shortest: usize) -> ContractFailure {
+    // A fixed case count and seed, whatever PROPTEST_CASES says: the flaw
+    // must be found, and shrinking (which can stop in a local minimum for
+    // an unlucky draw) is reproducible.
+    let failure = failure_of(
+        flaw,
+        SimulatedFactory::modelled(),
+        ContractConfig::default().with_cases(256),
+    );
+    assert_eq!(
+        failure.steps.len(),
+        shortest,
+        "{flaw:?}: the failure did not shrink to the shortest sequence:\n{failure}"
+    );
+    failure
+}
+
+/// Runs the suite on a provider with `flaw` in wall time (the system clock,
+/// whole-connection outages) and answers its failure; fails the test if the
+/// flaw went unnoticed or its sequence did not shrink to `at_most` steps.
+/// Wall time makes a run depend on the machine's pace, so only the bound is fixed.
+fn caught_in_wall_time(flaw: Flaw, at_most: usize) -> ContractFailure {
+    let failure = failure_of(flaw, SimulatedFactory::wall(), ContractConfig::wall(64));
+    assert!(
+        !failure.steps.is_empty() && failure.steps.len() <= at_most,
+        "{flaw:?}: the failure did not shrink to at most {at_most} steps:\n{failure}"
+    );
+    failure
+}
+
+fn failure_of(flaw: Flaw, inner: SimulatedFactory, mut config: ContractConfig) -> ContractFailure {
+    let factory = BrokenFactory { flaw, inner };
+    config.proptest.rng_seed = proptest::test_runner::RngSeed::Fixed(0x0b11_e75e_ed00);
+    let failure = match check_contract(&factory, config) {
+        Ok(summary) => panic!("{flaw:?} went unnoticed by the suite: {summary:?}"),
+        Err(failure) => failure,
+    };
+    println!("{flaw:?} is caught:\n{failure}\n");
+    failure
+}
+
+// H1: a list that drops an instance is reported (S6: list never answers short).
+#[test]
+fn h1_catches_a_list_that_drops_an_instance() {
+    let failure = caught(Flaw::ListDropsOne, 3);
+    assert!(failure.reason.contains("inventory"), "{failure}");
+    assert!(
+        failure.steps.iter().all(|s| s.contains("launch")),
+        "three launches are the whole story:\n{failure}"
+    );
+}
+
+// H1: a destroy of a foreign id that succeeds is reported (S8: destroy is
+// scoped by identity; another deployment's id is refused with NotOwned).
+#[test]
+fn h1_catches_a_destroy_of_a_foreign_id_that_succeeds() {
+    let failure = caught(Flaw::DestroyForeignSucceeds, 2);
+    assert!(failure.reason.contains("NotOwned"), "{failure}");
+    assert!(
+        failure.steps.last().unwrap().contains("destroy"),
+        "{failure}"
+    );
+}
+
+// H1: a find that folds case is reported (S7: find compares names exactly).
+#[test]
+fn h1_catches_a_find_that_folds_case() {
+    let failure = caught(Flaw::FindFoldsCase, 2);
+    assert!(failure.steps.last().unwrap().contains("find"), "{failure}");
+}
+
+// H1: a list that answers empty during an outage is reported (S6, S10: the
+// inventory errors rather than answers short).
+#[test]
+fn h1_catches_a_list_that_answers_empty_during_an_outage() {
+    let failure = caught(Flaw::OutageListsEmpty, 2);
+    assert!(failure.reason.contains("InventoryUnavailable"), "{failure}");
+}
+
+// H1: a launch that starts unclassified work is reported (S9: Unknown is
+// refused alongside Untrusted, and nothing is recorded).
+#[test]
+fn h1_catches_a_launch_that_starts_unknown_work() {
+    let failure = caught(Flaw::LaunchesUnknownTrust, 1);
+    assert!(failure.reason.contains("Refused"), "{failure}");
+}
+
+// H7: instances that report Running well after their run time are caught in
+// wall time, once the wall clock is past the window around their end.
+#[test]
+fn h7_catches_instances_that_stop_well_after_their_run_time() {
+    let failure = caught_in_wall_time(Flaw::StopsLate, 3);
+    assert!(failure.reason.contains("wrong state: Running"), "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+}
+
+// H7: an instance that stays Pending past the declared pending window is caught.
+#[test]
+fn h7_catches_instances_pending_for_ever() {
+    let failure = caught_in_wall_time(Flaw::PendingForever, 2);
+    assert!(failure.reason.contains("wrong state: Pending"), "{failure}");
+}
+
+// H8: an instance lost across a whole-connection outage is caught when the
+// inventory answers again: after recovery it must be exact.
+#[test]
+fn h8_catches_an_instance_forgotten_across_a_whole_outage() {
+    let failure = caught_in_wall_time(Flaw::ForgetsAcrossOutage, 3);
+    assert!(failure.reason.contains("missing"), "{failure}");
+    assert!(
+        failure.steps.last().unwrap().contains("outage ends"),
+        "{failure}"
+    );
+}
+
+// H8: a launch answered with an error during a whole-connection outage that
+// started an instance all the same is caught: the model knows that launch did
+// not happen, so the instance is unexpected once the inventory answers.
+#[test]
+fn h8_catches_a_launch_during_a_whole_outage_that_leaves_an_instance() {
+    let failure = caught_in_wall_time(Flaw::LaunchLeaksDuringOutage, 3);
+    assert!(failure.reason.contains("unexpected"), "{failure}");
+    assert!(
+        failure.steps.iter().any(|s| s.contains("outage starts")),
+        "{failure}"
+    );
+}
