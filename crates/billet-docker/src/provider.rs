@@ -670,10 +670,17 @@ impl Provider for DockerProvider {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        let client = self
+            .client("inspect container")
+            .map_err(Error::unavailable)?;
         if !is_full_id(id.as_str()) {
             // Not a container id at all: the daemon holds no container by it.
-            // Never handed to the daemon, which would resolve it as an id
-            // prefix or a container name.
+            // Never handed to the daemon as a reference, which it would
+            // resolve as an id prefix or a container name. Confirmed absent
+            // only while the daemon answers, as every destroy is (H8).
+            self.call("ping", client.ping())
+                .await
+                .map_err(Error::unavailable)?;
             self.log(|| {
                 tracing::debug!(
                     target: "billet_docker",
@@ -685,9 +692,6 @@ impl Provider for DockerProvider {
             });
             return Ok(Teardown::Absent);
         }
-        let client = self
-            .client("inspect container")
-            .map_err(Error::unavailable)?;
         let inspected = self
             .inspect(&client, id.as_str())
             .await
