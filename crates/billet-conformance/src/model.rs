@@ -93,11 +93,13 @@ pub(crate) enum Target {
 /// Where an [`Transition::AdvanceToStop`] lands relative to a stop time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nudge {
-    /// Exactly at it: the instance has stopped.
+    /// Exactly at it: the instance has stopped (in wall time: inside the
+    /// window around the end, where either state is right).
     At,
-    /// One nanosecond before: still running.
+    /// One nanosecond before: still running (in wall time: just before the
+    /// window around the end).
     Before,
-    /// One nanosecond after.
+    /// One nanosecond after (in wall time: just after the window).
     After,
 }
 
@@ -176,8 +178,8 @@ impl fmt::Display for Transition {
             Transition::AdvanceToStop { of, nudge } => {
                 let when = match nudge {
                     Nudge::At => "to",
-                    Nudge::Before => "to 1ns before",
-                    Nudge::After => "to 1ns after",
+                    Nudge::Before => "to just before",
+                    Nudge::After => "to just after",
                 };
                 write!(f, "clock: advance {when} the stop time of {of}")
             }

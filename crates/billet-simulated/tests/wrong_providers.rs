@@ -42,6 +42,11 @@ enum Flaw {
     /// A launch during a whole-connection outage answers `Unavailable` but
     /// starts the instance all the same.
     LaunchLeaksDuringOutage,
+    /// A destroy during a whole-connection outage answers `Unavailable` but
+    /// removes the instance all the same.
+    DestroyRemovesDuringOutage,
+    /// Every instance says it started an hour before it did.
+    StartedAnHourEarly,
 }
 
 /// How long after its run time a [`Flaw::StopsLate`] instance still runs:
@@ -60,6 +65,9 @@ struct Broken {
 impl Broken {
     /// An instance as this flawed provider reports it.
     fn report(&self, mut instance: Instance) -> Instance {
+        if self.flaw == Flaw::StartedAnHourEarly {
+            instance.started_at -= Duration::from_secs(3600);
+        }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
             (Flaw::StopsLate, State::Stopped { .. }) => {
@@ -128,6 +136,10 @@ impl Provider for Broken {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.flaw == Flaw::DestroyRemovesDuringOutage && self.inner.is_severed() {
+            let _ = self.inner.provider().destroy(id).await;
+            return Err(Error::unavailable("the connection is cut"));
+        }
         match self.inner.destroy(id).await {
             Err(err)
                 if self.flaw == Flaw::DestroyForeignSucceeds
@@ -315,4 +327,23 @@ fn h8_catches_a_launch_during_a_whole_outage_that_leaves_an_instance() {
         failure.steps.iter().any(|s| s.contains("outage starts")),
         "{failure}"
     );
+}
+
+// H7: under wall timing, a start time that does not lie around the launch call
+// is caught at once.
+#[test]
+fn h7_catches_a_start_time_far_from_the_launch_call() {
+    let failure = caught_in_wall_time(Flaw::StartedAnHourEarly, 1);
+    assert!(
+        failure.reason.contains("from the launch call's start"),
+        "{failure}"
+    );
+}
+
+// H8: a destroy answered with an error during a whole-connection outage that
+// removed the instance all the same is caught once the inventory answers.
+#[test]
+fn h8_catches_a_destroy_during_a_whole_outage_that_removes() {
+    let failure = caught_in_wall_time(Flaw::DestroyRemovesDuringOutage, 4);
+    assert!(failure.reason.contains("missing"), "{failure}");
 }

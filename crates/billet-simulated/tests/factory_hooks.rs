@@ -1,0 +1,141 @@
+//! H7, H8: what the suite promises a factory: every fixture it builds is torn
+//! down (after a passing case and after a failing one), with every outage
+//! ended first, and every fixture of a run must tell time the same way.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use billet_conformance::{
+    ContractConfig, Deployment, Fixture, FixtureError, Policies, ProviderFactory, check_contract,
+};
+use billet_provider::Provider;
+use billet_simulated::{Severable, SimulatedFactory};
+
+/// The simulated factory, counting what the suite asks of it.
+struct Counting {
+    inner: SimulatedFactory,
+    /// Claim an isolation boundary the simulated backend lacks, so that the
+    /// suite fails.
+    lie: bool,
+    /// Alternate between modelled and wall fixtures.
+    alternate: bool,
+    builds: AtomicUsize,
+    teardowns: AtomicUsize,
+    /// Deployments still in an outage when their fixture was torn down.
+    down_at_teardown: Mutex<Vec<String>>,
+}
+
+impl Counting {
+    fn new(inner: SimulatedFactory) -> Self {
+        Counting {
+            inner,
+            lie: false,
+            alternate: false,
+            builds: AtomicUsize::new(0),
+            teardowns: AtomicUsize::new(0),
+            down_at_teardown: Mutex::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl ProviderFactory for Counting {
+    type Provider = Severable;
+
+    fn policies(&self) -> Policies {
+        Policies {
+            isolation: self.lie,
+            ..self.inner.policies()
+        }
+    }
+
+    async fn build(&self) -> Result<Fixture<Severable>, FixtureError> {
+        let n = self.builds.fetch_add(1, Ordering::SeqCst);
+        if self.alternate && n % 2 == 1 {
+            return SimulatedFactory::wall().build().await;
+        }
+        self.inner.build().await
+    }
+
+    async fn set_outage(
+        &self,
+        deployment: &Deployment<Severable>,
+        down: bool,
+    ) -> Result<(), FixtureError> {
+        self.inner.set_outage(deployment, down).await
+    }
+
+    fn command(&self, run_time: Duration) -> Vec<String> {
+        self.inner.command(run_time)
+    }
+
+    async fn teardown(&self, fixture: &Fixture<Severable>) -> Result<(), FixtureError> {
+        self.teardowns.fetch_add(1, Ordering::SeqCst);
+        for deployment in [&fixture.blue, &fixture.green] {
+            let provider = &deployment.provider;
+            let inventory_down = provider.provider().list().await.is_err();
+            if provider.is_severed() || inventory_down {
+                self.down_at_teardown
+                    .lock()
+                    .unwrap()
+                    .push(deployment.owner.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
+// H8: after a passing run every fixture built was torn down, each with its
+// outages (of either kind) ended first.
+#[test]
+fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
+    for inner in [SimulatedFactory::modelled(), SimulatedFactory::wall()] {
+        let factory = Counting::new(inner);
+        let config = ContractConfig::default().with_cases(32).with_steps(16, 32);
+        let summary = check_contract(&factory, config).unwrap_or_else(|f| panic!("{f}"));
+        let builds = factory.builds.load(Ordering::SeqCst);
+        // One probe fixture, then one per case.
+        assert_eq!(builds, 1 + summary.cases as usize);
+        assert_eq!(factory.teardowns.load(Ordering::SeqCst), builds);
+        assert_eq!(
+            *factory.down_at_teardown.lock().unwrap(),
+            Vec::<String>::new()
+        );
+    }
+}
+
+// H7: a failing run (shrinking included) also tears down every fixture it built.
+#[test]
+fn h7_a_failing_run_tears_down_every_fixture() {
+    let factory = Counting {
+        lie: true,
+        ..Counting::new(SimulatedFactory::wall())
+    };
+    let failure = check_contract(&factory, ContractConfig::wall(16)).unwrap_err();
+    assert!(failure.reason.contains("Refused"), "{failure}");
+    let builds = factory.builds.load(Ordering::SeqCst);
+    assert!(builds > 2, "shrinking builds fixtures too: {builds}");
+    assert_eq!(factory.teardowns.load(Ordering::SeqCst), builds);
+    assert_eq!(
+        *factory.down_at_teardown.lock().unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+// H7: a factory whose fixtures tell time differently from one case to the next
+// is reported as such, not as a contract violation.
+#[test]
+fn h7_fixtures_of_one_run_must_tell_time_the_same_way() {
+    let factory = Counting {
+        alternate: true,
+        ..Counting::new(SimulatedFactory::modelled())
+    };
+    let failure = check_contract(&factory, ContractConfig::default().with_cases(4)).unwrap_err();
+    assert!(failure.reason.contains("different timings"), "{failure}");
+    assert_eq!(
+        factory.teardowns.load(Ordering::SeqCst),
+        factory.builds.load(Ordering::SeqCst)
+    );
+}
