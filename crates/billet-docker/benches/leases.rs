@@ -131,15 +131,25 @@ fn simulated(n: usize, lists: usize) -> Measured {
         &provider,
         n,
         lists,
-        |i| Spec::new(format!("lease-{i:05}"), run_for(Duration::from_secs(3600))).with_trust(TrustClass::Trusted),
+        |i| {
+            Spec::new(format!("lease-{i:05}"), run_for(Duration::from_secs(3600)))
+                .with_trust(TrustClass::Trusted)
+        },
         |instances| {
             // Held by the provider: everything allocated since it was made,
             // less the answers this bench keeps.
             let answers: usize = instances
                 .iter()
-                .map(|i| std::mem::size_of::<Instance>() + i.name.len() + i.owner.len() + i.id.as_str().len())
+                .map(|i| {
+                    std::mem::size_of::<Instance>()
+                        + i.name.len()
+                        + i.owner.len()
+                        + i.id.as_str().len()
+                })
                 .sum();
-            let held = LIVE.load(Ordering::Relaxed).saturating_sub(before + answers);
+            let held = LIVE
+                .load(Ordering::Relaxed)
+                .saturating_sub(before + answers);
             memory = held as f64 / n as f64;
         },
     ));
@@ -166,7 +176,11 @@ fn processes() -> HashMap<u32, Vec<String>> {
         return out;
     };
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) {
@@ -185,7 +199,10 @@ fn processes() -> HashMap<u32, Vec<String>> {
 fn rss_of(name: &str, procs: &HashMap<u32, Vec<String>>) -> u64 {
     procs
         .iter()
-        .filter(|(_, argv)| argv.first().is_some_and(|p| p.rsplit('/').next() == Some(name)))
+        .filter(|(_, argv)| {
+            argv.first()
+                .is_some_and(|p| p.rsplit('/').next() == Some(name))
+        })
         .filter_map(|(pid, _)| rss(*pid))
         .sum()
 }
@@ -217,7 +234,8 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
         .build()
         .expect("a runtime");
     let provider = scope.provider("d10");
-    let daemons = |procs: &HashMap<u32, Vec<String>>| rss_of("dockerd", procs) + rss_of("containerd", procs);
+    let daemons =
+        |procs: &HashMap<u32, Vec<String>>| rss_of("dockerd", procs) + rss_of("containerd", procs);
     let daemons_before = daemons(&processes());
     let mut daemon_memory = DaemonMemory {
         cgroup: 0,
@@ -308,7 +326,10 @@ fn main() {
         return;
     };
     let (dock, daemon_memory) = docker(&scope, n, lists);
-    assert!(scope.leftovers().is_empty(), "the bench left containers behind");
+    assert!(
+        scope.leftovers().is_empty(),
+        "the bench left containers behind"
+    );
 
     println!("leases (D10): N = {n} concurrent leases, docker vs simulated, one run");
     println!("| measure | docker | simulated | docker / simulated |");
@@ -321,15 +342,31 @@ fn main() {
             d.as_secs_f64() / s.as_secs_f64().max(1e-12)
         );
     };
-    row("launch p50", quantile(&dock.launch, 0.5), quantile(&sim.launch, 0.5));
-    row("launch p99", quantile(&dock.launch, 0.99), quantile(&sim.launch, 0.99));
+    row(
+        "launch p50",
+        quantile(&dock.launch, 0.5),
+        quantile(&sim.launch, 0.5),
+    );
+    row(
+        "launch p99",
+        quantile(&dock.launch, 0.99),
+        quantile(&sim.launch, 0.99),
+    );
     row(
         &format!("list, {n} held (median of {lists})"),
         quantile(&dock.list, 0.5),
         quantile(&sim.list, 0.5),
     );
-    row("destroy p50", quantile(&dock.destroy, 0.5), quantile(&sim.destroy, 0.5));
-    row("destroy p99", quantile(&dock.destroy, 0.99), quantile(&sim.destroy, 0.99));
+    row(
+        "destroy p50",
+        quantile(&dock.destroy, 0.5),
+        quantile(&sim.destroy, 0.5),
+    );
+    row(
+        "destroy p99",
+        quantile(&dock.destroy, 0.99),
+        quantile(&sim.destroy, 0.99),
+    );
     println!(
         "| memory per lease | {} | {} | {:.0}x |",
         bytes(dock.memory),

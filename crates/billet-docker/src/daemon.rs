@@ -64,7 +64,10 @@ impl fmt::Display for DaemonError {
                 "docker daemon at {endpoint} did not answer `{op}` within {limit:?}"
             ),
             Failure::Connection(err) => {
-                write!(f, "docker daemon at {endpoint} unreachable during `{op}`: {err}")
+                write!(
+                    f,
+                    "docker daemon at {endpoint} unreachable during `{op}`: {err}"
+                )
             }
             Failure::Status { code, message } => write!(
                 f,

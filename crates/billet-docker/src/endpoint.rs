@@ -23,12 +23,15 @@ impl Endpoint {
     /// Parses an endpoint; answers why not, and the forms expected, when the
     /// text is none of them.
     pub fn parse(text: &str) -> Result<Endpoint, String> {
-        let expected = "expected unix:///path/to/docker.sock, an absolute socket path, or tcp://host:port";
+        let expected =
+            "expected unix:///path/to/docker.sock, an absolute socket path, or tcp://host:port";
         if let Some(path) = text.strip_prefix("unix://") {
             if path.starts_with('/') {
                 return Ok(Endpoint::Unix(PathBuf::from(path)));
             }
-            return Err(format!("docker endpoint {text:?} has no absolute socket path: {expected}"));
+            return Err(format!(
+                "docker endpoint {text:?} has no absolute socket path: {expected}"
+            ));
         }
         if text.starts_with('/') {
             return Ok(Endpoint::Unix(PathBuf::from(text)));
@@ -37,12 +40,16 @@ impl Endpoint {
             if let Some(address) = text.strip_prefix(scheme) {
                 let address = address.trim_end_matches('/');
                 if address.is_empty() || address.contains('/') {
-                    return Err(format!("docker endpoint {text:?} has no host:port: {expected}"));
+                    return Err(format!(
+                        "docker endpoint {text:?} has no host:port: {expected}"
+                    ));
                 }
                 return Ok(Endpoint::Tcp(address.to_owned()));
             }
         }
-        Err(format!("docker endpoint {text:?} is not understood: {expected}"))
+        Err(format!(
+            "docker endpoint {text:?} is not understood: {expected}"
+        ))
     }
 }
 
@@ -85,11 +92,21 @@ mod tests {
             Endpoint::parse("http://dockerd:2375/"),
             Ok(Endpoint::Tcp("dockerd:2375".into()))
         );
-        for bad in ["", "docker.sock", "unix://relative.sock", "https://h:2376", "tcp://", "tcp://h:1/x"] {
+        for bad in [
+            "",
+            "docker.sock",
+            "unix://relative.sock",
+            "https://h:2376",
+            "tcp://",
+            "tcp://h:1/x",
+        ] {
             let err = Endpoint::parse(bad).unwrap_err();
             assert!(err.contains("expected unix://"), "{err}");
         }
-        assert_eq!(Endpoint::default().to_string(), "unix:///var/run/docker.sock");
+        assert_eq!(
+            Endpoint::default().to_string(),
+            "unix:///var/run/docker.sock"
+        );
         assert_eq!(Endpoint::Tcp("h:1".into()).to_string(), "tcp://h:1");
     }
 }

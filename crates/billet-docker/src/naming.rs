@@ -39,11 +39,13 @@ pub fn container_name(owner: &str, name: &str) -> String {
     let mut out = String::with_capacity(NAME_PREFIX.len() + 24 + 1 + 32);
     out.push_str(NAME_PREFIX);
     for c in name.chars().take(24) {
-        out.push(if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-            c
-        } else {
-            '_'
-        });
+        out.push(
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            },
+        );
     }
     out.push('-');
     for byte in &digest[..16] {
@@ -102,7 +104,10 @@ mod tests {
         // The length prefix keeps ("ab", "c") and ("a", "bc") apart.
         assert_ne!(container_name("ab", "c"), container_name("a", "bc"));
         // Deterministic: the same pair gives the same name, run after run.
-        assert_eq!(container_name("blue", "job-1"), container_name("blue", "job-1"));
+        assert_eq!(
+            container_name("blue", "job-1"),
+            container_name("blue", "job-1")
+        );
     }
 
     // D6: only 64 lower-case hex digits are a full id.

@@ -314,9 +314,8 @@ impl DockerProvider {
             labels: Some(labels),
             host_config: Some(HostConfig {
                 nano_cpus: (cpus > 0).then(|| i64::from(cpus) * 1_000_000_000),
-                memory: (memory > 0).then(|| {
-                    i64::try_from(memory.saturating_mul(1 << 20)).unwrap_or(i64::MAX)
-                }),
+                memory: (memory > 0)
+                    .then(|| i64::try_from(memory.saturating_mul(1 << 20)).unwrap_or(i64::MAX)),
                 network_mode: self.network.clone(),
                 ..HostConfig::default()
             }),
@@ -380,7 +379,10 @@ impl DockerProvider {
             .v(true)
             .build();
         if let Err(err) = self
-            .call("remove container", client.remove_container(id, Some(options)))
+            .call(
+                "remove container",
+                client.remove_container(id, Some(options)),
+            )
             .await
         {
             self.log(|| {
@@ -401,7 +403,10 @@ impl DockerProvider {
         reference: &str,
     ) -> Result<Option<ContainerInspectResponse>, DaemonError> {
         match self
-            .call("inspect container", client.inspect_container(reference, None))
+            .call(
+                "inspect container",
+                client.inspect_container(reference, None),
+            )
             .await
         {
             Ok(found) => Ok(Some(found)),
@@ -459,7 +464,9 @@ impl DockerProvider {
             .as_deref()
             .and_then(parse_time)
             .or_else(|| inspected.created.as_deref().and_then(parse_time))
-            .ok_or_else(|| format!("the daemon answered container {id} without a start or creation time"))?;
+            .ok_or_else(|| {
+                format!("the daemon answered container {id} without a start or creation time")
+            })?;
         Ok(Some(Instance {
             id: InstanceId::from(id),
             name: name.clone(),
@@ -471,13 +478,17 @@ impl DockerProvider {
     }
 
     async fn launch_checked(&self, spec: &Spec) -> Result<Instance, Error> {
-        let client = self.client("create container").map_err(Error::unavailable)?;
+        let client = self
+            .client("create container")
+            .map_err(Error::unavailable)?;
         let mut pulled = false;
         let id = loop {
             match self.create(&client, spec).await {
                 Ok(id) => break id,
                 Err(CreateFailure::Other(err)) => return Err(err),
-                Err(CreateFailure::MissingImage) if self.pull == PullPolicy::IfMissing && !pulled => {
+                Err(CreateFailure::MissingImage)
+                    if self.pull == PullPolicy::IfMissing && !pulled =>
+                {
                     self.pull_image(&client, &spec.image).await?;
                     pulled = true;
                 }
@@ -538,7 +549,10 @@ impl DockerProvider {
         // A container removed between the list and its inspect (404) is gone:
         // leaving it out is the exact answer as of now.
         for container in inspected.iter().flatten() {
-            if let Some(instance) = self.instance(container).map_err(Error::inventory_unavailable)? {
+            if let Some(instance) = self
+                .instance(container)
+                .map_err(Error::inventory_unavailable)?
+            {
                 instances.push(instance);
             }
         }
@@ -740,7 +754,10 @@ impl Provider for DockerProvider {
             .v(true)
             .build();
         let removed = self
-            .call("remove container", client.remove_container(id.as_str(), Some(options)))
+            .call(
+                "remove container",
+                client.remove_container(id.as_str(), Some(options)),
+            )
             .await;
         let teardown = match removed {
             Ok(()) => Teardown::Stopped,

@@ -8,8 +8,12 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use billet_docker::{DaemonError, DockerProvider, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name};
-use billet_provider::{ErrorKind, Instance, InstanceId, Provider, Resources, Spec, State, Teardown, TrustClass};
+use billet_docker::{
+    DaemonError, DockerProvider, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
+};
+use billet_provider::{
+    ErrorKind, Instance, InstanceId, Provider, Resources, Spec, State, Teardown, TrustClass,
+};
 use support::{SocketProxy, TEST_IMAGE, block, create_by_hand, daemon, exists, raw_client};
 
 /// A trusted spec on the test image.
@@ -47,7 +51,12 @@ async fn wait_for(provider: &DockerProvider, name: &str, done: impl Fn(State) ->
 /// Raw inspection of a container on the daemon.
 fn inspect(id: &str) -> bollard::models::ContainerInspectResponse {
     let id = id.to_owned();
-    block(async move { raw_client().inspect_container(&id, None).await.expect("inspect") })
+    block(async move {
+        raw_client()
+            .inspect_container(&id, None)
+            .await
+            .expect("inspect")
+    })
 }
 
 // D1: an empty owner is refused, an unreadable endpoint is refused naming the
@@ -73,7 +82,10 @@ fn d1_builder_refuses_empty_owner_and_bad_endpoint() {
     assert_eq!(provider.kind(), billet_provider::ProviderKind::Docker);
     assert_eq!(provider.owner(), "blue");
     assert_eq!(provider.timeout(), billet_docker::DEFAULT_TIMEOUT);
-    assert_eq!(provider.endpoint().to_string(), "unix:///var/run/docker.sock");
+    assert_eq!(
+        provider.endpoint().to_string(),
+        "unix:///var/run/docker.sock"
+    );
 }
 
 // D3: only trusted work is accepted, and a refused launch leaves nothing.
@@ -86,7 +98,10 @@ async fn d3_accepts_only_trusted_and_refusals_leave_nothing() {
         let err = blue.accepts(trust).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Refused);
         assert!(err.to_string().contains("docker") && err.to_string().contains(trust.as_str()));
-        let err = blue.launch(sleeper("job").with_trust(trust)).await.unwrap_err();
+        let err = blue
+            .launch(sleeper("job").with_trust(trust))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Refused);
     }
     assert!(blue.list().await.unwrap().is_empty());
@@ -120,7 +135,10 @@ async fn d2_d4_labels_derived_name_full_id_and_start_time() {
         Some(format!("/{}", container_name(&scope.owner("blue"), "job-1")).as_str())
     );
     let started = raw.state.as_ref().unwrap().started_at.clone().unwrap();
-    assert_eq!(launched.started_at, humantime::parse_rfc3339(&started).unwrap());
+    assert_eq!(
+        launched.started_at,
+        humantime::parse_rfc3339(&started).unwrap()
+    );
     let host = raw.host_config.as_ref().unwrap();
     assert_eq!(host.nano_cpus, Some(1_000_000_000));
     assert_eq!(host.memory, Some(48 << 20));
@@ -137,7 +155,9 @@ async fn d2_d4_labels_derived_name_full_id_and_start_time() {
 // case, spaces, slashes, non-ASCII, a very long name.
 #[tokio::test]
 async fn d2_names_docker_could_not_hold() {
-    let Some(scope) = daemon("d2names") else { return };
+    let Some(scope) = daemon("d2names") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let long = "n".repeat(300);
     let all = ["Job 1", "job 1", "job/1:ß", "ジョブ", long.as_str(), "-x"];
@@ -146,7 +166,10 @@ async fn d2_names_docker_could_not_hold() {
         assert_eq!(launched.name, name);
     }
     let listed = blue.list().await.unwrap();
-    assert_eq!(names(&listed), all.iter().map(|s| (*s).to_owned()).collect());
+    assert_eq!(
+        names(&listed),
+        all.iter().map(|s| (*s).to_owned()).collect()
+    );
     for name in all {
         assert_eq!(blue.find(name).await.unwrap().unwrap().name, name);
     }
@@ -159,7 +182,9 @@ async fn d2_names_docker_could_not_hold() {
 // same name in another deployment is allowed and invisible.
 #[tokio::test]
 async fn d2_conflict_in_one_deployment_invisible_across() {
-    let Some(scope) = daemon("d2conflict") else { return };
+    let Some(scope) = daemon("d2conflict") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let green = scope.provider("green");
     let held = blue.launch(sleeper("job-1")).await.unwrap();
@@ -177,7 +202,9 @@ async fn d2_conflict_in_one_deployment_invisible_across() {
 // daemon lets exactly one win, every round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d2_two_clients_race_to_launch_one_name() {
-    let Some(scope) = daemon("d2race") else { return };
+    let Some(scope) = daemon("d2race") else {
+        return;
+    };
     let one = scope.provider("blue");
     let two = scope.provider("blue");
     for round in 0..4 {
@@ -200,7 +227,9 @@ async fn d2_two_clients_race_to_launch_one_name() {
 // of them leaves anything on the daemon.
 #[tokio::test]
 async fn d4_refused_launches_leave_nothing() {
-    let Some(scope) = daemon("d4refused") else { return };
+    let Some(scope) = daemon("d4refused") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let missing = "billet-no-such-image:never";
     let err = blue
@@ -212,7 +241,10 @@ async fn d4_refused_launches_leave_nothing() {
 
     let err = blue.launch(job("job", &[])).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidSpec);
-    let err = blue.launch(sleeper("job").with_image("")).await.unwrap_err();
+    let err = blue
+        .launch(sleeper("job").with_image(""))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidSpec);
     let err = blue.launch(sleeper("")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidSpec);
@@ -235,8 +267,14 @@ async fn d4_refused_launches_leave_nothing() {
 // left. (The registry is a closed port on this machine.)
 #[tokio::test]
 async fn d4_pull_if_missing_from_an_unreachable_registry() {
-    let Some(scope) = daemon("d4pull") else { return };
-    let blue = scope.builder("blue").pull(PullPolicy::IfMissing).build().unwrap();
+    let Some(scope) = daemon("d4pull") else {
+        return;
+    };
+    let blue = scope
+        .builder("blue")
+        .pull(PullPolicy::IfMissing)
+        .build()
+        .unwrap();
     let image = "127.0.0.1:9/billet-missing:1";
     let err = blue
         .launch(sleeper("job").with_image(image))
@@ -251,9 +289,13 @@ async fn d4_pull_if_missing_from_an_unreachable_registry() {
 // with the container's real exit code.
 #[tokio::test]
 async fn d5_states_and_real_exit_codes() {
-    let Some(scope) = daemon("d5states") else { return };
+    let Some(scope) = daemon("d5states") else {
+        return;
+    };
     let blue = scope.provider("blue");
-    blue.launch(job("exits-3", &["sh", "-c", "exit 3"])).await.unwrap();
+    blue.launch(job("exits-3", &["sh", "-c", "exit 3"]))
+        .await
+        .unwrap();
     blue.launch(job("exits-0", &["true"])).await.unwrap();
     let paused = blue.launch(sleeper("paused")).await.unwrap();
     let running = blue.launch(sleeper("running")).await.unwrap();
@@ -285,7 +327,9 @@ async fn d5_states_and_real_exit_codes() {
 // one else's; find compares names exactly.
 #[tokio::test]
 async fn d5_list_is_exact_and_scoped() {
-    let Some(scope) = daemon("d5list") else { return };
+    let Some(scope) = daemon("d5list") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let green = scope.provider("green");
     let blue_only = scope.provider("blue-2");
@@ -296,9 +340,20 @@ async fn d5_list_is_exact_and_scoped() {
     // A hand-made container with no labels, and one whose owner label is a
     // prefix of blue's owner: neither is blue's.
     create_by_hand(&scope, None, &[], &["true"]);
-    create_by_hand(&scope, None, &[(OWNER_LABEL, &scope.owner("blu")), (NAME_LABEL, "a")], &["true"]);
-    assert_eq!(names(&blue.list().await.unwrap()), BTreeSet::from(["a".into(), "b".into(), "c".into()]));
-    assert_eq!(names(&green.list().await.unwrap()), BTreeSet::from(["a".into()]));
+    create_by_hand(
+        &scope,
+        None,
+        &[(OWNER_LABEL, &scope.owner("blu")), (NAME_LABEL, "a")],
+        &["true"],
+    );
+    assert_eq!(
+        names(&blue.list().await.unwrap()),
+        BTreeSet::from(["a".into(), "b".into(), "c".into()])
+    );
+    assert_eq!(
+        names(&green.list().await.unwrap()),
+        BTreeSet::from(["a".into()])
+    );
     assert!(blue_only.list().await.unwrap().is_empty());
     assert_eq!(blue.find("A").await.unwrap(), None);
 }
@@ -308,7 +363,9 @@ async fn d5_list_is_exact_and_scoped() {
 // answers short. Once the daemon answers again, the list is exact.
 #[tokio::test]
 async fn d5_list_errors_whole_when_an_inspect_fails() {
-    let Some(scope) = daemon("d5whole") else { return };
+    let Some(scope) = daemon("d5whole") else {
+        return;
+    };
     let proxy = SocketProxy::start();
     let blue = scope
         .builder("blue")
@@ -359,7 +416,9 @@ async fn d6_destroy_own_then_absent() {
 // compared by the provider names an instance.
 #[tokio::test]
 async fn d6_prefixes_and_names_remove_nothing() {
-    let Some(scope) = daemon("d6prefix") else { return };
+    let Some(scope) = daemon("d6prefix") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let held = blue.launch(sleeper("job")).await.unwrap();
     let daemon_name = container_name(&scope.owner("blue"), "job");
@@ -373,7 +432,10 @@ async fn d6_prefixes_and_names_remove_nothing() {
     ] {
         let answer = blue.destroy(&InstanceId::from(reference)).await.unwrap();
         assert_eq!(answer, Teardown::Absent, "{reference}");
-        assert!(exists(held.id.as_str()), "{reference} removed the container");
+        assert!(
+            exists(held.id.as_str()),
+            "{reference} removed the container"
+        );
     }
     // A container whose name is a 64-hex string that is not its id: docker
     // would resolve that string to it; the provider sees the ids differ.
@@ -386,7 +448,10 @@ async fn d6_prefixes_and_names_remove_nothing() {
         &["true"],
     );
     assert_ne!(other, lookalike);
-    assert_eq!(blue.destroy(&lookalike.clone().into()).await.unwrap(), Teardown::Absent);
+    assert_eq!(
+        blue.destroy(&lookalike.clone().into()).await.unwrap(),
+        Teardown::Absent
+    );
     assert!(exists(&other));
     assert_eq!(blue.list().await.unwrap().len(), 2);
 }
@@ -396,7 +461,9 @@ async fn d6_prefixes_and_names_remove_nothing() {
 // and left untouched.
 #[tokio::test]
 async fn d6_other_owners_and_foreign_containers_untouched() {
-    let Some(scope) = daemon("d6owners") else { return };
+    let Some(scope) = daemon("d6owners") else {
+        return;
+    };
     let blue = scope.provider("blue");
     let green = scope.provider("green");
     let theirs = green.launch(sleeper("job")).await.unwrap();
@@ -409,7 +476,10 @@ async fn d6_other_owners_and_foreign_containers_untouched() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(green.find("job").await.unwrap().map(|i| i.id), Some(theirs.id.clone()));
+    assert_eq!(
+        green.find("job").await.unwrap().map(|i| i.id),
+        Some(theirs.id.clone())
+    );
 
     let foreign = create_by_hand(&scope, None, &[], &["sleep", "300"]);
     let err = blue.destroy(&foreign.clone().into()).await.unwrap_err();
@@ -432,7 +502,10 @@ async fn d7_socket_missing_answers_errors_of_the_right_kind() {
         .unwrap();
     assert_daemon_gone(&blue).await;
     // No daemon is needed to refuse what is refused anyway.
-    let err = blue.launch(sleeper("job").with_trust(TrustClass::Untrusted)).await.unwrap_err();
+    let err = blue
+        .launch(sleeper("job").with_trust(TrustClass::Untrusted))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Refused);
     // Even an id that could never be a container's is confirmed absent only
     // by a daemon that answers.
@@ -449,11 +522,21 @@ async fn assert_daemon_gone(provider: &DockerProvider) {
         .expect("launch returned")
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
-    let daemon_cause = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<DaemonError>());
-    assert!(daemon_cause.is_some() || err.to_string().contains("docker daemon"), "{err}");
-    let err = tokio::time::timeout(guard, provider.list()).await.expect("list returned").unwrap_err();
+    let daemon_cause =
+        std::error::Error::source(&err).and_then(|s| s.downcast_ref::<DaemonError>());
+    assert!(
+        daemon_cause.is_some() || err.to_string().contains("docker daemon"),
+        "{err}"
+    );
+    let err = tokio::time::timeout(guard, provider.list())
+        .await
+        .expect("list returned")
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
-    let err = tokio::time::timeout(guard, provider.find("job")).await.expect("find returned").unwrap_err();
+    let err = tokio::time::timeout(guard, provider.find("job"))
+        .await
+        .expect("find returned")
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
     let id: InstanceId = "1".repeat(64).into();
     let err = tokio::time::timeout(guard, provider.destroy(&id))
@@ -468,7 +551,9 @@ async fn assert_daemon_gone(provider: &DockerProvider) {
 // inventory is exact.
 #[tokio::test]
 async fn d7_hung_daemon_answers_within_the_timeout() {
-    let Some(scope) = daemon("d7hung") else { return };
+    let Some(scope) = daemon("d7hung") else {
+        return;
+    };
     let proxy = SocketProxy::start();
     let blue = scope
         .builder("blue")
@@ -478,7 +563,11 @@ async fn d7_hung_daemon_answers_within_the_timeout() {
         .unwrap();
     // Launched straight to the daemon with the default timeout: starting a
     // container takes this daemon longer than the 400 ms the test bounds by.
-    let held = scope.provider("blue").launch(sleeper("held")).await.unwrap();
+    let held = scope
+        .provider("blue")
+        .launch(sleeper("held"))
+        .await
+        .unwrap();
     proxy.hang();
     let before = std::time::Instant::now();
     assert_daemon_gone(&blue).await;
@@ -504,7 +593,9 @@ async fn d7_daemon_cut_mid_run_then_inventory_exact() {
         .build()
         .unwrap();
     let running = blue.launch(sleeper("running")).await.unwrap();
-    blue.launch(job("stopped", &["sh", "-c", "exit 7"])).await.unwrap();
+    blue.launch(job("stopped", &["sh", "-c", "exit 7"]))
+        .await
+        .unwrap();
     wait_for(&blue, "stopped", State::is_stopped).await;
     let mut before = blue.list().await.unwrap();
     proxy.cut();

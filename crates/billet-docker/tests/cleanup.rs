@@ -10,7 +10,9 @@ use support::{SocketProxy, TEST_IMAGE, daemon, exists};
 // started, through its scope's guard.
 #[test]
 fn d9_a_failing_test_leaves_nothing_behind() {
-    let Some(probe) = daemon("cleanup-probe") else { return };
+    let Some(probe) = daemon("cleanup-probe") else {
+        return;
+    };
     drop(probe);
     let outcome = std::thread::spawn(|| {
         let scope = daemon("cleanup").expect("the daemon answered a moment ago");
@@ -39,7 +41,9 @@ fn d9_a_failing_test_leaves_nothing_behind() {
 // D7: a cut proxy refuses connections, a restored one passes them again.
 #[test]
 fn d7_the_proxy_cut_is_real() {
-    let Some(_scope) = daemon("proxy") else { return };
+    let Some(_scope) = daemon("proxy") else {
+        return;
+    };
     let proxy = SocketProxy::start();
     assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
     proxy.cut();
@@ -63,7 +67,12 @@ fn d9_a_missing_daemon_skips_or_fails_as_configured() {
     let run = |required: bool| {
         let mut child = std::process::Command::new(std::env::current_exe().unwrap());
         child
-            .args(["--exact", "d9_probe_asks_for_a_daemon", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "d9_probe_asks_for_a_daemon",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("DOCKER_HOST", "unix:///nonexistent/billet/docker.sock")
             .env("RUST_BACKTRACE", "0");
         if required {
@@ -81,10 +90,19 @@ fn d9_a_missing_daemon_skips_or_fails_as_configured() {
     };
     let (passed, text) = run(false);
     assert!(passed, "{text}");
-    let skip_lines: Vec<&str> = text.lines().filter(|l| l.starts_with("skipped d9-probe")).collect();
+    let skip_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("skipped d9-probe"))
+        .collect();
     assert_eq!(skip_lines.len(), 1, "{text}");
-    assert!(skip_lines[0].contains("/nonexistent/billet/docker.sock") && skip_lines[0].contains("dockerd"));
+    assert!(
+        skip_lines[0].contains("/nonexistent/billet/docker.sock")
+            && skip_lines[0].contains("dockerd")
+    );
     let (passed, text) = run(true);
     assert!(!passed, "{text}");
-    assert!(text.contains("BILLET_DOCKER_REQUIRED=1 but no docker daemon answers"), "{text}");
+    assert!(
+        text.contains("BILLET_DOCKER_REQUIRED=1 but no docker daemon answers"),
+        "{text}"
+    );
 }

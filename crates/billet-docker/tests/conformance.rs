@@ -123,7 +123,10 @@ impl ProviderFactory for DockerFactory {
                 .build();
             for container in client.list_containers(Some(options)).await? {
                 if let Some(id) = container.id {
-                    let options = RemoveContainerOptionsBuilder::new().force(true).v(true).build();
+                    let options = RemoveContainerOptionsBuilder::new()
+                        .force(true)
+                        .v(true)
+                        .build();
                     client.remove_container(&id, Some(options)).await?;
                 }
             }
@@ -154,5 +157,8 @@ fn d8_docker_provider_keeps_the_contract_on_a_real_daemon() {
     );
     assert_eq!(summary.cases, cases);
     assert!(summary.steps >= u64::from(cases) * 16, "{summary:?}");
-    assert!(factory.scope.leftovers().is_empty(), "the suite left containers behind");
+    assert!(
+        factory.scope.leftovers().is_empty(),
+        "the suite left containers behind"
+    );
 }

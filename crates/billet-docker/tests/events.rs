@@ -35,7 +35,9 @@ fn sleeper(name: &str) -> Spec {
 // D1 (like S13): launch, destroy and refusals emit events with deployment, id and name.
 #[tokio::test]
 async fn d1_events_carry_deployment_id_and_name() {
-    let Some(scope) = daemon("events") else { return };
+    let Some(scope) = daemon("events") else {
+        return;
+    };
     let captured = Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -72,14 +74,32 @@ async fn d1_events_carry_deployment_id_and_name() {
     assert!(launched_line.contains(&format!("id={}", launched.id)));
     assert!(launched_line.contains("name=job-7"));
     let conflict = line("launch refused", 0);
-    assert!(conflict.contains("name=job-7") && conflict.contains(&deployment), "{conflict}");
+    assert!(
+        conflict.contains("name=job-7") && conflict.contains(&deployment),
+        "{conflict}"
+    );
     let untrusted = line("launch refused", 1);
-    assert!(untrusted.contains("name=job-9") && untrusted.contains("unknown"), "{untrusted}");
+    assert!(
+        untrusted.contains("name=job-9") && untrusted.contains("unknown"),
+        "{untrusted}"
+    );
     let not_owned = line("destroy refused", 0);
-    assert!(not_owned.contains(&format!("id={}", theirs.id)) && not_owned.contains("name=job-8"), "{not_owned}");
+    assert!(
+        not_owned.contains(&format!("id={}", theirs.id)) && not_owned.contains("name=job-8"),
+        "{not_owned}"
+    );
     let foreign_line = line("destroy refused", 1);
-    assert!(foreign_line.contains(&format!("id={foreign}")), "{foreign_line}");
+    assert!(
+        foreign_line.contains(&format!("id={foreign}")),
+        "{foreign_line}"
+    );
     let destroyed = line("destroyed", 0);
-    assert!(destroyed.contains(&format!("id={}", launched.id)) && destroyed.contains("name=job-7"), "{destroyed}");
-    assert!(!log.contains("job-8\" launched"), "green's events went to green's logger");
+    assert!(
+        destroyed.contains(&format!("id={}", launched.id)) && destroyed.contains("name=job-7"),
+        "{destroyed}"
+    );
+    assert!(
+        !log.contains("job-8\" launched"),
+        "green's events went to green's logger"
+    );
 }

@@ -436,7 +436,10 @@ impl SocketProxy {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        panic!("the proxy at {} still accepts after a cut", self.path.display());
+        panic!(
+            "the proxy at {} still accepts after a cut",
+            self.path.display()
+        );
     }
 
     /// The daemon hangs: connections are accepted and never answered, and
