@@ -303,6 +303,8 @@ fn bytes(b: f64) -> String {
     }
 }
 
+// D10: N concurrent leases on docker and on the simulated backend, side by
+// side in one run, with the ratio of each measure.
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let args: Vec<String> = std::env::args().collect();

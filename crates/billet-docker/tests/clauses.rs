@@ -255,6 +255,25 @@ async fn d4_refused_launches_leave_nothing() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidSpec, "{err}");
 
+    // Resources the daemon cannot give (docker's floor is 6 MB of memory, its
+    // ceiling the host's CPUs): the daemon's 400, as InvalidSpec.
+    for resources in [
+        Resources {
+            cpus: 1,
+            memory_mib: 1,
+        },
+        Resources {
+            cpus: 4096,
+            memory_mib: 64,
+        },
+    ] {
+        let err = blue
+            .launch(sleeper("job").with_resources(resources))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidSpec, "{resources:?}: {err}");
+    }
+
     assert!(blue.list().await.unwrap().is_empty());
     assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
     // The name is free again: nothing held it.
