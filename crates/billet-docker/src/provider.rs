@@ -116,7 +116,12 @@ impl Builder {
 
     /// Bounds every daemon call by `timeout` instead of [`DEFAULT_TIMEOUT`]
     /// (15 s). A call the daemon does not answer in time is an error of the
-    /// kind its method answers when the daemon is gone.
+    /// kind its method answers when the daemon is gone. A method makes one or
+    /// a few calls: `launch` creates, starts and inspects (and removes what it
+    /// created when a later call fails), `list` lists and then inspects each
+    /// container, eight at a time, `find` inspects once, `destroy` inspects and
+    /// removes. Starting a container takes a docker daemon a good part of a
+    /// second, so a timeout much under a second makes launches fail.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
