@@ -229,7 +229,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
         let stop = seen.started_at.checked_add(launched.run_time);
         let right = match got.state {
-            State::Pending => from < seen.returned + windows.pending,
+            State::Pending => seen
+                .returned
+                .checked_add(windows.pending)
+                .is_none_or(|latest| from < latest),
             State::Running => stop
                 .and_then(|stop| stop.checked_add(windows.around_end))
                 .is_none_or(|late| from < late),
@@ -381,7 +384,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                         .started_at
                         .checked_add(before.launches[ix].run_time);
                     // Just outside the window on either side, or at the end itself.
-                    let margin = windows.around_end + windows.unit() / 4;
+                    let margin = windows.around_end.saturating_add(windows.unit() / 4);
                     let target = stop.and_then(|stop| match nudge {
                         Nudge::At => Some(stop),
                         Nudge::Before => stop.checked_sub(margin),
@@ -446,9 +449,13 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         if let Time::Wall(windows) = self.time {
             // H7: the backend's own start time is the model's origin for this
             // instance, provided it lies around the launch call.
-            let earliest = called.checked_sub(windows.around_end).unwrap_or(called);
-            let latest = returned + windows.pending;
-            if instance.started_at < earliest || instance.started_at > latest {
+            let early = called
+                .checked_sub(windows.around_end)
+                .is_some_and(|earliest| instance.started_at < earliest);
+            let late = returned
+                .checked_add(windows.pending)
+                .is_some_and(|latest| instance.started_at > latest);
+            if early || late {
                 return Err(format!(
                     "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({instance:?})",
                     offset(instance.started_at, called),

@@ -47,7 +47,8 @@ pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Called once after every case (and every shrinking attempt) that built a
 /// fixture, whether the case passed or failed, with every outage ended: the
 /// place where a real backend removes what the case left on its daemon. An
-/// error here fails the run.
+/// error here fails the run. (A provider that panics ends its case without a
+/// teardown: the panic is the failure reported.)
 #[async_trait]
 pub trait ProviderFactory: Send + Sync {
     /// The provider under test.

@@ -186,11 +186,15 @@ impl Default for ContractConfig {
 
 impl ContractConfig {
     /// Sized for a backend timed by real time ([`Timing::Wall`]): `cases`
-    /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each.
+    /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each, and
+    /// at most 128 shrinking attempts, since every attempt replays a case in
+    /// real time.
     pub fn wall(cases: u32) -> Self {
-        ContractConfig::default()
+        let mut config = ContractConfig::default()
             .with_cases(cases)
-            .with_steps(16, 32)
+            .with_steps(16, 32);
+        config.proptest.max_shrink_iters = 128;
+        config
     }
 
     /// The same configuration running `cases` sequences.
@@ -218,6 +222,17 @@ pub struct ContractSummary {
     pub steps: u64,
     /// How long the whole run took on the wall clock.
     pub wall_time: Duration,
+}
+
+impl fmt::Display for ContractSummary {
+    /// One line: `256 cases, 16676 steps in 2.8s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} cases, {} steps in {:.1?}",
+            self.cases, self.steps, self.wall_time
+        )
+    }
 }
 
 /// How a backend broke the contract: the shrunk sequence of steps that shows
@@ -451,4 +466,30 @@ fn run_steps<F: ProviderFactory>(
             .map_err(|err| failed(n + 1, format!("after step {} ({transition}): {err}", n + 1)))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // H1: a summary reads as one line of cases, steps and wall time, and a
+    // failure prints its reason and every step of its sequence, numbered.
+    #[test]
+    fn h1_summary_and_failure_read_as_people_expect() {
+        let summary = ContractSummary {
+            cases: 48,
+            steps: 1118,
+            wall_time: Duration::from_millis(2440),
+        };
+        assert_eq!(summary.to_string(), "48 cases, 1118 steps in 2.4s");
+        let failure = ContractFailure {
+            steps: vec!["blue: outage starts".to_owned(), "blue: list".to_owned()],
+            reason: "step 2 (blue: list): expected Err(InventoryUnavailable)".to_owned(),
+        };
+        assert_eq!(
+            failure.to_string(),
+            "the provider contract (H1) does not hold: step 2 (blue: list): expected Err(InventoryUnavailable)\n\
+             minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list"
+        );
+    }
 }

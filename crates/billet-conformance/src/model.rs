@@ -1,5 +1,6 @@
 //! The reference model of the provider contract: what two deployments on one
-//! host must answer, as a `proptest-state-machine` [`ReferenceStateMachine`].
+//! host must answer, as a `proptest-state-machine` sequential strategy
+//! ([`strategy`]) over [`ModelState`].
 //!
 //! Times are offsets from the case's start, and instances are named by the
 //! order of their successful launches, so the model needs nothing from the
@@ -253,7 +254,13 @@ impl Pace {
             Pace::Modelled => RUN_TIMES.to_vec(),
             Pace::Wall(windows) => {
                 let unit = windows.unit();
-                vec![Duration::ZERO, unit, unit * 3, unit * 6, Duration::MAX]
+                vec![
+                    Duration::ZERO,
+                    unit,
+                    unit.saturating_mul(3),
+                    unit.saturating_mul(6),
+                    Duration::MAX,
+                ]
             }
         }
     }
@@ -264,7 +271,12 @@ impl Pace {
             Pace::Modelled => ADVANCES.to_vec(),
             Pace::Wall(windows) => {
                 let unit = windows.unit();
-                vec![unit / 2, unit, unit * 2, unit * 4]
+                vec![
+                    unit / 2,
+                    unit,
+                    unit.saturating_mul(2),
+                    unit.saturating_mul(4),
+                ]
             }
         }
     }
@@ -273,7 +285,7 @@ impl Pace {
     fn horizon(self) -> Duration {
         match self {
             Pace::Modelled => HORIZON,
-            Pace::Wall(windows) => windows.unit() * 8,
+            Pace::Wall(windows) => windows.unit().saturating_mul(8),
         }
     }
 }
@@ -478,7 +490,7 @@ const NEAR_MISSES: &[&str] = &[
     "Job-a", "JOB-A", " job-a", "job-a ", "job-a\t", "job-", "job", "job-ab", "jöb-a",
 ];
 /// Ids no backend issues.
-const NEVER_ISSUED: &[&str] = &["no-such-instance", "", "billet-harness/never-issued"];
+const NEVER_ISSUED: &[&str] = &["no-such-instance", "", "billet-conformance/never-issued"];
 /// Modelled run times: the common, the boundary-prone and the never-ending.
 const RUN_TIMES: &[Duration] = &[
     Duration::from_secs(60),
