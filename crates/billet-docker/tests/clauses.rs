@@ -629,3 +629,28 @@ async fn d7_daemon_cut_mid_run_then_inventory_exact() {
     assert!(exists(running.id.as_str()));
     assert_eq!(blue.find("job-gone").await.unwrap(), None);
 }
+
+// D6: two clients destroying the same container at once: exactly one removed
+// it (Stopped), the other finds it gone (Absent), whether the daemon answered
+// it 404 or 409 (removal already in progress).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d6_two_destroys_race_one_removes() {
+    let Some(scope) = daemon("d6race") else {
+        return;
+    };
+    let one = scope.provider("blue");
+    let two = scope.provider("blue");
+    for round in 0..3 {
+        let held = one.launch(sleeper(&format!("job-{round}"))).await.unwrap();
+        let (a, b) = tokio::join!(one.destroy(&held.id), two.destroy(&held.id));
+        let mut answers = [a.unwrap(), b.unwrap()];
+        answers.sort_by_key(|t| *t == Teardown::Absent);
+        assert_eq!(
+            answers,
+            [Teardown::Stopped, Teardown::Absent],
+            "round {round}"
+        );
+        assert!(!exists(held.id.as_str()));
+    }
+    assert!(one.list().await.unwrap().is_empty());
+}
