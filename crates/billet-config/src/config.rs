@@ -160,11 +160,15 @@ pub enum Settings {
 pub struct DockerSettings {
     /// The image every runner container starts from.
     pub image: String,
-    /// The docker daemon to talk to (`unix:///var/run/docker.sock`,
-    /// `tcp://host:2376`); `None` means the local default.
+    /// The docker daemon to talk to (`unix:///var/run/docker.sock`, an
+    /// absolute socket path, or plain `tcp://host:2375`); `None` means the
+    /// local default. Handed to `billet_docker::Builder::endpoint`, which
+    /// checks the form when the provider is built.
     #[serde(default)]
     pub endpoint: Option<String>,
-    /// The docker network runner containers join; `None` means the default bridge.
+    /// The docker network runner containers join (`none`, `bridge`, `host` or a
+    /// network's name), handed to `billet_docker::Builder::network`; `None`
+    /// means the daemon's default (the bridge).
     #[serde(default)]
     pub network: Option<String>,
 }

@@ -1,0 +1,53 @@
+//! The docker backend of the billet fleet: one deployment's containers on a
+//! docker daemon, through [`bollard`].
+//!
+//! [`DockerProvider`] keeps every obligation of [`billet_provider::Provider`]
+//! on a real daemon: its inventory never answers short, destroy is scoped by
+//! the deployment identity and answers only to a full container id, only
+//! trusted work runs (containers share the host's kernel), and every daemon
+//! call is bounded by a timeout so that a daemon that is gone or hung answers
+//! errors of the right kind instead of hanging the scheduler.
+//!
+//! # Identity on the daemon
+//!
+//! Every container carries two labels, [`OWNER_LABEL`] (the deployment) and
+//! [`NAME_LABEL`] (the instance name, exactly), and a daemon-side name derived
+//! from both by [`container_name`], so that the daemon itself refuses a second
+//! container for a name this deployment holds. Any instance name works, though
+//! docker's own container names allow only a few characters.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use billet_docker::{DockerProvider, PullPolicy};
+//! use billet_provider::{Provider, Spec, TrustClass};
+//!
+//! # async fn run() -> Result<(), billet_provider::Error> {
+//! let docker = DockerProvider::builder("ci-eu-west-1")
+//!     .endpoint("unix:///var/run/docker.sock")
+//!     .timeout(Duration::from_secs(10))
+//!     .network("none")
+//!     .pull(PullPolicy::Never)
+//!     .build()?;
+//! let spec = Spec::new("job-1", ["sleep", "30"])
+//!     .with_image("busybox:latest")
+//!     .with_trust(TrustClass::Trusted);
+//! let instance = docker.launch(spec).await?;
+//! assert_eq!(docker.find("job-1").await?.map(|i| i.id), Some(instance.id.clone()));
+//! docker.destroy(&instance.id).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+mod daemon;
+mod endpoint;
+mod naming;
+mod provider;
+
+pub use daemon::{DaemonError, Failure};
+pub use endpoint::{DEFAULT_SOCKET, Endpoint};
+pub use naming::{NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
+pub use provider::{Builder, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};

@@ -1,0 +1,108 @@
+//! The test support's own guarantees, proven on the daemon: a failing test
+//! leaves no container behind, and the proxy's cut really refuses connections.
+
+mod support;
+
+use billet_provider::{Provider, Spec, TrustClass};
+use support::{SocketProxy, TEST_IMAGE, daemon, exists};
+
+// D9: a test that fails (panics) mid-way still removes every container it
+// started, through its scope's guard.
+#[test]
+fn d9_a_failing_test_leaves_nothing_behind() {
+    let Some(probe) = daemon("cleanup-probe") else {
+        return;
+    };
+    drop(probe);
+    let outcome = std::thread::spawn(|| {
+        let scope = daemon("cleanup").expect("the daemon answered a moment ago");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let id = runtime.block_on(async {
+            let blue = scope.provider("blue");
+            let spec = Spec::new("job", ["sleep", "300"])
+                .with_image(TEST_IMAGE)
+                .with_trust(TrustClass::Trusted);
+            blue.launch(spec).await.unwrap().id
+        });
+        assert!(exists(id.as_str()));
+        std::panic::panic_any(id.into_string());
+    })
+    .join();
+    let id = *outcome
+        .expect_err("the test thread failed on purpose")
+        .downcast::<String>()
+        .expect("the id");
+    assert!(!exists(&id), "container {id} outlived its failing test");
+}
+
+// D7: a cut proxy refuses connections, a restored one passes them again.
+#[test]
+fn d7_the_proxy_cut_is_real() {
+    let Some(_scope) = daemon("proxy") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
+    proxy.cut();
+    let refused = std::os::unix::net::UnixStream::connect(proxy.path()).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    proxy.restore();
+    assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
+}
+
+/// Asks the daemon for a scope and does nothing with it: the probe the next
+/// test runs in a child process with the daemon's socket pointed elsewhere.
+#[test]
+fn d9_probe_asks_for_a_daemon() {
+    let _scope = daemon("d9-probe");
+}
+
+// D9: with no daemon, the docker tests skip with one line saying how to run
+// them; with BILLET_DOCKER_REQUIRED=1 (as `.ci/run` sets it) they fail.
+#[test]
+fn d9_a_missing_daemon_skips_or_fails_as_configured() {
+    let run = |required: bool| {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "d9_probe_asks_for_a_daemon",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("DOCKER_HOST", "unix:///nonexistent/billet/docker.sock")
+            .env("RUST_BACKTRACE", "0");
+        if required {
+            child.env(support::REQUIRED_VAR, "1");
+        } else {
+            child.env_remove(support::REQUIRED_VAR);
+        }
+        let out = child.output().expect("run the probe");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (passed, text) = run(false);
+    assert!(passed, "{text}");
+    let skip_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("skipped d9-probe"))
+        .collect();
+    assert_eq!(skip_lines.len(), 1, "{text}");
+    assert!(
+        skip_lines[0].contains("/nonexistent/billet/docker.sock")
+            && skip_lines[0].contains("dockerd")
+    );
+    let (passed, text) = run(true);
+    assert!(!passed, "{text}");
+    assert!(
+        text.contains("BILLET_DOCKER_REQUIRED=1 but no docker daemon answers"),
+        "{text}"
+    );
+}

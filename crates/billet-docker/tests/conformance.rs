@@ -1,0 +1,164 @@
+//! D8 (H1, H7, H8): the contract suite of `billet-conformance` against
+//! `DockerProvider` on a real daemon, in wall time, with whole-connection
+//! outages made by really cutting each provider's connection: every provider
+//! talks to the daemon through a socket proxy this test owns.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use billet_conformance::{
+    ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing,
+    WallWindows, async_trait, check_contract,
+};
+use billet_docker::{DockerProvider, OWNER_LABEL};
+use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
+use parking_lot::Mutex;
+use support::{Scope, SocketProxy, TEST_IMAGE, daemon, raw_client};
+
+/// The windows the docker backend declares, from what this daemon does:
+///
+/// * `pending`: none. `launch` creates and starts the container before it
+///   answers, so no container of a finished launch is `created`.
+/// * `around_end`: 300 ms. The daemon's `StartedAt` is taken after the runtime
+///   has started the process, and an exit reaches the daemon through the
+///   runtime shim; both are milliseconds here, and `list` inspects every
+///   container, which takes a few milliseconds more. 300 ms leaves room for a
+///   loaded machine and keeps a case to seconds (run times of 0, 0.3, 0.9 and
+///   1.8 s, moves of 0.15 to 1.2 s).
+const WINDOWS: WallWindows = WallWindows {
+    pending: Duration::ZERO,
+    around_end: Duration::from_millis(300),
+};
+
+/// Every daemon call's bound in the suite's providers.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Two deployments over the one daemon, each behind a proxy of its own.
+struct DockerFactory {
+    scope: Scope,
+    next: AtomicU64,
+    proxies: Mutex<HashMap<String, SocketProxy>>,
+}
+
+impl DockerFactory {
+    fn deployment(&self, tag: &str) -> Result<Deployment<DockerProvider>, FixtureError> {
+        let owner = self.scope.owner(tag);
+        let proxy = SocketProxy::start();
+        let provider = DockerProvider::builder(owner.clone())
+            .endpoint(proxy.endpoint())
+            .timeout(TIMEOUT)
+            .network("none")
+            .build()?;
+        self.proxies.lock().insert(owner.clone(), proxy);
+        Ok(Deployment { owner, provider })
+    }
+}
+
+#[async_trait]
+impl ProviderFactory for DockerFactory {
+    type Provider = DockerProvider;
+
+    /// No isolation boundary, authoritative (`Absent`), every non-empty name;
+    /// an empty command and a program the image lacks are refused; an
+    /// outage cuts the whole connection.
+    fn policies(&self) -> Policies {
+        Policies {
+            invalid_commands: &[&[], &["/no/such/program"]],
+            outage: Outage::WholeConnection,
+            ..Policies::STRICT
+        }
+    }
+
+    async fn build(&self) -> Result<Fixture<DockerProvider>, FixtureError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        Ok(Fixture {
+            blue: self.deployment(&format!("blue-{n}"))?,
+            green: self.deployment(&format!("green-{n}"))?,
+            timing: Timing::Wall(WINDOWS),
+        })
+    }
+
+    async fn set_outage(
+        &self,
+        deployment: &Deployment<DockerProvider>,
+        down: bool,
+    ) -> Result<(), FixtureError> {
+        let proxies = self.proxies.lock();
+        let proxy = proxies
+            .get(&deployment.owner)
+            .ok_or_else(|| format!("no proxy for {}", deployment.owner))?;
+        if down {
+            proxy.cut();
+        } else {
+            proxy.restore();
+        }
+        Ok(())
+    }
+
+    fn command(&self, run_time: Duration) -> Vec<String> {
+        let seconds = if run_time == Duration::MAX {
+            "3600".to_owned()
+        } else {
+            format!("{:.3}", run_time.as_secs_f64())
+        };
+        vec!["sleep".to_owned(), seconds]
+    }
+
+    fn image(&self) -> String {
+        TEST_IMAGE.to_owned()
+    }
+
+    /// Removes every container of the case's two owners, straight on the
+    /// daemon, and closes their proxies.
+    async fn teardown(&self, fixture: &Fixture<DockerProvider>) -> Result<(), FixtureError> {
+        let client = raw_client();
+        for owner in [&fixture.blue.owner, &fixture.green.owner] {
+            let filters = HashMap::from([("label", vec![format!("{OWNER_LABEL}={owner}")])]);
+            let options = ListContainersOptionsBuilder::new()
+                .all(true)
+                .filters(&filters)
+                .build();
+            for container in client.list_containers(Some(options)).await? {
+                if let Some(id) = container.id {
+                    let options = RemoveContainerOptionsBuilder::new()
+                        .force(true)
+                        .v(true)
+                        .build();
+                    client.remove_container(&id, Some(options)).await?;
+                }
+            }
+            self.proxies.lock().remove(owner);
+        }
+        Ok(())
+    }
+}
+
+// D8 (H1, H7, H8): the contract suite passes against DockerProvider on a real
+// daemon, in wall time, with whole-connection outages cut for real.
+#[test]
+fn d8_docker_provider_keeps_the_contract_on_a_real_daemon() {
+    let Some(scope) = daemon("d8") else { return };
+    let factory = DockerFactory {
+        scope,
+        next: AtomicU64::new(0),
+        proxies: Mutex::new(HashMap::new()),
+    };
+    let cases = 8;
+    let summary = match check_contract(&factory, ContractConfig::wall(cases)) {
+        Ok(summary) => summary,
+        Err(failure) => panic!("{failure}"),
+    };
+    println!(
+        "D8 suite on docker, wall time, whole outages: {} cases, {} steps in {:?}",
+        summary.cases, summary.steps, summary.wall_time
+    );
+    assert_eq!(summary.cases, cases);
+    assert!(summary.steps >= u64::from(cases) * 16, "{summary:?}");
+    assert!(
+        factory.scope.leftovers().is_empty(),
+        "the suite left containers behind"
+    );
+}

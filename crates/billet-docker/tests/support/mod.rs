@@ -1,0 +1,480 @@
+//! What every docker test shares: the daemon (or one line saying how to run the
+//! tests without it), the offline test image, a cleanup guard that removes
+//! every container a test started (also when it fails), and a socket proxy the
+//! test owns between a provider and the daemon, to cut, hang and restore the
+//! connection for real.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use billet_docker::{DockerProvider, OWNER_LABEL};
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateImageOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use futures::TryStreamExt;
+use parking_lot::Mutex;
+use tokio::task::AbortHandle;
+
+/// The image every docker test and the D10 bench start containers from: a
+/// static busybox and nothing else, made offline (see [`ensure_test_image`]).
+/// The one place its name is written; `.ci/run` leaves it to the tests.
+pub const TEST_IMAGE: &str = "billet-test:latest";
+
+/// Where the static busybox the test image is made of comes from (Debian's
+/// `busybox-static`).
+pub const BUSYBOX: &str = "/bin/busybox";
+
+/// Set (to `1`) by `.ci/run`: a missing daemon is then a failure, not a skip.
+pub const REQUIRED_VAR: &str = "BILLET_DOCKER_REQUIRED";
+
+/// The label on every container a test makes by hand (not through a
+/// provider), so the cleanup guard finds those too.
+pub const TEST_RUN_LABEL: &str = "billet.test-run";
+
+/// The daemon's socket for tests: `$DOCKER_HOST` when it is a unix socket,
+/// else the local default.
+pub fn daemon_socket() -> PathBuf {
+    match std::env::var("DOCKER_HOST") {
+        Ok(host) if host.starts_with("unix://") => PathBuf::from(&host["unix://".len()..]),
+        _ => PathBuf::from(billet_docker::DEFAULT_SOCKET),
+    }
+}
+
+/// Runs `future` to completion on a runtime of its own, in a thread of its
+/// own, so that it works from sync code, from `Drop`, and from inside another
+/// runtime alike.
+pub fn block<F>(future: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(future)
+    })
+    .join()
+    .expect("the helper thread")
+}
+
+/// A raw bollard client on the daemon's socket.
+pub fn raw_client() -> Docker {
+    Docker::connect_with_unix(
+        &daemon_socket().to_string_lossy(),
+        30,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .expect("a client")
+}
+
+/// A daemon for this test, with the test image present, and a cleanup guard
+/// scoped to this test; or `None`, after one line on stderr, when no daemon
+/// answers and [`REQUIRED_VAR`] is not set. With it set, a missing daemon
+/// fails the test.
+pub fn daemon(test: &str) -> Option<Scope> {
+    let socket = daemon_socket();
+    let reachable = socket.exists() && block(async { raw_client().ping().await.is_ok() });
+    if !reachable {
+        let required = std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{REQUIRED_VAR}=1 but no docker daemon answers at {}",
+            socket.display()
+        );
+        eprintln!(
+            "skipped {test}: no docker daemon at {}; start dockerd (as root: `dockerd &`) and install busybox-static to run the docker tests, or run `bash .ci/run`",
+            socket.display()
+        );
+        return None;
+    }
+    ensure_test_image();
+    Some(Scope::new(test))
+}
+
+/// Makes [`TEST_IMAGE`] on the daemon if it lacks it: a tar of a static
+/// busybox with its applets linked, imported through the API. No network.
+pub fn ensure_test_image() {
+    static MADE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if *made {
+        return;
+    }
+    block(async {
+        let client = raw_client();
+        if client.inspect_image(TEST_IMAGE).await.is_ok() {
+            return;
+        }
+        let mut busybox = Vec::new();
+        std::fs::File::open(BUSYBOX)
+            .and_then(|mut f| f.read_to_end(&mut busybox))
+            .unwrap_or_else(|e| {
+                panic!("the test image needs a static busybox at {BUSYBOX} (apt-get install busybox-static): {e}")
+            });
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(busybox.len() as u64);
+        header.set_mode(0o755);
+        header.set_mtime(0);
+        tar.append_data(&mut header, "bin/busybox", busybox.as_slice())
+            .expect("tar busybox");
+        for applet in ["sh", "sleep", "true", "false", "cat", "echo"] {
+            let mut link = tar::Header::new_gnu();
+            link.set_entry_type(tar::EntryType::Symlink);
+            link.set_size(0);
+            link.set_mode(0o777);
+            link.set_mtime(0);
+            tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
+                .expect("tar link");
+        }
+        let bytes = tar.into_inner().expect("tar");
+        let (repo, tag) = TEST_IMAGE.split_once(':').expect("name:tag");
+        let options = CreateImageOptionsBuilder::new()
+            .from_src("-")
+            .repo(repo)
+            .tag(tag)
+            .build();
+        client
+            .create_image(Some(options), Some(bollard::body_full(bytes.into())), None)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("import the test image");
+    });
+    *made = true;
+}
+
+/// A unique prefix for every owner and hand-made container of this test
+/// process: containers of an earlier run that died are told apart by it.
+fn run_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("billet-test-{}-{nanos:x}", std::process::id())
+    })
+}
+
+/// One test's scope on the daemon: owners made by [`Scope::owner`] are unique
+/// to it, and dropping it (at the end of the test, or as a failing test
+/// unwinds) force-removes every container carrying one of them, and every
+/// hand-made container labelled [`TEST_RUN_LABEL`] with [`Scope::run_id`].
+pub struct Scope {
+    prefix: String,
+}
+
+impl Scope {
+    fn new(test: &str) -> Scope {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Scope {
+            prefix: format!("{}-{n}-{test}", run_prefix()),
+        }
+    }
+
+    /// An owner (deployment identity) unique to this test: `{prefix}/{tag}`.
+    pub fn owner(&self, tag: &str) -> String {
+        format!("{}/{tag}", self.prefix)
+    }
+
+    /// The value of [`TEST_RUN_LABEL`] on this test's hand-made containers.
+    pub fn run_id(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A provider for `owner(tag)` on the daemon's socket, network `none`.
+    pub fn provider(&self, tag: &str) -> DockerProvider {
+        self.builder(tag).build().expect("a provider")
+    }
+
+    /// A builder for `owner(tag)` on the daemon's socket, network `none`.
+    pub fn builder(&self, tag: &str) -> billet_docker::Builder {
+        DockerProvider::builder(self.owner(tag))
+            .endpoint(daemon_socket().to_string_lossy().into_owned())
+            .network("none")
+    }
+
+    /// Every container of this scope still on the daemon, by id.
+    pub fn leftovers(&self) -> Vec<String> {
+        let prefix = self.prefix.clone();
+        block(async move { scoped_containers(&prefix).await })
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let prefix = self.prefix.clone();
+        block(async move {
+            let client = raw_client();
+            for id in scoped_containers(&prefix).await {
+                let options = RemoveContainerOptionsBuilder::new()
+                    .force(true)
+                    .v(true)
+                    .build();
+                let _ = client.remove_container(&id, Some(options)).await;
+            }
+        });
+    }
+}
+
+/// Ids of the containers whose owner label or test-run label starts with `prefix`.
+async fn scoped_containers(prefix: &str) -> Vec<String> {
+    let client = raw_client();
+    let options = ListContainersOptionsBuilder::new().all(true).build();
+    let all = client
+        .list_containers(Some(options))
+        .await
+        .expect("list containers");
+    all.into_iter()
+        .filter(|c| {
+            let labels = c.labels.clone().unwrap_or_default();
+            [OWNER_LABEL, TEST_RUN_LABEL]
+                .iter()
+                .any(|key| labels.get(*key).is_some_and(|v| v.starts_with(prefix)))
+        })
+        .filter_map(|c| c.id)
+        .collect()
+}
+
+/// Creates (not starts) a container by hand with these labels (plus this
+/// scope's test-run label) and this name, from the test image; its full id.
+pub fn create_by_hand(
+    scope: &Scope,
+    name: Option<&str>,
+    labels: &[(&str, &str)],
+    command: &[&str],
+) -> String {
+    let mut all: HashMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.insert(TEST_RUN_LABEL.to_owned(), scope.run_id().to_owned());
+    let name = name.map(str::to_owned);
+    let command: Vec<String> = command.iter().map(|s| (*s).to_owned()).collect();
+    block(async move {
+        let client = raw_client();
+        let mut options = bollard::query_parameters::CreateContainerOptionsBuilder::new();
+        if let Some(name) = &name {
+            options = options.name(name);
+        }
+        let body = bollard::models::ContainerCreateBody {
+            image: Some(TEST_IMAGE.to_owned()),
+            cmd: Some(command),
+            labels: Some(all),
+            host_config: Some(bollard::models::HostConfig {
+                network_mode: Some("none".to_owned()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        client
+            .create_container(Some(options.build()), body)
+            .await
+            .expect("create a container by hand")
+            .id
+    })
+}
+
+/// Whether the daemon holds a container with exactly this id.
+pub fn exists(id: &str) -> bool {
+    let id = id.to_owned();
+    block(async move {
+        raw_client()
+            .inspect_container(&id, None)
+            .await
+            .is_ok_and(|c| c.id.as_deref() == Some(id.as_str()))
+    })
+}
+
+/// What the proxy does with connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Pass every connection through to the daemon.
+    Open,
+    /// Pass this many more connections, then hang every later one.
+    Allow(u32),
+    /// Accept connections and never answer.
+    Hung,
+}
+
+struct Shared {
+    mode: Mutex<Mode>,
+    connections: Mutex<Vec<AbortHandle>>,
+    acceptor: Mutex<Option<AbortHandle>>,
+}
+
+/// A unix-socket proxy between providers and the daemon, owned by a test.
+///
+/// Every bollard call opens a connection of its own, so the proxy sees each
+/// call. [`cut`](SocketProxy::cut) stops accepting (connects are refused) and
+/// drops every open connection, as a daemon that died would;
+/// [`hang`](SocketProxy::hang) accepts and never answers, as a hung daemon
+/// would; [`restore`](SocketProxy::restore) passes everything through again.
+pub struct SocketProxy {
+    dir: PathBuf,
+    path: PathBuf,
+    upstream: PathBuf,
+    shared: Arc<Shared>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl SocketProxy {
+    /// A proxy to the daemon's socket, open, on a fresh socket path.
+    pub fn start() -> SocketProxy {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "billet-proxy-{}-{n}",
+            run_prefix().trim_start_matches("billet-test-")
+        ));
+        std::fs::create_dir_all(&dir).expect("a proxy directory");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a proxy runtime");
+        let proxy = SocketProxy {
+            path: dir.join("docker.sock"),
+            dir,
+            upstream: daemon_socket(),
+            shared: Arc::new(Shared {
+                mode: Mutex::new(Mode::Open),
+                connections: Mutex::new(Vec::new()),
+                acceptor: Mutex::new(None),
+            }),
+            runtime: Some(runtime),
+        };
+        proxy.listen();
+        proxy
+    }
+
+    /// The endpoint a provider is built with to go through this proxy.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    /// The proxy's socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.runtime.as_ref().expect("a running proxy").handle()
+    }
+
+    fn listen(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        let listener =
+            std::os::unix::net::UnixListener::bind(&self.path).expect("bind the proxy socket");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let shared = Arc::clone(&self.shared);
+        let upstream = self.upstream.clone();
+        let handle = self.handle().clone();
+        let acceptor = self.handle().spawn(async move {
+            let listener = tokio::net::UnixListener::from_std(listener).expect("a tokio listener");
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let pass = {
+                    let mut mode = shared.mode.lock();
+                    match *mode {
+                        Mode::Open => true,
+                        Mode::Allow(0) | Mode::Hung => false,
+                        Mode::Allow(n) => {
+                            *mode = Mode::Allow(n - 1);
+                            true
+                        }
+                    }
+                };
+                let upstream = upstream.clone();
+                let task = handle.spawn(async move {
+                    let mut conn = conn;
+                    if pass {
+                        if let Ok(mut daemon) = tokio::net::UnixStream::connect(&upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut conn, &mut daemon).await;
+                        }
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                });
+                let mut connections = shared.connections.lock();
+                connections.retain(|c| !c.is_finished());
+                connections.push(task.abort_handle());
+            }
+        });
+        *self.shared.acceptor.lock() = Some(acceptor.abort_handle());
+    }
+
+    fn drop_connections(&self) {
+        for connection in self.shared.connections.lock().drain(..) {
+            connection.abort();
+        }
+    }
+
+    /// The daemon is gone: connects are refused from now on, and every open
+    /// connection is closed.
+    pub fn cut(&self) {
+        if let Some(acceptor) = self.shared.acceptor.lock().take() {
+            acceptor.abort();
+        }
+        self.drop_connections();
+        // The listener closes once its aborted task is dropped; connects are
+        // refused from then on. Wait until they are.
+        for _ in 0..200 {
+            if std::os::unix::net::UnixStream::connect(&self.path).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!(
+            "the proxy at {} still accepts after a cut",
+            self.path.display()
+        );
+    }
+
+    /// The daemon hangs: connections are accepted and never answered, and
+    /// every open connection is closed.
+    pub fn hang(&self) {
+        *self.shared.mode.lock() = Mode::Hung;
+        self.drop_connections();
+        if self.shared.acceptor.lock().is_none() {
+            self.listen();
+        }
+    }
+
+    /// Passes `n` more connections through, then hangs every later one.
+    pub fn allow(&self, n: u32) {
+        *self.shared.mode.lock() = Mode::Allow(n);
+        if self.shared.acceptor.lock().is_none() {
+            self.listen();
+        }
+    }
+
+    /// The daemon is back: every connection passes through again.
+    pub fn restore(&self) {
+        *self.shared.mode.lock() = Mode::Open;
+        self.drop_connections();
+        if self.shared.acceptor.lock().is_none() {
+            self.listen();
+        }
+    }
+}
+
+impl Drop for SocketProxy {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
