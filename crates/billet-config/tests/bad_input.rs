@@ -3,7 +3,7 @@
 mod common;
 
 use billet_config::{Config, ConfigError};
-use common::{EXAMPLE, assert_at, edit, line_of, refuse};
+use common::{EXAMPLE, assert_at, edit, edits, line_of, refuse};
 
 // F4: an empty file, a file of comments, and a null document are each "empty".
 #[test]
@@ -168,6 +168,59 @@ fn f4_wrong_types_are_refused() {
     let error = refuse("- a list\n- is not a configuration\n");
     assert!(matches!(error, ConfigError::WrongType { .. }), "{error}");
     assert_eq!(error.location().line, Some(1));
+}
+
+// F4: a number outside its field's type is refused with the field's exact
+// range: capacities and CPU counts are u32, memory sizes u64.
+#[test]
+fn f4_out_of_range_numbers_name_their_range() {
+    for (from, to, path, range) in [
+        (
+            "capacity: 4\n",
+            "capacity: 4294967296\n",
+            "providers[1].capacity",
+            "from 0 to 4294967295",
+        ),
+        (
+            "capacity: 4\n",
+            "capacity: -1\n",
+            "providers[1].capacity",
+            "from 0 to 4294967295",
+        ),
+        (
+            "      cpus: 4",
+            "      cpus: 4294967296",
+            "providers[1].tart.cpus",
+            "from 0 to 4294967295",
+        ),
+        (
+            "      memory_mib: 8192",
+            "      memory_mib: 18446744073709551616",
+            "providers[1].tart.memory_mib",
+            "from 0 to 18446744073709551615",
+        ),
+    ] {
+        let text = edit(from, to);
+        let error = refuse(&text);
+        let ConfigError::WrongType { message, .. } = &error else {
+            panic!("{to}: expected a wrong type, got {error}");
+        };
+        assert_eq!(message, &format!("expected a whole number {range}"), "{to}");
+        assert_at(&error, path, line_of(&text, to.trim()));
+    }
+    // The largest value of each type is still a value.
+    let text = edits(&[
+        ("capacity: 4\n", "capacity: 4294967295\n"),
+        (
+            "      memory_mib: 8192",
+            "      memory_mib: 18446744073709551615",
+        ),
+    ]);
+    let config = Config::from_yaml_str(&text).expect("the largest values load");
+    assert_eq!(
+        config.provider("macos-tart").map(|p| p.capacity().get()),
+        Some(u32::MAX)
+    );
 }
 
 // F4: a missing deployment identity is refused: the whole block, the id, a

@@ -246,3 +246,24 @@ fn f3_refusal_from_a_file_names_the_file() {
         "the shipped example stays clean"
     );
 }
+
+// F3: `is_simulated_refusal` answers true for the simulated refusal only:
+// every other refusal, including those about kinds, answers false.
+#[test]
+fn f3_only_the_simulated_refusal_says_it_is_one() {
+    let refusals = [
+        refuse(&edit("    kind: tart", "    kind: podman")),
+        refuse(&edit("capacity: 4\n", "capacity: 0\n")),
+        refuse(&edit("capacity: 4\n", "capacity: four\n")),
+        refuse("deployment: [unclosed\n"),
+        refuse(""),
+        refuse(&edit(
+            "    capacity: 4\n",
+            "    colour: red\n    capacity: 4\n",
+        )),
+    ];
+    for error in &refusals {
+        assert!(!error.is_simulated_refusal(), "{error}");
+    }
+    assert!(refuse(&edit("    kind: tart", "    kind: simulated")).is_simulated_refusal());
+}
