@@ -348,3 +348,122 @@ and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
                   built in place, PROPTEST_CASES=32
   --package NAME  only this covered crate (repeatable)
   -- ARGS         passed to cargo-mutants (e.g. -- --file crates/billet-clock/src/manual.rs)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn arguments_choose_the_crates() {
+        let members = args(&[
+            "billet-provider",
+            "billet-clock",
+            "billet-simulated",
+            "billet-config",
+            "xtask",
+        ]);
+
+        let all = parse_args(&[]).unwrap();
+        let (chosen, absent) = select(&all, &members);
+        assert_eq!(
+            chosen,
+            [
+                "billet-provider",
+                "billet-clock",
+                "billet-simulated",
+                "billet-config"
+            ]
+        );
+        assert_eq!(absent, ["billet-conformance"], "noted, not an error");
+
+        let ci = parse_args(&args(&["--ci"])).unwrap();
+        assert_eq!(select(&ci, &members).0, CI_COVERED);
+
+        let some = parse_args(&args(&[
+            "--package=billet-config",
+            "-p",
+            "billet-clock",
+            "--",
+            "--file",
+            "x.rs",
+        ]))
+        .unwrap();
+        assert_eq!(select(&some, &members).0, ["billet-clock", "billet-config"]);
+        assert_eq!(some.passthrough, ["--file", "x.rs"]);
+
+        for bad in [
+            &["--package"][..],
+            &["--package", "xtask"],
+            &["--ci", "--package", "billet-clock"],
+            &["--all"],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ci_runs_in_place_and_passes_the_rest_on() {
+        let ci = parse_args(&args(&["--ci", "--", "--list"])).unwrap();
+        let argv = mutants_args(&ci, &["billet-clock"], Path::new("/t/m"));
+        assert_eq!(
+            argv,
+            args(&[
+                "mutants",
+                "--package",
+                "billet-clock",
+                "--jobs",
+                "1",
+                "--timeout",
+                TEST_TIMEOUT_SECS,
+                "--no-shuffle",
+                "--output",
+                "/t/m",
+                "--in-place",
+                "--list",
+            ])
+        );
+        let full = parse_args(&[]).unwrap();
+        assert!(
+            !mutants_args(&full, &["billet-clock"], Path::new("/t/m"))
+                .contains(&"--in-place".to_owned()),
+            "a developer's tree is never mutated in place"
+        );
+    }
+
+    #[test]
+    fn score_counts_each_crate_and_refuses_what_it_cannot_read() {
+        let outcomes = r#"{"outcomes": [
+            {"scenario": "Baseline", "summary": "Success", "phase_results": [{"duration": 9.0}]},
+            {"scenario": {"Mutant": {"package": "a"}}, "summary": "CaughtMutant",
+             "phase_results": [{"duration": 1.5}, {"duration": 2.0}]},
+            {"scenario": {"Mutant": {"package": "a"}}, "summary": "Unviable",
+             "phase_results": [{"duration": 0.5}]},
+            {"scenario": {"Mutant": {"package": "b"}}, "summary": "MissedMutant", "phase_results": []},
+            {"scenario": {"Mutant": {"package": "b"}}, "summary": "Timeout", "phase_results": []}
+        ]}"#;
+        let scores = score(outcomes).unwrap();
+        assert_eq!(
+            scores["a"],
+            Score {
+                caught: 1,
+                unviable: 1,
+                missed: 0,
+                timeout: 0,
+                seconds: 4.0
+            }
+        );
+        assert_eq!((scores["b"].missed, scores["b"].timeout), (1, 1));
+        assert_eq!(scores.len(), 2, "the baseline is no crate's score");
+
+        assert!(score("not json").is_err());
+        assert!(score("{}").is_err());
+        assert!(
+            score(r#"{"outcomes": [{"scenario": {"Mutant": {"package": "a"}}, "summary": "Failure"}]}"#)
+                .is_err()
+        );
+    }
+}

@@ -223,6 +223,31 @@ fn f4_out_of_range_numbers_name_their_range() {
     );
 }
 
+// F4: a tag on a field name is refused, even a standard tag that spells a
+// known field (`!!binary ZG9ja2Vy` decodes to `docker`): a field is matched by
+// its text alone, so the tag would otherwise be dropped without a word. The
+// plain string tags (`!!str`, `!`) leave the key a string and are read.
+#[test]
+fn f4_tagged_field_names_are_refused() {
+    for tagged in ["!!binary ZG9ja2Vy", "!!int docker", "!!null docker"] {
+        let text = edit("    docker:\n", &format!("    {tagged}:\n"));
+        let error = refuse(&text);
+        let tag = tagged.split(' ').next().unwrap_or_default();
+        assert!(
+            error.to_string().contains(&format!(
+                "tag `{tag}` on a struct field name is not allowed"
+            )),
+            "{tagged}: {error}"
+        );
+        assert_eq!(error.location().path.as_deref(), Some("providers[0]"));
+        assert_eq!(error.location().line, Some(line_of(&text, tagged)));
+    }
+    for plain in ["!!str docker", "! docker"] {
+        let text = edit("    docker:\n", &format!("    {plain}:\n"));
+        Config::from_yaml_str(&text).unwrap_or_else(|error| panic!("{plain}: {error}"));
+    }
+}
+
 // F4: a missing deployment identity is refused: the whole block, the id, a
 // null id, a blank id.
 #[test]
