@@ -16,8 +16,11 @@
 //! * With no option: every crate in [`COVERED`] that is in the workspace.
 //! * `--ci`: what `cargo xtask ci` runs on every CI run: the crates in
 //!   [`CI_COVERED`], built in place (`--in-place`: CI's clone is disposable, and
-//!   the build the `test` step left behind is reused) with
-//!   `PROPTEST_CASES` = [`CI_PROPTEST_CASES`].
+//!   the build the `test` step left behind is reused).
+//!
+//! Every run sets `PROPTEST_CASES` to [`PROPTEST_CASES`] unless the caller's
+//! environment already sets it: each property still runs for every mutant, on
+//! fewer cases, so a mutant costs seconds rather than minutes.
 //! * `--package NAME` (repeatable): only these crates (each must be in
 //!   [`COVERED`]).
 //! * Anything after `--` goes to cargo-mutants unchanged (`--file`, `--re`,
@@ -50,9 +53,10 @@ pub const COVERED: &[&str] = &[
 /// full run fits the CI budget (see README.md for the measured times).
 pub const CI_COVERED: &[&str] = &["billet-provider", "billet-clock", "billet-simulated"];
 
-/// `PROPTEST_CASES` inside a `--ci` run: every property still runs, on fewer
-/// cases, so a mutant costs seconds rather than minutes.
-pub const CI_PROPTEST_CASES: &str = "32";
+/// `PROPTEST_CASES` inside a run, unless the environment sets it: every
+/// property still runs, on fewer cases, so a mutant costs seconds rather than
+/// minutes. `cargo test` keeps the full count.
+pub const PROPTEST_CASES: &str = "32";
 
 /// Seconds a mutant's tests may run before it counts as a timeout (a failure
 /// of the gate). Tests that could hang on a broken clock carry their own
@@ -141,17 +145,9 @@ pub fn mutants_args(request: &Request, packages: &[&str], output: &Path) -> Vec<
         args.push("--package".into());
         args.push((*package).into());
     }
-    args.extend(
-        [
-            "--jobs",
-            "1",
-            "--timeout",
-            TEST_TIMEOUT_SECS,
-            "--no-shuffle",
-            "--output",
-        ]
-        .map(String::from),
-    );
+    // One job (cargo-mutants' default; `--in-place` allows no other): the
+    // machine's cores go to each mutant's own build and tests.
+    args.extend(["--timeout", TEST_TIMEOUT_SECS, "--no-shuffle", "--output"].map(String::from));
     args.push(output.display().to_string());
     if request.ci {
         args.push("--in-place".into());
@@ -255,8 +251,8 @@ pub fn run_request(request: &Request) -> ExitCode {
     let args = mutants_args(request, &packages, &output);
     let mut command = Command::new(&cargo);
     command.args(&args).current_dir(&root);
-    if request.ci {
-        command.env("PROPTEST_CASES", CI_PROPTEST_CASES);
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        command.env("PROPTEST_CASES", PROPTEST_CASES);
     }
     println!("==> cargo {}", args.join(" "));
     let started = std::time::Instant::now();
@@ -345,7 +341,8 @@ Mutation testing as a gate: runs the pinned cargo-mutants over the covered crate
 and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
 
   --ci            the CI subset (billet-provider, billet-clock, billet-simulated),
-                  built in place, PROPTEST_CASES=32
+                  built in place
+  Every run sets PROPTEST_CASES=32 unless the environment sets it.
   --package NAME  only this covered crate (repeatable)
   -- ARGS         passed to cargo-mutants (e.g. -- --file crates/billet-clock/src/manual.rs)";
 
@@ -415,8 +412,6 @@ mod tests {
                 "mutants",
                 "--package",
                 "billet-clock",
-                "--jobs",
-                "1",
                 "--timeout",
                 TEST_TIMEOUT_SECS,
                 "--no-shuffle",
@@ -465,5 +460,21 @@ mod tests {
             score(r#"{"outcomes": [{"scenario": {"Mutant": {"package": "a"}}, "summary": "Failure"}]}"#)
                 .is_err()
         );
+    }
+
+    // `.ci/run` installs exactly the cargo-mutants release the gate checks
+    // for, so CI never fails on a version it installed itself.
+    #[test]
+    fn ci_script_installs_the_pinned_release() {
+        let script =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run"))
+                .expect("read .ci/run");
+        assert!(
+            script.contains(&format!(
+                "cargo install --locked cargo-mutants@{CARGO_MUTANTS_VERSION}"
+            )),
+            ".ci/run must install cargo-mutants {CARGO_MUTANTS_VERSION}"
+        );
+        assert!(script.contains(&format!("\"cargo-mutants {CARGO_MUTANTS_VERSION}\"")));
     }
 }
