@@ -92,8 +92,12 @@ fn f4_unknown_fields_are_refused() {
     assert_eq!(field, "colour");
     assert!(expected.contains(&"capacity"));
     assert_at(&error, "providers[1].colour", line_of(&text, "colour"));
+    // The message lists every field allowed there, each quoted.
     assert!(
-        error.to_string().contains("unknown field `colour`"),
+        error.to_string().ends_with(
+            "unknown field `colour`, expected one of `name`, `kind`, `capacity`, \
+             `docker`, `tart`, `firecracker`"
+        ),
         "{error}"
     );
 
@@ -308,6 +312,13 @@ fn f4_duplicate_provider_names_are_refused() {
             .contains("duplicate provider name \"linux-docker\""),
         "{error}"
     );
+    // The message points at the first provider by path, line and column.
+    let first_at = format!(
+        "it already names providers[0].name (line {}, column {})",
+        first.line.unwrap_or_default(),
+        first.column.unwrap_or_default()
+    );
+    assert!(error.to_string().ends_with(&first_at), "{error}");
 }
 
 // F4: a route that names no provider is refused, listing the providers there are.
