@@ -227,6 +227,25 @@ fn f4_out_of_range_numbers_name_their_range() {
     );
 }
 
+// F4: YAML this loader will not read is reported as malformed wherever it is,
+// ahead of a schema error earlier in the file: the whole text is checked for
+// structure (here, a tag the loader does not know, on the last key) before
+// any value is read against the schema (here, a capacity that is not a
+// number, 30 lines up).
+#[test]
+fn f4_malformed_yaml_is_reported_before_schema_errors() {
+    let text = edits(&[
+        ("capacity: 4\n", "capacity: four\n"),
+        ("  default_kind: docker", "  default_kind: !custom docker"),
+    ]);
+    let error = refuse(&text);
+    let ConfigError::Syntax { message, .. } = &error else {
+        panic!("expected malformed YAML, got {error}");
+    };
+    assert_eq!(message, "unsupported tag `!custom`");
+    assert_eq!(error.location().line, Some(line_of(&text, "!custom")));
+}
+
 // F4: a tag on a field name is refused, even a standard tag that spells a
 // known field (`!!binary ZG9ja2Vy` decodes to `docker`): a field is matched by
 // its text alone, so the tag would otherwise be dropped without a word. The
