@@ -244,6 +244,8 @@ fn f4_malformed_yaml_is_reported_before_schema_errors() {
     };
     assert_eq!(message, "unsupported tag `!custom`");
     assert_eq!(error.location().line, Some(line_of(&text, "!custom")));
+    // The schema pass stopped 30 lines up: its path is not this error's.
+    assert_eq!(error.location().path, None, "{error}");
 }
 
 // F4: a tag on a field name is refused, even a standard tag that spells a
