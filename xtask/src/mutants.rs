@@ -248,6 +248,15 @@ pub fn run_request(request: &Request) -> ExitCode {
         return ExitCode::from(2);
     }
     let output = root.join("target").join("mutants");
+    let outcomes = output.join("mutants.out").join("outcomes.json");
+    // A run that tests nothing (`-- --list`) writes no outcomes: never score
+    // it with an earlier run's.
+    if let Err(err) = std::fs::remove_file(&outcomes)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("xtask mutants: cannot remove {}: {err}", outcomes.display());
+        return ExitCode::from(2);
+    }
     let args = mutants_args(request, &packages, &output);
     let mut command = Command::new(&cargo);
     command.args(&args).current_dir(&root);
@@ -265,7 +274,6 @@ pub fn run_request(request: &Request) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcomes = output.join("mutants.out").join("outcomes.json");
     let scores = std::fs::read_to_string(&outcomes)
         .map_err(|err| format!("cannot read {}: {err}", outcomes.display()))
         .and_then(|text| score(&text));
