@@ -1,12 +1,13 @@
 //! `cargo xtask ci`: every check and test, in order, stopping at the first failure.
 //!
 //! The steps: `fmt`, `clippy`, `deps` (the [`crate::deps`] check, run in-process),
-//! `test`, `doc`, `fetch`, `deny`.
+//! `test`, `benches`, `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`,
+//! see [`crate::mutants`], run in-process).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use crate::deps;
+use crate::{deps, mutants};
 
 /// One step of the CI run: a name people read, and what it runs.
 struct Step {
@@ -23,6 +24,8 @@ enum Action {
     },
     /// [`deps::check`] over the workspace, in this process.
     Deps,
+    /// `cargo xtask mutants --ci`, in this process.
+    Mutants,
 }
 
 const STEPS: &[Step] = &[
@@ -103,6 +106,12 @@ const STEPS: &[Step] = &[
             env: &[],
         },
     },
+    Step {
+        // Mutation testing of the core crates, last: it is the longest step,
+        // and in place it reuses the build the `test` step left behind.
+        name: "mutants",
+        action: Action::Mutants,
+    },
 ];
 
 /// Runs every step from the workspace root; answers failure at the first step that fails.
@@ -115,6 +124,13 @@ pub fn run() -> ExitCode {
             Action::Cargo { args, env } => run_cargo(&cargo, &root, args, env),
             Action::Deps => {
                 if deps::run(Some(&root.join("Cargo.toml"))) == ExitCode::SUCCESS {
+                    Ok(())
+                } else {
+                    Err("see above".to_owned())
+                }
+            }
+            Action::Mutants => {
+                if mutants::run(&["--ci".to_owned()]) == ExitCode::SUCCESS {
                     Ok(())
                 } else {
                     Err("see above".to_owned())
@@ -145,7 +161,7 @@ fn run_cargo(cargo: &str, root: &Path, args: &[&str], env: &[(&str, &str)]) -> R
 }
 
 /// The workspace root: the parent of this crate's manifest directory.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest_dir
         .parent()

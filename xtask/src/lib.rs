@@ -4,6 +4,7 @@
 //! * [`deps`]: `cargo xtask deps`, the proof that no production crate depends on
 //!   `billet-simulated`. A test in `billet-simulated` calls [`deps::check`] over
 //!   the real workspace (SPEC clause X4).
+//! * [`mutants`]: `cargo xtask mutants`, mutation testing (cargo-mutants) as a gate.
 //!
 //! The `xtask` binary (`src/main.rs`) only parses the command line and calls in here.
 
@@ -11,3 +12,4 @@
 
 pub mod ci;
 pub mod deps;
+pub mod mutants;

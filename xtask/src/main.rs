@@ -5,11 +5,13 @@
 //! * `cargo xtask deps [--manifest-path PATH]`: no production crate depends on
 //!   `billet-simulated`. Exit code 0 when the rule holds, 1 when it is broken,
 //!   2 when the check could not run (see `xtask::deps`).
+//! * `cargo xtask mutants [--ci] [--package NAME]... [-- ARGS]`: mutation testing as
+//!   a gate: fails on any missed mutant or timeout (see `xtask::mutants`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use xtask::{ci, deps};
+use xtask::{ci, deps, mutants};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -26,6 +28,13 @@ fn main() -> ExitCode {
                 eprintln!("error: {message}\n\n{DEPS_USAGE}");
                 ExitCode::from(deps::EXIT_ERROR)
             }
+        },
+        Some("mutants") => match args.get(1).map(String::as_str) {
+            Some("help" | "--help" | "-h") => {
+                eprintln!("{}", mutants::USAGE);
+                ExitCode::SUCCESS
+            }
+            _ => mutants::run(&args[1..]),
         },
         Some("help" | "--help" | "-h") | None => {
             eprintln!("{USAGE}");
@@ -72,7 +81,8 @@ const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
   ci      run every check and test: fmt, clippy, deps, tests, docs, cargo-deny
-  deps    check that no production crate depends on billet-simulated";
+  deps    check that no production crate depends on billet-simulated
+  mutants mutation testing as a gate: fails on any missed mutant or timeout";
 
 const DEPS_USAGE: &str = "usage: cargo xtask deps [--manifest-path PATH]
 

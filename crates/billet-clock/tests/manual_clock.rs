@@ -9,6 +9,12 @@ use billet_clock::{Clock, ClockError, ManualClock};
 use parking_lot::Mutex;
 use proptest::prelude::*;
 
+/// How long, in real time, a test waits for something a correct clock does
+/// at once (a wake-up, a spawned task finishing) before failing. Generous so a
+/// loaded machine never trips it; short so a broken clock fails in seconds
+/// rather than hanging until an outer timeout.
+const WATCHDOG: Duration = Duration::from_secs(10);
+
 fn epoch() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
 }
@@ -83,6 +89,56 @@ fn c3_sleeper_wakes_exactly_at_its_deadline() {
 
     let mut past = tokio_test::task::spawn(clock.sleep_until(epoch()));
     assert!(past.poll().is_ready());
+}
+
+// C3: a deadline already reached is never pending: a sleep until exactly now
+// (or earlier) registers nothing and is ready at its first poll, while one a
+// nanosecond later is pending from its creation until the clock reaches it.
+#[test]
+fn c3_sleep_until_exactly_now_is_reached_not_pending() {
+    let clock = ManualClock::new(epoch());
+    clock.advance(Duration::from_secs(5)).unwrap();
+    let now = clock.now();
+
+    let at_now = clock.sleep_until(now);
+    let earlier = clock.sleep_until(epoch());
+    assert_eq!(
+        clock.pending_sleepers(),
+        0,
+        "a reached deadline is not pending"
+    );
+    assert_eq!(clock.next_deadline(), None);
+    let mut at_now = tokio_test::task::spawn(at_now);
+    assert!(at_now.poll().is_ready());
+    let mut earlier = tokio_test::task::spawn(earlier);
+    assert!(earlier.poll().is_ready());
+
+    let later = now + Duration::from_nanos(1);
+    let mut next = tokio_test::task::spawn(clock.sleep_until(later));
+    assert_eq!(
+        clock.pending_sleepers(),
+        1,
+        "registered before its first poll"
+    );
+    assert_eq!(clock.next_deadline(), Some(later));
+    assert!(next.poll().is_pending());
+    clock.advance(Duration::from_nanos(1)).unwrap();
+    assert!(next.is_woken());
+    assert_eq!(clock.pending_sleepers(), 0);
+    assert!(next.poll().is_ready());
+}
+
+// C3: what `Debug` shows of a manual clock: its time and how many sleep.
+#[test]
+fn c3_debug_shows_the_time_and_the_pending_sleepers() {
+    let clock = ManualClock::new(epoch());
+    let _a = clock.sleep(Duration::from_secs(1));
+    let _b = clock.sleep(Duration::from_secs(2));
+    let shown = format!("{clock:?}");
+    assert_eq!(
+        shown,
+        format!("ManualClock {{ now: {:?}, pending_sleepers: 2 }}", epoch())
+    );
 }
 
 // C3: a sleeper polled again from another task wakes the latest task only.
@@ -185,9 +241,11 @@ fn c3_never_wakes_while_holding_its_lock() {
     );
     let mover = clock.clone();
     std::thread::spawn(move || mover.advance(Duration::from_secs(1)));
+    // The watchdog is real time: a clock that deadlocks, or that never wakes
+    // the sleeper, fails here in seconds rather than hanging the run.
     let seen = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the waker ran without deadlocking on the clock");
+        .recv_timeout(WATCHDOG)
+        .expect("the waker ran, without deadlocking on the clock, within the watchdog");
     assert_eq!(seen, epoch() + Duration::from_secs(1));
 }
 
@@ -209,9 +267,16 @@ async fn c4_ten_thousand_sleepers_across_a_modelled_hour_all_wake() {
     }
     assert_eq!(clock.pending_sleepers(), 10_000);
     clock.advance(Duration::from_secs(3600)).unwrap();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    // A real-time watchdog: if the move woke nobody, this fails in seconds
+    // instead of awaiting forever.
+    let all_woke = async {
+        for task in tasks {
+            task.await.unwrap();
+        }
+    };
+    tokio::time::timeout(WATCHDOG, all_woke)
+        .await
+        .expect("every sleeper woke within the watchdog after the clock moved past its deadline");
     assert_eq!(clock.pending_sleepers(), 0);
     assert_eq!(clock.now(), epoch() + Duration::from_secs(3600));
 }

@@ -386,3 +386,43 @@ fn expected_fields(expected: &[&str]) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // F4: a location keeps only real, 1-based positions: the parser's
+    // "unknown" (line 0, column 0) never reaches an error, a line without a
+    // known column is shown without one, and a definition is recorded only
+    // when it is known and is not where the value is used.
+    #[test]
+    fn f4_unknown_positions_are_left_out_of_locations() {
+        let unknown = Location::at_path("providers[0]").with_position(0, 0);
+        assert_eq!((unknown.line, unknown.column), (None, None));
+        assert_eq!(unknown.to_string(), "<input> at providers[0]");
+        let no_column = Location::default().with_position(3, 0);
+        assert_eq!((no_column.line, no_column.column), (Some(3), None));
+        assert_eq!(no_column.to_string(), "<input>:3");
+        assert_eq!(
+            Location::default().with_position(1, 1).to_string(),
+            "<input>:1:1"
+        );
+
+        let here = Location::at_path("routing.default_kind").with_position(4, 7);
+        assert_eq!(here.clone().with_definition(0, 0).defined_at, None);
+        assert_eq!(here.clone().with_definition(0, 7).defined_at, None);
+        assert_eq!(
+            here.clone().with_definition(4, 7).defined_at,
+            None,
+            "used where it is defined"
+        );
+        assert_eq!(here.clone().with_definition(4, 1).defined_at, Some((4, 1)));
+        let mut copied = here.with_definition(2, 9);
+        assert_eq!(copied.defined_at, Some((2, 9)));
+        copied.file = Some(PathBuf::from("billet.yaml"));
+        assert_eq!(
+            copied.to_string(),
+            "billet.yaml:4:7 at routing.default_kind (copied from line 2, column 9)"
+        );
+    }
+}

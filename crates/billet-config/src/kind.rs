@@ -240,6 +240,24 @@ mod tests {
         }
     }
 
+    // F1: `ConfigKind` reads a kind only from a string; given anything else,
+    // any deserializer's error says what a kind is.
+    #[test]
+    fn f1_a_kind_is_read_only_from_a_name() {
+        use serde::de::IntoDeserializer;
+        use serde::de::value::Error as ValueError;
+        let error =
+            ConfigKind::deserialize(IntoDeserializer::<ValueError>::into_deserializer(7u32))
+                .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid type: integer `7`, expected a provider kind, one of docker, tart, firecracker"
+        );
+        let kind =
+            ConfigKind::deserialize(IntoDeserializer::<ValueError>::into_deserializer(" Tart "));
+        assert_eq!(kind.map(ConfigKind::get), Ok(ProviderKind::Tart));
+    }
+
     // F3: an unknown kind gets its own error, which lists the valid kinds.
     #[test]
     fn f3_unknown_kind_lists_valid_kinds() {

@@ -3,7 +3,7 @@
 mod common;
 
 use billet_config::{Config, ConfigError};
-use common::{EXAMPLE, assert_at, edit, line_of, refuse};
+use common::{EXAMPLE, assert_at, edit, edits, line_of, refuse};
 
 // F4: an empty file, a file of comments, and a null document are each "empty".
 #[test]
@@ -92,8 +92,12 @@ fn f4_unknown_fields_are_refused() {
     assert_eq!(field, "colour");
     assert!(expected.contains(&"capacity"));
     assert_at(&error, "providers[1].colour", line_of(&text, "colour"));
+    // The message lists every field allowed there, each quoted.
     assert!(
-        error.to_string().contains("unknown field `colour`"),
+        error.to_string().ends_with(
+            "unknown field `colour`, expected one of `name`, `kind`, `capacity`, \
+             `docker`, `tart`, `firecracker`"
+        ),
         "{error}"
     );
 
@@ -170,6 +174,105 @@ fn f4_wrong_types_are_refused() {
     assert_eq!(error.location().line, Some(1));
 }
 
+// F4: a number outside its field's type is refused with the field's exact
+// range: capacities and CPU counts are u32, memory sizes u64.
+#[test]
+fn f4_out_of_range_numbers_name_their_range() {
+    for (from, to, path, range) in [
+        (
+            "capacity: 4\n",
+            "capacity: 4294967296\n",
+            "providers[1].capacity",
+            "from 0 to 4294967295",
+        ),
+        (
+            "capacity: 4\n",
+            "capacity: -1\n",
+            "providers[1].capacity",
+            "from 0 to 4294967295",
+        ),
+        (
+            "      cpus: 4",
+            "      cpus: 4294967296",
+            "providers[1].tart.cpus",
+            "from 0 to 4294967295",
+        ),
+        (
+            "      memory_mib: 8192",
+            "      memory_mib: 18446744073709551616",
+            "providers[1].tart.memory_mib",
+            "from 0 to 18446744073709551615",
+        ),
+    ] {
+        let text = edit(from, to);
+        let error = refuse(&text);
+        let ConfigError::WrongType { message, .. } = &error else {
+            panic!("{to}: expected a wrong type, got {error}");
+        };
+        assert_eq!(message, &format!("expected a whole number {range}"), "{to}");
+        assert_at(&error, path, line_of(&text, to.trim()));
+    }
+    // The largest value of each type is still a value.
+    let text = edits(&[
+        ("capacity: 4\n", "capacity: 4294967295\n"),
+        (
+            "      memory_mib: 8192",
+            "      memory_mib: 18446744073709551615",
+        ),
+    ]);
+    let config = Config::from_yaml_str(&text).expect("the largest values load");
+    assert_eq!(
+        config.provider("macos-tart").map(|p| p.capacity().get()),
+        Some(u32::MAX)
+    );
+}
+
+// F4: YAML this loader will not read is reported as malformed wherever it is,
+// ahead of a schema error earlier in the file: the whole text is checked for
+// structure (here, a tag the loader does not know, on the last key) before
+// any value is read against the schema (here, a capacity that is not a
+// number, 30 lines up).
+#[test]
+fn f4_malformed_yaml_is_reported_before_schema_errors() {
+    let text = edits(&[
+        ("capacity: 4\n", "capacity: four\n"),
+        ("  default_kind: docker", "  default_kind: !custom docker"),
+    ]);
+    let error = refuse(&text);
+    let ConfigError::Syntax { message, .. } = &error else {
+        panic!("expected malformed YAML, got {error}");
+    };
+    assert_eq!(message, "unsupported tag `!custom`");
+    assert_eq!(error.location().line, Some(line_of(&text, "!custom")));
+    // The schema pass stopped 30 lines up: its path is not this error's.
+    assert_eq!(error.location().path, None, "{error}");
+}
+
+// F4: a tag on a field name is refused, even a standard tag that spells a
+// known field (`!!binary ZG9ja2Vy` decodes to `docker`): a field is matched by
+// its text alone, so the tag would otherwise be dropped without a word. The
+// plain string tags (`!!str`, `!`) leave the key a string and are read.
+#[test]
+fn f4_tagged_field_names_are_refused() {
+    for tagged in ["!!binary ZG9ja2Vy", "!!int docker", "!!null docker"] {
+        let text = edit("    docker:\n", &format!("    {tagged}:\n"));
+        let error = refuse(&text);
+        let tag = tagged.split(' ').next().unwrap_or_default();
+        assert!(
+            error.to_string().contains(&format!(
+                "tag `{tag}` on a struct field name is not allowed"
+            )),
+            "{tagged}: {error}"
+        );
+        assert_eq!(error.location().path.as_deref(), Some("providers[0]"));
+        assert_eq!(error.location().line, Some(line_of(&text, tagged)));
+    }
+    for plain in ["!!str docker", "! docker"] {
+        let text = edit("    docker:\n", &format!("    {plain}:\n"));
+        Config::from_yaml_str(&text).unwrap_or_else(|error| panic!("{plain}: {error}"));
+    }
+}
+
 // F4: a missing deployment identity is refused: the whole block, the id, a
 // null id, a blank id.
 #[test]
@@ -230,6 +333,13 @@ fn f4_duplicate_provider_names_are_refused() {
             .contains("duplicate provider name \"linux-docker\""),
         "{error}"
     );
+    // The message points at the first provider by path, line and column.
+    let first_at = format!(
+        "it already names providers[0].name (line {}, column {})",
+        first.line.unwrap_or_default(),
+        first.column.unwrap_or_default()
+    );
+    assert!(error.to_string().ends_with(&first_at), "{error}");
 }
 
 // F4: a route that names no provider is refused, listing the providers there are.

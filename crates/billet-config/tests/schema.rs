@@ -54,7 +54,20 @@ fn f2_shipped_example_loads_with_every_part_of_the_schema() {
     assert!(firecracker.jailer.is_some());
 
     let routing = config.routing();
-    assert_eq!(routing.routes().len(), 3);
+    // F2: each route carries its labels as the file lists them, in file order.
+    let routes: Vec<(&[String], &str)> = routing
+        .routes()
+        .iter()
+        .map(|route| (route.labels(), route.provider()))
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            (&["untrusted".to_owned()][..], "untrusted-firecracker"),
+            (&["macos".to_owned(), "arm64".to_owned()][..], "macos-tart"),
+            (&["linux".to_owned()][..], "linux-docker"),
+        ]
+    );
     assert_eq!(
         routing.default_kind().map(ConfigKind::get),
         Some(ProviderKind::Docker)

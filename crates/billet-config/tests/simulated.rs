@@ -246,3 +246,46 @@ fn f3_refusal_from_a_file_names_the_file() {
         "the shipped example stays clean"
     );
 }
+
+// F3: `is_simulated_refusal` answers true for the simulated refusal only:
+// every other refusal, including those about kinds, answers false.
+#[test]
+fn f3_only_the_simulated_refusal_says_it_is_one() {
+    let refusals = [
+        refuse(&edit("    kind: tart", "    kind: podman")),
+        refuse(&edit("capacity: 4\n", "capacity: 0\n")),
+        refuse(&edit("capacity: 4\n", "capacity: four\n")),
+        refuse("deployment: [unclosed\n"),
+        refuse(""),
+        refuse(&edit(
+            "    capacity: 4\n",
+            "    colour: red\n    capacity: 4\n",
+        )),
+    ];
+    for error in &refusals {
+        assert!(!error.is_simulated_refusal(), "{error}");
+    }
+    assert!(refuse(&edit("    kind: tart", "    kind: simulated")).is_simulated_refusal());
+}
+
+// F3: a refusal belongs to the parse that made it. A file refused for naming
+// the simulated kind, then a valid file, loads; a refusal left behind by
+// reading a `ConfigKind` outside the loader changes nothing about the next
+// parse, whether that parse is valid or refused for another reason.
+#[test]
+fn f3_a_refusal_does_not_outlive_its_parse() {
+    let simulated = edit("    kind: tart", "    kind: simulated");
+    assert!(refuse(&simulated).is_simulated_refusal());
+    Config::from_yaml_str(EXAMPLE).expect("a valid file after a refused one loads");
+
+    use serde::de::{Deserialize, IntoDeserializer, value::Error as ValueError};
+    let direct = billet_config::ConfigKind::deserialize(
+        IntoDeserializer::<ValueError>::into_deserializer("simulated"),
+    );
+    assert!(direct.is_err());
+    Config::from_yaml_str(EXAMPLE).expect("a valid file after a direct refusal loads");
+    let error = refuse(&edit("capacity: 4\n", "capacity: four\n"));
+    assert!(matches!(error, ConfigError::WrongType { .. }), "{error}");
+    let error = refuse(&edit("    kind: tart", "    kind: podman"));
+    assert!(matches!(error, ConfigError::UnknownKind { .. }), "{error}");
+}

@@ -131,7 +131,22 @@ pub(crate) enum Removal {
 
 /// Bits of an id that count launches; the bits above them number the shelf.
 const SEQ_BITS: u32 = 40;
+/// The largest launch count an id can carry: `SEQ_BITS` ones.
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// The largest shelf number an id can carry: the `64 - SEQ_BITS` bits above
+/// the launch count, all ones.
+const LAST_SHELF: u64 = u64::MAX >> SEQ_BITS;
+
+/// The id of the `seq`th launch on the host, made on shelf `shelf`: the shelf
+/// number in the high bits, the launch count in the low `SEQ_BITS`. `None`
+/// when either does not fit its bits, so two shelves' ids never collide.
+fn compose_id(shelf: usize, seq: u64) -> Option<u64> {
+    let shelf = u64::try_from(shelf).ok()?;
+    if shelf > LAST_SHELF || seq > SEQ_MASK {
+        return None;
+    }
+    Some(shelf << SEQ_BITS | seq)
+}
 
 /// The store behind a [`Host`]: each deployment's instances on a shelf of its
 /// own. An id carries the number of its shelf, so find and destroy go
@@ -172,28 +187,24 @@ impl Store {
     /// Records a new instance for `owner` under a fresh id, never issued
     /// before on this host; `None` once the host has issued every id it can.
     /// The caller has checked that the owner does not hold the name.
+    /// A refused insert changes nothing.
     pub(crate) fn insert(&mut self, owner: &Arc<str>, record: Record) -> Option<u64> {
-        let shelf = match self.shelf_of.get(&**owner) {
-            Some(k) => *k,
-            None => {
-                let k = self.shelves.len();
-                if (k as u64) >> (64 - SEQ_BITS) != 0 {
-                    return None;
-                }
-                self.shelves.push(Shelf {
-                    owner: Arc::clone(owner),
-                    records: FxHashMap::default(),
-                    names: FxHashMap::default(),
-                });
-                self.shelf_of.insert(Arc::clone(owner), k);
-                k
-            }
+        let (shelf, is_new) = match self.shelf_of.get(&**owner) {
+            Some(k) => (*k, false),
+            None => (self.shelves.len(), true),
         };
-        if self.launches >= SEQ_MASK {
-            return None;
+        // `launches` never exceeds SEQ_MASK, so this cannot overflow.
+        let seq = self.launches + 1;
+        let id = compose_id(shelf, seq)?;
+        if is_new {
+            self.shelves.push(Shelf {
+                owner: Arc::clone(owner),
+                records: FxHashMap::default(),
+                names: FxHashMap::default(),
+            });
+            self.shelf_of.insert(Arc::clone(owner), shelf);
         }
-        self.launches += 1;
-        let id = (shelf as u64) << SEQ_BITS | self.launches;
+        self.launches = seq;
         let shelf = &mut self.shelves[shelf];
         shelf.names.insert(Arc::clone(&record.name), id);
         shelf.records.insert(id, record);
@@ -287,21 +298,50 @@ mod tests {
         assert_eq!(store.shelf("blue").map(Shelf::len), Some(0));
     }
 
-    // S12: a host that has issued every id it can refuses rather than reuse one.
+    // S12: a host that has issued every id it can refuses rather than reuse
+    // one, and the refusal changes nothing: no launch counted, no shelf made.
     #[test]
     fn s12_exhausted_id_space_is_refused() {
         let mut store = Store {
-            launches: SEQ_MASK - 1,
+            launches: (1 << 40) - 2,
             ..Store::default()
         };
         let blue: Arc<str> = Arc::from("blue");
-        let record = || Record {
-            name: Arc::from("x"),
+        let green: Arc<str> = Arc::from("green");
+        let record = |name: &str| Record {
+            name: Arc::from(name),
             started_at: SystemTime::UNIX_EPOCH,
             stops_at: None,
         };
-        assert!(store.insert(&blue, record()).is_some());
-        assert!(store.insert(&blue, record()).is_none());
+        // The last launch count, 2^40 - 1, is still issued: on shelf 0 it is
+        // the id itself.
+        assert_eq!(store.insert(&blue, record("x")), Some((1 << 40) - 1));
+        assert_eq!(store.insert(&blue, record("y")), None);
+        assert_eq!(store.insert(&green, record("z")), None);
+        assert_eq!(store.len(), 1);
+        assert_eq!(store.deployments(), 1, "a refused launch makes no shelf");
+        assert!(store.find("blue", "y").is_none());
+        assert_eq!(store.launches, (1 << 40) - 1);
+    }
+
+    // S12: the id space's exact bounds. The low 40 bits count launches
+    // (1 to 2^40 - 1) and the 24 bits above number the shelf (0 to 2^24 - 1),
+    // so the last launch on the last shelf is u64::MAX; one past either bound
+    // is refused rather than spilling into another shelf's ids.
+    #[test]
+    fn s12_id_space_bounds_are_exact() {
+        assert_eq!(compose_id(0, 1), Some(1));
+        assert_eq!(compose_id(0, (1 << 40) - 1), Some(0xff_ffff_ffff));
+        assert_eq!(compose_id(0, 1 << 40), None, "shelf 1's first id");
+        assert_eq!(compose_id(1, 1), Some((1 << 40) | 1));
+        assert_eq!(compose_id(3, 5), Some(0x300_0000_0005));
+        assert_eq!(compose_id((1 << 24) - 1, (1 << 40) - 1), Some(u64::MAX));
+        assert_eq!(compose_id(1 << 24, 1), None, "would wrap onto shelf 0");
+        assert_eq!(compose_id(usize::MAX, 1), None);
+        // The shelf an id names is the one it was made on.
+        let id = compose_id(0xabcdef, 0x12_3456_789a).unwrap();
+        assert_eq!(id >> 40, 0xabcdef);
+        assert_eq!(id & ((1 << 40) - 1), 0x12_3456_789a);
     }
 
     // S8: only ids this backend issued, in their canonical form, name an instance.

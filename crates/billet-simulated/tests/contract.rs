@@ -58,6 +58,55 @@ async fn s1_host_is_shared_on_purpose_and_private_by_default() {
     assert!(other.list().await.unwrap().is_empty());
 }
 
+// S1: a host is empty exactly while it holds no instance, whichever
+// deployment launched them; destroying the last one empties it again.
+#[tokio::test]
+async fn s1_host_is_empty_exactly_while_it_holds_nothing() {
+    let (blue, green, _clock, host) = pair();
+    assert!(host.is_empty());
+    let a = blue.launch(job("a", 60)).await.unwrap();
+    assert!(!host.is_empty(), "one instance: {host:?}");
+    let g = green.launch(job("g", 60)).await.unwrap();
+    blue.destroy(&a.id).await.unwrap();
+    assert!(!host.is_empty(), "green's instance is still on it");
+    assert!(!blue.host().is_empty(), "every handle sees the same store");
+    green.destroy(&g.id).await.unwrap();
+    assert!(host.is_empty());
+    assert_eq!(host.len(), 0);
+}
+
+// S1, S2, S3, S10: what `Debug` shows. A host: how many instances and how
+// many deployments. A provider: its owner, its host, its clock and any
+// inventory fault.
+#[tokio::test]
+async fn s1_debug_shows_host_and_provider_state() {
+    let (blue, green, clock, host) = pair();
+    assert_eq!(format!("{host:?}"), "Host { instances: 0, deployments: 0 }");
+    blue.launch(job("a", 60)).await.unwrap();
+    blue.launch(job("b", 60)).await.unwrap();
+    green.launch(job("g", 60)).await.unwrap();
+    assert_eq!(format!("{host:?}"), "Host { instances: 3, deployments: 2 }");
+
+    blue.fail_inventory(Some(billet_provider::Error::inventory_unavailable(
+        "daemon gone",
+    )));
+    let shown = format!("{blue:?}");
+    assert!(shown.starts_with("SimulatedProvider { "), "{shown}");
+    for part in [
+        "owner: \"blue\"".to_owned(),
+        "host: Host { instances: 3, deployments: 2 }".to_owned(),
+        format!("clock: {clock:?}"),
+        "inventory_fault: Some(".to_owned(),
+        "daemon gone".to_owned(),
+    ] {
+        assert!(shown.contains(&part), "{part:?} is not in {shown}");
+    }
+    let shown = format!("{green:?}");
+    assert!(shown.contains("owner: \"green\""), "{shown}");
+    assert!(shown.contains("inventory_fault: None"), "{shown}");
+    assert!(format!("{clock:?}").starts_with("ManualClock { now: "));
+}
+
 // S2: the owner is written onto every instance; an empty owner is refused.
 #[tokio::test]
 async fn s2_owner_on_every_instance_and_empty_owner_refused() {

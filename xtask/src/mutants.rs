@@ -1,0 +1,488 @@
+//! `cargo xtask mutants`: mutation testing as a gate.
+//!
+//! Runs [cargo-mutants](https://mutants.rs) ([`CARGO_MUTANTS_VERSION`], pinned:
+//! `.ci/run` installs exactly it) over the covered crates, each mutant tested by
+//! its own crate's tests, and fails on any mutant the tests miss or that makes
+//! them time out. Mutants that no test could tell apart from the real code
+//! (equivalent mutants) are excluded in `.cargo/mutants.toml`, each with the
+//! reason.
+//!
+//! # Usage
+//!
+//! ```text
+//! cargo xtask mutants [--ci] [--package NAME]... [-- CARGO-MUTANTS-ARGS...]
+//! ```
+//!
+//! * With no option: every crate in [`COVERED`] that is in the workspace.
+//! * `--ci`: what `cargo xtask ci` runs on every CI run: the crates in
+//!   [`CI_COVERED`], built in place (`--in-place`: CI's clone is disposable, and
+//!   the build the `test` step left behind is reused).
+//!
+//! Every run sets `PROPTEST_CASES` to [`PROPTEST_CASES`] unless the caller's
+//! environment already sets it: each property still runs for every mutant, on
+//! fewer cases, so a mutant costs seconds rather than minutes.
+//! * `--package NAME` (repeatable): only these crates (each must be in
+//!   [`COVERED`]).
+//! * Anything after `--` goes to cargo-mutants unchanged (`--file`, `--re`,
+//!   `--list`, ...).
+//!
+//! At the end it prints, per crate, the mutants caught, unviable, missed and
+//! timed out, read from cargo-mutants' `outcomes.json` under
+//! `target/mutants/`. Exit code `0` when nothing was missed and nothing timed
+//! out, `1` otherwise, `2` when the run could not start.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+/// The cargo-mutants release the gate is measured with. `.ci/run` installs it
+/// with `cargo install --locked cargo-mutants@<this>`.
+pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+
+/// Every crate the gate covers, in the order they run. A crate not (yet) in
+/// the workspace is skipped with a note.
+pub const COVERED: &[&str] = &[
+    "billet-provider",
+    "billet-clock",
+    "billet-simulated",
+    "billet-config",
+    "billet-conformance",
+];
+
+/// The crates `cargo xtask mutants --ci` covers: the small core crates, whose
+/// full run fits the CI budget (see README.md for the measured times).
+pub const CI_COVERED: &[&str] = &["billet-provider", "billet-clock", "billet-simulated"];
+
+/// `PROPTEST_CASES` inside a run, unless the environment sets it: every
+/// property still runs, on fewer cases, so a mutant costs seconds rather than
+/// minutes. `cargo test` keeps the full count.
+pub const PROPTEST_CASES: &str = "32";
+
+/// Seconds a mutant's tests may run before it counts as a timeout (a failure
+/// of the gate). Tests that could hang on a broken clock carry their own
+/// real-time watchdog of a few seconds, so a hang is a caught mutant well
+/// before this.
+pub const TEST_TIMEOUT_SECS: &str = "120";
+
+/// What one `cargo xtask mutants` run was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `--ci`: the CI subset, in place, with fewer proptest cases.
+    pub ci: bool,
+    /// `--package` names, in the order given; empty means the default set.
+    pub packages: Vec<String>,
+    /// Arguments after `--`, passed to cargo-mutants unchanged.
+    pub passthrough: Vec<String>,
+}
+
+/// Reads the arguments after `mutants`.
+pub fn parse_args(args: &[String]) -> Result<Request, String> {
+    let mut request = Request {
+        ci: false,
+        packages: Vec::new(),
+        passthrough: Vec::new(),
+    };
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--ci" => request.ci = true,
+            "--package" | "-p" => {
+                let name = rest.next().ok_or("`--package` needs a crate name")?;
+                request.packages.push(covered_name(name)?);
+            }
+            "--" => {
+                request.passthrough = rest.cloned().collect();
+                break;
+            }
+            other => match other.strip_prefix("--package=") {
+                Some(name) => request.packages.push(covered_name(name)?),
+                None => return Err(format!("unexpected argument {other:?}")),
+            },
+        }
+    }
+    if request.ci && !request.packages.is_empty() {
+        return Err("`--ci` chooses its own crates: give `--ci` or `--package`, not both".into());
+    }
+    Ok(request)
+}
+
+/// `name`, if the gate covers it.
+fn covered_name(name: &str) -> Result<String, String> {
+    if COVERED.contains(&name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "{name:?} is not a crate the gate covers (covered: {})",
+            COVERED.join(", ")
+        ))
+    }
+}
+
+/// The crates to mutate: those asked for (or the default set) that are in the
+/// workspace, in [`COVERED`] order, and those left out because they are not.
+pub fn select<'a>(request: &'a Request, members: &[String]) -> (Vec<&'a str>, Vec<&'a str>) {
+    let wanted: Vec<&str> = if request.ci {
+        CI_COVERED.to_vec()
+    } else if request.packages.is_empty() {
+        COVERED.to_vec()
+    } else {
+        COVERED
+            .iter()
+            .copied()
+            .filter(|name| request.packages.iter().any(|p| p == name))
+            .collect()
+    };
+    wanted
+        .into_iter()
+        .partition(|name| members.iter().any(|member| member == name))
+}
+
+/// The cargo-mutants arguments (after `cargo`) for one run over `packages`,
+/// writing its report under `output`.
+pub fn mutants_args(request: &Request, packages: &[&str], output: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec!["mutants".into()];
+    for package in packages {
+        args.push("--package".into());
+        args.push((*package).into());
+    }
+    // One job (cargo-mutants' default; `--in-place` allows no other): the
+    // machine's cores go to each mutant's own build and tests.
+    args.extend(["--timeout", TEST_TIMEOUT_SECS, "--no-shuffle", "--output"].map(String::from));
+    args.push(output.display().to_string());
+    if request.ci {
+        args.push("--in-place".into());
+    }
+    args.extend(request.passthrough.iter().cloned());
+    args
+}
+
+/// One crate's line of the score.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Score {
+    /// Mutants the tests caught.
+    pub caught: usize,
+    /// Mutants that did not build.
+    pub unviable: usize,
+    /// Mutants the tests did not catch.
+    pub missed: usize,
+    /// Mutants whose tests ran past the timeout.
+    pub timeout: usize,
+    /// Seconds spent building and testing this crate's mutants.
+    pub seconds: f64,
+}
+
+/// The score per crate, from the text of cargo-mutants' `outcomes.json`.
+///
+/// Each outcome is `{"scenario": "Baseline" | {"Mutant": {"package": ...}},
+/// "summary": "CaughtMutant" | "MissedMutant" | "Unviable" | "Timeout" | ...,
+/// "phase_results": [{"duration": seconds}, ...]}`.
+pub fn score(outcomes_json: &str) -> Result<BTreeMap<String, Score>, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(outcomes_json).map_err(|err| format!("not JSON: {err}"))?;
+    let outcomes = value
+        .get("outcomes")
+        .and_then(serde_json::Value::as_array)
+        .ok_or("no `outcomes` list")?;
+    let mut scores: BTreeMap<String, Score> = BTreeMap::new();
+    for outcome in outcomes {
+        let Some(mutant) = outcome.get("scenario").and_then(|s| s.get("Mutant")) else {
+            continue;
+        };
+        let package = mutant
+            .get("package")
+            .and_then(serde_json::Value::as_str)
+            .ok_or("a mutant without a `package`")?;
+        let score = scores.entry(package.to_owned()).or_default();
+        match outcome.get("summary").and_then(serde_json::Value::as_str) {
+            Some("CaughtMutant") => score.caught += 1,
+            Some("Unviable") => score.unviable += 1,
+            Some("MissedMutant") => score.missed += 1,
+            Some("Timeout") => score.timeout += 1,
+            other => return Err(format!("a mutant of {package} with summary {other:?}")),
+        }
+        score.seconds += outcome
+            .get("phase_results")
+            .and_then(serde_json::Value::as_array)
+            .map_or(0.0, |phases| {
+                phases
+                    .iter()
+                    .filter_map(|phase| phase.get("duration").and_then(serde_json::Value::as_f64))
+                    .sum()
+            });
+    }
+    Ok(scores)
+}
+
+/// Runs `cargo xtask mutants` with the arguments after `mutants`.
+pub fn run(args: &[String]) -> ExitCode {
+    match parse_args(args) {
+        Ok(request) => run_request(&request),
+        Err(message) => {
+            eprintln!("error: {message}\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs the gate as asked.
+pub fn run_request(request: &Request) -> ExitCode {
+    let root = crate::ci::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    if let Err(message) = check_version(&cargo) {
+        eprintln!("xtask mutants: {message}");
+        return ExitCode::from(2);
+    }
+    let members = match workspace_members(&root) {
+        Ok(members) => members,
+        Err(message) => {
+            eprintln!("xtask mutants: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let (packages, absent) = select(request, &members);
+    for name in &absent {
+        println!("mutants: {name} is not in this workspace yet: not covered");
+    }
+    if packages.is_empty() {
+        eprintln!("xtask mutants: no covered crate is in this workspace");
+        return ExitCode::from(2);
+    }
+    let output = root.join("target").join("mutants");
+    let outcomes = output.join("mutants.out").join("outcomes.json");
+    // A run that tests nothing (`-- --list`) writes no outcomes: never score
+    // it with an earlier run's.
+    if let Err(err) = std::fs::remove_file(&outcomes)
+        && err.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("xtask mutants: cannot remove {}: {err}", outcomes.display());
+        return ExitCode::from(2);
+    }
+    let args = mutants_args(request, &packages, &output);
+    let mut command = Command::new(&cargo);
+    command.args(&args).current_dir(&root);
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        command.env("PROPTEST_CASES", PROPTEST_CASES);
+    }
+    println!("==> cargo {}", args.join(" "));
+    let started = std::time::Instant::now();
+    let status = command.status();
+    let wall = started.elapsed();
+    let status = match status {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("xtask mutants: could not start cargo-mutants: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let scores = std::fs::read_to_string(&outcomes)
+        .map_err(|err| format!("cannot read {}: {err}", outcomes.display()))
+        .and_then(|text| score(&text));
+    let mut gate_failed = !status.success();
+    match scores {
+        Ok(scores) => {
+            for (package, s) in &scores {
+                println!(
+                    "mutants: {package}: {} caught, {} unviable, {} missed, {} timeouts ({:.0}s)",
+                    s.caught, s.unviable, s.missed, s.timeout, s.seconds
+                );
+                gate_failed |= s.missed > 0 || s.timeout > 0;
+            }
+        }
+        Err(message) => println!("mutants: no per-crate score: {message}"),
+    }
+    println!(
+        "mutants: {} over {} in {:.0}s (cargo-mutants {status})",
+        if gate_failed { "FAILED" } else { "ok" },
+        packages.join(", "),
+        wall.as_secs_f64()
+    );
+    if gate_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Checks that the pinned cargo-mutants is installed.
+fn check_version(cargo: &str) -> Result<(), String> {
+    let install = format!("cargo install --locked cargo-mutants@{CARGO_MUTANTS_VERSION}");
+    let output = Command::new(cargo)
+        .args(["mutants", "--version"])
+        .output()
+        .map_err(|err| format!("could not run cargo-mutants ({err}); install it: {install}"))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    let version = version.trim();
+    if !output.status.success() {
+        return Err(format!(
+            "cargo-mutants is not installed; install it: {install}"
+        ));
+    }
+    if version != format!("cargo-mutants {CARGO_MUTANTS_VERSION}") {
+        return Err(format!(
+            "found {version:?}, but the gate is measured with cargo-mutants \
+             {CARGO_MUTANTS_VERSION}; install it: {install}"
+        ));
+    }
+    Ok(())
+}
+
+/// The names of the workspace's members.
+fn workspace_members(root: &Path) -> Result<Vec<String>, String> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .manifest_path(root.join("Cargo.toml"))
+        .no_deps()
+        .exec()
+        .map_err(|err| format!("cargo metadata failed: {err}"))?;
+    Ok(metadata
+        .workspace_packages()
+        .into_iter()
+        .map(|package| package.name.to_string())
+        .collect())
+}
+
+/// `cargo xtask mutants --help`.
+pub const USAGE: &str =
+    "usage: cargo xtask mutants [--ci] [--package NAME]... [-- CARGO-MUTANTS-ARGS...]
+
+Mutation testing as a gate: runs the pinned cargo-mutants over the covered crates
+(billet-provider, billet-clock, billet-simulated, billet-config, billet-conformance)
+and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
+
+  --ci            the CI subset (billet-provider, billet-clock, billet-simulated),
+                  built in place
+  Every run sets PROPTEST_CASES=32 unless the environment sets it.
+  --package NAME  only this covered crate (repeatable)
+  -- ARGS         passed to cargo-mutants (e.g. -- --file crates/billet-clock/src/manual.rs)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn arguments_choose_the_crates() {
+        let members = args(&[
+            "billet-provider",
+            "billet-clock",
+            "billet-simulated",
+            "billet-config",
+            "xtask",
+        ]);
+
+        let all = parse_args(&[]).unwrap();
+        let (chosen, absent) = select(&all, &members);
+        assert_eq!(
+            chosen,
+            [
+                "billet-provider",
+                "billet-clock",
+                "billet-simulated",
+                "billet-config"
+            ]
+        );
+        assert_eq!(absent, ["billet-conformance"], "noted, not an error");
+
+        let ci = parse_args(&args(&["--ci"])).unwrap();
+        assert_eq!(select(&ci, &members).0, CI_COVERED);
+
+        let some = parse_args(&args(&[
+            "--package=billet-config",
+            "-p",
+            "billet-clock",
+            "--",
+            "--file",
+            "x.rs",
+        ]))
+        .unwrap();
+        assert_eq!(select(&some, &members).0, ["billet-clock", "billet-config"]);
+        assert_eq!(some.passthrough, ["--file", "x.rs"]);
+
+        for bad in [
+            &["--package"][..],
+            &["--package", "xtask"],
+            &["--ci", "--package", "billet-clock"],
+            &["--all"],
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ci_runs_in_place_and_passes_the_rest_on() {
+        let ci = parse_args(&args(&["--ci", "--", "--list"])).unwrap();
+        let argv = mutants_args(&ci, &["billet-clock"], Path::new("/t/m"));
+        assert_eq!(
+            argv,
+            args(&[
+                "mutants",
+                "--package",
+                "billet-clock",
+                "--timeout",
+                TEST_TIMEOUT_SECS,
+                "--no-shuffle",
+                "--output",
+                "/t/m",
+                "--in-place",
+                "--list",
+            ])
+        );
+        let full = parse_args(&[]).unwrap();
+        assert!(
+            !mutants_args(&full, &["billet-clock"], Path::new("/t/m"))
+                .contains(&"--in-place".to_owned()),
+            "a developer's tree is never mutated in place"
+        );
+    }
+
+    #[test]
+    fn score_counts_each_crate_and_refuses_what_it_cannot_read() {
+        let outcomes = r#"{"outcomes": [
+            {"scenario": "Baseline", "summary": "Success", "phase_results": [{"duration": 9.0}]},
+            {"scenario": {"Mutant": {"package": "a"}}, "summary": "CaughtMutant",
+             "phase_results": [{"duration": 1.5}, {"duration": 2.0}]},
+            {"scenario": {"Mutant": {"package": "a"}}, "summary": "Unviable",
+             "phase_results": [{"duration": 0.5}]},
+            {"scenario": {"Mutant": {"package": "b"}}, "summary": "MissedMutant", "phase_results": []},
+            {"scenario": {"Mutant": {"package": "b"}}, "summary": "Timeout", "phase_results": []}
+        ]}"#;
+        let scores = score(outcomes).unwrap();
+        assert_eq!(
+            scores["a"],
+            Score {
+                caught: 1,
+                unviable: 1,
+                missed: 0,
+                timeout: 0,
+                seconds: 4.0
+            }
+        );
+        assert_eq!((scores["b"].missed, scores["b"].timeout), (1, 1));
+        assert_eq!(scores.len(), 2, "the baseline is no crate's score");
+
+        assert!(score("not json").is_err());
+        assert!(score("{}").is_err());
+        assert!(
+            score(r#"{"outcomes": [{"scenario": {"Mutant": {"package": "a"}}, "summary": "Failure"}]}"#)
+                .is_err()
+        );
+    }
+
+    // `.ci/run` installs exactly the cargo-mutants release the gate checks
+    // for, so CI never fails on a version it installed itself.
+    #[test]
+    fn ci_script_installs_the_pinned_release() {
+        let script =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ci/run"))
+                .expect("read .ci/run");
+        assert!(
+            script.contains(&format!(
+                "cargo install --locked cargo-mutants@{CARGO_MUTANTS_VERSION}"
+            )),
+            ".ci/run must install cargo-mutants {CARGO_MUTANTS_VERSION}"
+        );
+        assert!(script.contains(&format!("\"cargo-mutants {CARGO_MUTANTS_VERSION}\"")));
+    }
+}
