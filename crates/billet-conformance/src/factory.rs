@@ -271,3 +271,64 @@ impl Policies {
 pub fn non_empty(name: &str) -> bool {
     !name.is_empty()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // H7: the unit wall run times are scaled by is the larger window, and at
+    // least a millisecond.
+    #[test]
+    fn h7_wall_unit_is_the_larger_window_and_at_least_a_millisecond() {
+        let windows = |pending, around_end| WallWindows {
+            pending: Duration::from_millis(pending),
+            around_end: Duration::from_millis(around_end),
+        };
+        assert_eq!(windows(0, 5).unit(), Duration::from_millis(5));
+        assert_eq!(windows(20, 5).unit(), Duration::from_millis(20));
+        assert_eq!(windows(0, 0).unit(), Duration::from_millis(1));
+        let tiny = WallWindows {
+            pending: Duration::from_micros(10),
+            around_end: Duration::from_micros(300),
+        };
+        assert_eq!(tiny.unit(), Duration::from_millis(1));
+    }
+
+    // H9: STRICT's name rule takes every non-empty name, spaces included,
+    // and refuses only the empty one.
+    #[test]
+    fn h9_strict_names_are_the_non_empty_ones() {
+        assert!(!non_empty(""));
+        assert!(non_empty("a"));
+        assert!(non_empty(" "));
+        assert!(!(Policies::STRICT.valid_name)(""));
+        assert!((Policies::STRICT.valid_name)("job-1"));
+    }
+
+    // H9: map wraps each deployment's provider, keeping its owner and the
+    // fixture's timing.
+    #[test]
+    fn h9_fixture_map_wraps_each_provider_and_keeps_the_rest() {
+        let windows = WallWindows {
+            pending: Duration::ZERO,
+            around_end: Duration::from_millis(5),
+        };
+        let fixture = Fixture {
+            blue: Deployment {
+                owner: "blue".to_owned(),
+                provider: 1u32,
+            },
+            green: Deployment {
+                owner: "green".to_owned(),
+                provider: 2u32,
+            },
+            timing: Timing::Wall(windows),
+        };
+        let mapped = fixture.map(|n| format!("wrapped {n}"));
+        assert_eq!(mapped.blue.owner, "blue");
+        assert_eq!(mapped.blue.provider, "wrapped 1");
+        assert_eq!(mapped.green.owner, "green");
+        assert_eq!(mapped.green.provider, "wrapped 2");
+        assert!(matches!(mapped.timing, Timing::Wall(w) if w == windows));
+    }
+}

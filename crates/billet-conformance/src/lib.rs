@@ -492,4 +492,54 @@ mod tests {
              minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list"
         );
     }
+
+    // H1: a one-step failure says "1 step", not "1 steps"; a failure with no
+    // sequence (the suite could not run) says so and lists nothing.
+    #[test]
+    fn h1_failure_counts_its_steps_in_words() {
+        let one = ContractFailure {
+            steps: vec!["green: list".to_owned()],
+            reason: "step 1 (green: list): wrong".to_owned(),
+        };
+        assert_eq!(
+            one.to_string(),
+            "the provider contract (H1) does not hold: step 1 (green: list): wrong\n\
+             minimal sequence (1 step):\n   1. green: list"
+        );
+        let none = ContractFailure {
+            steps: Vec::new(),
+            reason: "no fixture".to_owned(),
+        };
+        assert_eq!(
+            none.to_string(),
+            "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):"
+        );
+    }
+
+    // H7: the wall configuration runs the cases asked for, 16 to 32 steps
+    // each, with at most 128 shrinking attempts; with_steps never lets the
+    // most fall below the fewest, and with_cases changes only the cases.
+    #[test]
+    fn h7_wall_config_and_builders_set_what_they_say() {
+        let wall = ContractConfig::wall(7);
+        assert_eq!(wall.proptest.cases, 7);
+        assert_eq!((wall.min_steps, wall.max_steps), (16, 32));
+        assert_eq!(wall.proptest.max_shrink_iters, 128);
+        assert_eq!(wall.proptest.failure_persistence, None);
+
+        let default = ContractConfig::default();
+        assert_eq!((default.min_steps, default.max_steps), (40, 88));
+        let cases = default.clone().with_cases(3);
+        assert_eq!(cases.proptest.cases, 3);
+        assert_eq!((cases.min_steps, cases.max_steps), (40, 88));
+        assert_eq!(
+            cases.proptest.max_shrink_iters,
+            default.proptest.max_shrink_iters
+        );
+        let steps = default.clone().with_steps(5, 9);
+        assert_eq!((steps.min_steps, steps.max_steps), (5, 9));
+        assert_eq!(steps.proptest.cases, default.proptest.cases);
+        let inverted = default.with_steps(12, 4);
+        assert_eq!((inverted.min_steps, inverted.max_steps), (12, 12));
+    }
 }
