@@ -331,4 +331,76 @@ mod tests {
         assert_eq!(mapped.green.provider, "wrapped 2");
         assert!(matches!(mapped.timing, Timing::Wall(w) if w == windows));
     }
+
+    /// A provider that holds nothing: enough to build a factory that keeps
+    /// every default of [`ProviderFactory`].
+    #[derive(Debug)]
+    struct Nothing;
+
+    #[async_trait]
+    impl Provider for Nothing {
+        fn kind(&self) -> billet_provider::ProviderKind {
+            billet_provider::ProviderKind::Simulated
+        }
+
+        fn accepts(&self, _: billet_provider::TrustClass) -> Result<(), billet_provider::Error> {
+            Ok(())
+        }
+
+        async fn launch(
+            &self,
+            _: billet_provider::Spec,
+        ) -> Result<billet_provider::Instance, billet_provider::Error> {
+            Err(billet_provider::Error::unavailable("holds nothing"))
+        }
+
+        async fn find(
+            &self,
+            _: &str,
+        ) -> Result<Option<billet_provider::Instance>, billet_provider::Error> {
+            Ok(None)
+        }
+
+        async fn list(&self) -> Result<Vec<billet_provider::Instance>, billet_provider::Error> {
+            Ok(Vec::new())
+        }
+
+        async fn destroy(
+            &self,
+            _: &billet_provider::InstanceId,
+        ) -> Result<Teardown, billet_provider::Error> {
+            Ok(Teardown::Absent)
+        }
+    }
+
+    /// A factory that overrides none of [`ProviderFactory`]'s defaults.
+    struct Defaults;
+
+    #[async_trait]
+    impl ProviderFactory for Defaults {
+        type Provider = Nothing;
+
+        fn policies(&self) -> Policies {
+            Policies::STRICT
+        }
+
+        async fn build(&self) -> Result<Fixture<Nothing>, FixtureError> {
+            Err("never built".into())
+        }
+
+        async fn set_outage(&self, _: &Deployment<Nothing>, _: bool) -> Result<(), FixtureError> {
+            Ok(())
+        }
+
+        fn command(&self, _: Duration) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    // H9: a factory that does not override `image` launches every spec with
+    // the empty image, as the trait documents.
+    #[test]
+    fn h9_default_image_is_empty() {
+        assert_eq!(Defaults.image(), "");
+    }
 }
