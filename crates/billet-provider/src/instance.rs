@@ -1,6 +1,7 @@
 //! [`Instance`], [`InstanceId`], [`State`] and [`Teardown`]: what a backend answers.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::ProviderKind;
@@ -9,8 +10,12 @@ use crate::ProviderKind;
 ///
 /// Unique on its host and never reused there. Callers compare and store ids;
 /// they must not parse them, since each backend chooses its own form.
+///
+/// Cloning an id is cheap (a reference count), whatever its length: a backend
+/// may keep each instance's id and hand out copies in every answer.
+/// Equality, ordering and hashing are those of the text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct InstanceId(String);
+pub struct InstanceId(Arc<str>);
 
 impl InstanceId {
     /// The id as text.
@@ -20,7 +25,7 @@ impl InstanceId {
 
     /// The id's text, taking ownership.
     pub fn into_string(self) -> String {
-        self.0
+        String::from(&*self.0)
     }
 }
 
@@ -32,13 +37,13 @@ impl fmt::Display for InstanceId {
 
 impl From<String> for InstanceId {
     fn from(id: String) -> Self {
-        InstanceId(id)
+        InstanceId(Arc::from(id))
     }
 }
 
 impl From<&str> for InstanceId {
     fn from(id: &str) -> Self {
-        InstanceId(id.to_owned())
+        InstanceId(Arc::from(id))
     }
 }
 

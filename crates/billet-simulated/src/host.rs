@@ -68,6 +68,10 @@ impl fmt::Debug for Host {
 /// is derived from the clock whenever the instance is reported.
 #[derive(Debug)]
 pub(crate) struct Record {
+    /// Its public id, formatted once at launch so that every answer that
+    /// reports it (and `list` reports every instance) copies a reference
+    /// rather than formatting the id again.
+    pub(crate) id: InstanceId,
     pub(crate) name: Arc<str>,
     pub(crate) started_at: SystemTime,
     /// When it stops; `None` when its run time passes the end of representable time.
@@ -86,9 +90,9 @@ impl Record {
     }
 
     /// The instance as of `now`, owned by `owner`.
-    pub(crate) fn snapshot(&self, id: u64, owner: &str, now: SystemTime) -> Instance {
+    pub(crate) fn snapshot(&self, owner: &str, now: SystemTime) -> Instance {
         Instance {
-            id: format_id(id),
+            id: self.id.clone(),
             name: String::from(&*self.name),
             owner: String::from(owner),
             kind: ProviderKind::Simulated,
@@ -184,11 +188,19 @@ impl Store {
         shelf.records.get(&id).map(|record| (id, record))
     }
 
-    /// Records a new instance for `owner` under a fresh id, never issued
-    /// before on this host; `None` once the host has issued every id it can.
-    /// The caller has checked that the owner does not hold the name.
-    /// A refused insert changes nothing.
-    pub(crate) fn insert(&mut self, owner: &Arc<str>, record: Record) -> Option<u64> {
+    /// Records a new instance for `owner` named `name`, started at
+    /// `started_at` and stopping at `stops_at`, under a fresh id never issued
+    /// before on this host, and answers the id with the record as held;
+    /// `None` once the host has issued every id it can. The caller has
+    /// checked that the owner does not hold the name. A refused insert
+    /// changes nothing.
+    pub(crate) fn insert(
+        &mut self,
+        owner: &Arc<str>,
+        name: Arc<str>,
+        started_at: SystemTime,
+        stops_at: Option<SystemTime>,
+    ) -> Option<(u64, &Record)> {
         let (shelf, is_new) = match self.shelf_of.get(&**owner) {
             Some(k) => (*k, false),
             None => (self.shelves.len(), true),
@@ -205,11 +217,16 @@ impl Store {
             self.shelf_of.insert(Arc::clone(owner), shelf);
         }
         self.launches = seq;
-        let shelf = &mut self.shelves[shelf];
-        shelf.names.insert(Arc::clone(&record.name), id);
-        shelf.records.insert(id, record);
         self.len += 1;
-        Some(id)
+        let shelf = &mut self.shelves[shelf];
+        shelf.names.insert(Arc::clone(&name), id);
+        let record = Record {
+            id: format_id(id),
+            name,
+            started_at,
+            stops_at,
+        };
+        Some((id, shelf.records.entry(id).insert_entry(record).into_mut()))
     }
 
     /// Removes instance `id` if `owner` holds it; says who holds it if
@@ -274,15 +291,19 @@ mod tests {
         let mut store = Store::default();
         let blue: Arc<str> = Arc::from("blue");
         let green: Arc<str> = Arc::from("green");
-        let record = |name: &str| Record {
-            name: Arc::from(name),
-            started_at: SystemTime::UNIX_EPOCH,
-            stops_at: None,
-        };
-        let a = store.insert(&blue, record("a")).unwrap();
+        let a = store
+            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .unwrap()
+            .0;
         assert!(matches!(store.take("blue", a), Removal::Removed(_)));
-        let b = store.insert(&blue, record("a")).unwrap();
-        let g = store.insert(&green, record("a")).unwrap();
+        let b = store
+            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .unwrap()
+            .0;
+        let g = store
+            .insert(&green, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .unwrap()
+            .0;
         assert!(a != b && b != g && a != g);
         assert_eq!(store.find("blue", "a").map(|(id, _)| id), Some(b));
         assert_eq!(store.find("green", "a").map(|(id, _)| id), Some(g));
@@ -308,16 +329,26 @@ mod tests {
         };
         let blue: Arc<str> = Arc::from("blue");
         let green: Arc<str> = Arc::from("green");
-        let record = |name: &str| Record {
-            name: Arc::from(name),
-            started_at: SystemTime::UNIX_EPOCH,
-            stops_at: None,
-        };
         // The last launch count, 2^40 - 1, is still issued: on shelf 0 it is
         // the id itself.
-        assert_eq!(store.insert(&blue, record("x")), Some((1 << 40) - 1));
-        assert_eq!(store.insert(&blue, record("y")), None);
-        assert_eq!(store.insert(&green, record("z")), None);
+        assert_eq!(
+            store
+                .insert(&blue, Arc::from("x"), SystemTime::UNIX_EPOCH, None)
+                .map(|(id, _)| id),
+            Some((1 << 40) - 1)
+        );
+        assert_eq!(
+            store
+                .insert(&blue, Arc::from("y"), SystemTime::UNIX_EPOCH, None)
+                .map(|(id, _)| id),
+            None
+        );
+        assert_eq!(
+            store
+                .insert(&green, Arc::from("z"), SystemTime::UNIX_EPOCH, None)
+                .map(|(id, _)| id),
+            None
+        );
         assert_eq!(store.len(), 1);
         assert_eq!(store.deployments(), 1, "a refused launch makes no shelf");
         assert!(store.find("blue", "y").is_none());

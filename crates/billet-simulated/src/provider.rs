@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tracing::Dispatch;
 
 use crate::command::parse_run_for;
-use crate::host::{Host, Record, Removal, format_id, parse_id};
+use crate::host::{Host, Removal, parse_id};
 
 /// The simulated backend for one deployment.
 ///
@@ -211,20 +211,18 @@ impl Provider for SimulatedProvider {
             };
             return Err(self.refuse(&spec.name, err));
         }
-        let record = Record {
-            name: Arc::from(spec.name.as_str()),
-            started_at: now,
-            stops_at: now.checked_add(run_time),
-        };
-        let state = record.state(now);
-        let Some(id) = store.insert(&self.owner, record) else {
+        let stops_at = now.checked_add(run_time);
+        let name = Arc::from(spec.name.as_str());
+        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at) else {
             drop(store);
             let err = Error::unavailable("the simulated host has issued every instance id it can");
             return Err(self.refuse(&spec.name, err));
         };
+        let id = record.id.clone();
+        let state = record.state(now);
         drop(store);
         let instance = Instance {
-            id: format_id(id),
+            id,
             name: spec.name,
             owner: String::from(&*self.owner),
             kind: ProviderKind::Simulated,
@@ -250,7 +248,7 @@ impl Provider for SimulatedProvider {
         let store = self.host.lock();
         Ok(store
             .find(&self.owner, name)
-            .map(|(id, record)| record.snapshot(id, &self.owner, now)))
+            .map(|(_, record)| record.snapshot(&self.owner, now)))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
@@ -262,7 +260,7 @@ impl Provider for SimulatedProvider {
         };
         Ok(shelf
             .iter()
-            .map(|(id, record)| record.snapshot(id, &self.owner, now))
+            .map(|(_, record)| record.snapshot(&self.owner, now))
             .collect())
     }
 
