@@ -258,13 +258,26 @@ const ID_PREFIX: &str = "sim-";
 /// The public form of an id. Callers must treat it as opaque.
 pub(crate) fn format_id(id: u64) -> InstanceId {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (64 - id.leading_zeros()).div_ceil(4).max(1) as usize;
-    let mut text = String::with_capacity(ID_PREFIX.len() + digits);
-    text.push_str(ID_PREFIX);
-    for k in (0..digits).rev() {
-        text.push(char::from(HEX[((id >> (4 * k)) & 0xf) as usize]));
+    // The prefix and at most 16 hex digits, written right to left into a
+    // buffer on the stack, so the id's text is allocated once, by the id.
+    let mut text = [0u8; ID_PREFIX.len() + 16];
+    let mut start = text.len();
+    let mut rest = id;
+    loop {
+        start -= 1;
+        text[start] = HEX[(rest & 0xf) as usize];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
     }
-    InstanceId::from(text)
+    start -= ID_PREFIX.len();
+    text[start..start + ID_PREFIX.len()].copy_from_slice(ID_PREFIX.as_bytes());
+    match std::str::from_utf8(&text[start..]) {
+        Ok(text) => InstanceId::from(text),
+        // Only ASCII was written; this spelling gives the same text.
+        Err(_) => InstanceId::from(format!("{ID_PREFIX}{id:x}")),
+    }
 }
 
 /// The store's id for a public id, or `None` for text this backend never
