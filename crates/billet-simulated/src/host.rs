@@ -258,9 +258,9 @@ const ID_PREFIX: &str = "sim-";
 /// The public form of an id. Callers must treat it as opaque.
 pub(crate) fn format_id(id: u64) -> InstanceId {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    // The prefix and at most 16 hex digits, written right to left into a
-    // buffer on the stack, so the id's text is allocated once, by the id.
-    let mut text = [0u8; ID_PREFIX.len() + 16];
+    // The prefix (4 bytes) and at most 16 hex digits, written right to left
+    // into a buffer on the stack, so the id's text is allocated once, by the id.
+    let mut text = [0u8; 20];
     let mut start = text.len();
     let mut rest = id;
     loop {
