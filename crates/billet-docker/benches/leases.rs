@@ -19,53 +19,18 @@
 //! prints one line and measures the simulated side only (with
 //! `BILLET_DOCKER_REQUIRED=1` a missing daemon fails it).
 
-#![allow(unsafe_code)]
-
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use billet_provider::{Instance, Provider, Resources, Spec, TrustClass};
 use billet_simulated::{SimulatedProvider, run_for};
 
 /// The system allocator, counting the bytes currently allocated.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to the system allocator with the caller's
-// arguments unchanged, and only adds bookkeeping on an atomic counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 /// What one backend measured.
 struct Measured {
@@ -124,7 +89,7 @@ fn simulated(n: usize, lists: usize) -> Measured {
         .enable_all()
         .build()
         .expect("a runtime");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = ALLOCATOR.current_usage();
     let provider = SimulatedProvider::new("d10-simulated").expect("an owner");
     let mut memory = 0.0;
     let (launch, list, destroy) = runtime.block_on(cycle(
@@ -147,9 +112,7 @@ fn simulated(n: usize, lists: usize) -> Measured {
                         + i.id.as_str().len()
                 })
                 .sum();
-            let held = LIVE
-                .load(Ordering::Relaxed)
-                .saturating_sub(before + answers);
+            let held = ALLOCATOR.current_usage().saturating_sub(before + answers);
             memory = held as f64 / n as f64;
         },
     ));

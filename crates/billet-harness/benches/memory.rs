@@ -3,14 +3,10 @@
 //! Goal: at most 300 B per instance. The baseline, measured in the same run,
 //! is a bare `HashMap<String, (u64, SystemTime)>` holding the same names.
 
-#![allow(unsafe_code)]
-
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use billet_clock::ManualClock;
@@ -19,42 +15,11 @@ use billet_simulated::{Host, SimulatedProvider, run_for};
 use support::{ready, size};
 
 /// The system allocator, counting the bytes currently allocated.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every method forwards to the system allocator with the caller's
-// arguments unchanged, and only adds bookkeeping on an atomic counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
+    ALLOCATOR.current_usage()
 }
 
 fn main() {

@@ -4,10 +4,6 @@
 //! figures are the same on every run. This binary holds one test, so no other
 //! test's allocations are counted.
 
-#![allow(unsafe_code)]
-
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -18,45 +14,8 @@ use billet_harness::trace::{SwfRecord, Trace};
 use billet_harness::workload::{Job, JobId};
 
 /// The system allocator, counting the bytes live and their high-water mark.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grow(bytes: usize) {
-    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-}
-
-// SAFETY: every method forwards to the system allocator with the caller's
-// arguments unchanged, and only adds bookkeeping on atomic counters.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grow(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged; `ptr` came from this allocator.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            grow(new_size);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 /// A trace of `records` jobs, one every 2 s with a burst of 40 at once every
 /// 500 records, each running about 100 s: about 50 in flight at any time,
@@ -117,10 +76,10 @@ fn peak_of<S: Scheduler>(trace: &Trace, build: impl FnOnce(SchedulerContext) -> 
     .unwrap();
     // Few chart points, so the series reaches its bound in the short run too.
     scenario.chart_points = 20;
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = ALLOCATOR.current_usage();
+    ALLOCATOR.reset_peak_usage();
     let report = scenario.run(build).unwrap();
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let peak = ALLOCATOR.peak_usage() - before;
     assert_eq!(report.finished, report.submitted);
     assert!(report.peak_leases >= 40, "{report}");
     drop(report);
