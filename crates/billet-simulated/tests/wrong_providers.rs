@@ -347,3 +347,37 @@ fn h8_catches_a_destroy_during_a_whole_outage_that_removes() {
     let failure = caught_in_wall_time(Flaw::DestroyRemovesDuringOutage, 4);
     assert!(failure.reason.contains("missing"), "{failure}");
 }
+
+/// The failure of the suite run on a provider with `flaw` (modelled time) when
+/// proptest's own shrinking is switched off, so that only the suite's
+/// deletion pass (which deletes every step it can while the sequence stays
+/// valid and failing) shortens the generated sequence.
+fn caught_without_proptest_shrinking(flaw: Flaw) -> ContractFailure {
+    let mut config = ContractConfig::default().with_cases(256);
+    config.proptest.max_shrink_iters = 0;
+    failure_of(flaw, SimulatedFactory::modelled(), config)
+}
+
+// H1: a failure shrinks to its shortest sequence even when proptest's
+// shrinking does nothing: the suite's own pass deletes every step the failure
+// does not need. A launch of unclassified work that starts is one step.
+// (With shrinking off, check_contract once panicked inside
+// proptest-state-machine, "Unexpected non-zero `seen_transitions_counter`",
+// instead of reporting the failure.)
+#[test]
+fn h1_the_suite_deletes_every_step_a_failure_does_not_need() {
+    let failure = caught_without_proptest_shrinking(Flaw::LaunchesUnknownTrust);
+    assert_eq!(failure.steps.len(), 1, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[0].contains("unknown"), "{failure}");
+    assert!(failure.reason.starts_with("step 1 ("), "{failure}");
+    assert!(failure.reason.contains("Refused"), "{failure}");
+
+    // A destroy of the other deployment's instance needs that instance's
+    // launch first: deletion keeps the launch the destroy names.
+    let failure = caught_without_proptest_shrinking(Flaw::DestroyForeignSucceeds);
+    assert_eq!(failure.steps.len(), 2, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[1].contains("destroy the id of"), "{failure}");
+    assert!(failure.reason.starts_with("step 2 ("), "{failure}");
+}
