@@ -849,6 +849,156 @@ mod tests {
         assert_eq!(cut.apply(&green).launches.len(), 1);
     }
 
+    fn key(side: Side, name: &str) -> Key {
+        Key {
+            side,
+            name: name.to_owned(),
+        }
+    }
+
+    fn launch(side: Side, name: &str, run_time: Duration) -> Transition {
+        Transition::Launch {
+            side,
+            name: name.to_owned(),
+            trust: TrustClass::Trusted,
+            command: Command::RunFor(run_time),
+        }
+    }
+
+    // H1: a failure is reported as its sequence of steps, one line each, so
+    // every step reads as what the suite did: which deployment, which call,
+    // with which name, trust, command, id or clock move.
+    #[test]
+    fn h1_each_step_reads_as_what_the_suite_did() {
+        let job = key(Side::Blue, "job-a");
+        let cases = [
+            (
+                launch(Side::Green, "job-b", Duration::from_millis(1500)),
+                r#"green: launch "job-b" (trusted, runs for 1.5s)"#,
+            ),
+            (
+                Transition::Launch {
+                    side: Side::Blue,
+                    name: String::new(),
+                    trust: TrustClass::Unknown,
+                    command: Command::Invalid(&["sleep", "90"]),
+                },
+                r#"blue: launch "" (unknown, invalid command ["sleep", "90"])"#,
+            ),
+            (
+                Transition::Find {
+                    side: Side::Blue,
+                    name: "Job-a".to_owned(),
+                },
+                r#"blue: find "Job-a""#,
+            ),
+            (Transition::List { side: Side::Green }, "green: list"),
+            (
+                Transition::Destroy {
+                    side: Side::Green,
+                    target: Target::Issued(job.clone()),
+                },
+                r#"green: destroy the id of blue's "job-a""#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::Never("no-such-instance"),
+                },
+                r#"blue: destroy the never-issued id "no-such-instance""#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Leading),
+                },
+                r#"blue: destroy the id of blue's "job-a" with a leading space"#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Trailing),
+                },
+                r#"blue: destroy the id of blue's "job-a" with a trailing space"#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Case),
+                },
+                r#"blue: destroy the id of blue's "job-a" in the other case"#,
+            ),
+            (
+                Transition::Accepts {
+                    side: Side::Green,
+                    trust: TrustClass::Untrusted,
+                },
+                "green: accepts(untrusted)",
+            ),
+            (
+                Transition::Outage {
+                    side: Side::Blue,
+                    down: true,
+                },
+                "blue: outage starts",
+            ),
+            (
+                Transition::Outage {
+                    side: Side::Green,
+                    down: false,
+                },
+                "green: outage ends",
+            ),
+            (
+                Transition::Advance(Duration::from_nanos(1)),
+                "clock: advance 1ns",
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job.clone(),
+                    nudge: Nudge::At,
+                },
+                r#"clock: advance to the stop time of blue's "job-a""#,
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job.clone(),
+                    nudge: Nudge::Before,
+                },
+                r#"clock: advance to just before the stop time of blue's "job-a""#,
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job,
+                    nudge: Nudge::After,
+                },
+                r#"clock: advance to just after the stop time of blue's "job-a""#,
+            ),
+        ];
+        for (transition, text) in cases {
+            assert_eq!(transition.to_string(), text);
+        }
+    }
+
+    // H1: a key names the latest launch of that name by that deployment, not
+    // a launch of the same name by the other deployment, nor another name of
+    // the same deployment.
+    #[test]
+    fn h1_a_key_names_the_latest_launch_of_its_side_and_name() {
+        let mut state = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        for (side, name) in [
+            (Side::Blue, "job-a"),
+            (Side::Green, "job-a"),
+            (Side::Blue, "job-b"),
+        ] {
+            state = state.apply(&launch(side, name, Duration::from_secs(60)));
+        }
+        assert_eq!(state.latest(&key(Side::Blue, "job-a")), Some(0));
+        assert_eq!(state.latest(&key(Side::Green, "job-a")), Some(1));
+        assert_eq!(state.latest(&key(Side::Green, "job-b")), None);
+        assert_eq!(state.latest(&key(Side::Blue, "job-c")), None);
+    }
+
     // H7: under wall timing every run time and move is a multiple of the
     // declared windows' unit (or never stops), so a case takes seconds.
     #[test]
