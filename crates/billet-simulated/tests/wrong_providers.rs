@@ -47,6 +47,15 @@ enum Flaw {
     DestroyRemovesDuringOutage,
     /// Every instance says it started an hour before it did.
     StartedAnHourEarly,
+    /// `list` answers each instance's name in upper case.
+    ListRenames,
+    /// `list` answers each instance with another owner.
+    ListDisowns,
+    /// `list` answers each instance as of another kind than the provider's.
+    ListChangesKind,
+    /// `list` answers each instance with a start time a millisecond after
+    /// the one its launch answered.
+    ListMovesStart,
 }
 
 /// How long after its run time a [`Flaw::StopsLate`] instance still runs:
@@ -76,6 +85,20 @@ impl Broken {
                     instance.state = State::Running;
                 }
             }
+            _ => {}
+        }
+        instance
+    }
+}
+
+impl Broken {
+    /// An instance as this flawed provider's `list` reports it.
+    fn misreport_listed(&self, mut instance: Instance) -> Instance {
+        match self.flaw {
+            Flaw::ListRenames => instance.name = instance.name.to_uppercase(),
+            Flaw::ListDisowns => instance.owner = format!("not-{}", instance.owner),
+            Flaw::ListChangesKind => instance.kind = ProviderKind::Docker,
+            Flaw::ListMovesStart => instance.started_at += Duration::from_millis(1),
             _ => {}
         }
         instance
@@ -131,7 +154,11 @@ impl Provider for Broken {
             (Flaw::OutageListsEmpty, Err(err)) if err.kind() == ErrorKind::InventoryUnavailable => {
                 Ok(Vec::new())
             }
-            (_, answer) => answer.map(|all| all.into_iter().map(|i| self.report(i)).collect()),
+            (_, answer) => answer.map(|all| {
+                all.into_iter()
+                    .map(|i| self.misreport_listed(self.report(i)))
+                    .collect()
+            }),
         }
     }
 
@@ -380,4 +407,64 @@ fn h1_the_suite_deletes_every_step_a_failure_does_not_need() {
     assert!(failure.steps[0].contains("launch"), "{failure}");
     assert!(failure.steps[1].contains("destroy the id of"), "{failure}");
     assert!(failure.reason.starts_with("step 2 ("), "{failure}");
+}
+
+// H7: in wall time, every answer about an instance keeps its identity: the
+// id, name, owner and kind it was launched with, and the start time its
+// launch answered. A list that changes any one of them is caught at the check
+// after the launch, and the report shows what was expected and what came.
+#[test]
+fn h7_wall_time_answers_keep_each_instances_identity() {
+    for (flaw, field) in [
+        (Flaw::ListRenames, "name: "),
+        (Flaw::ListDisowns, "owner: "),
+        (Flaw::ListChangesKind, "kind: "),
+        (Flaw::ListMovesStart, "started_at: "),
+    ] {
+        let failure = caught_in_wall_time(flaw, 1);
+        assert!(failure.steps[0].contains("launch"), "{flaw:?}: {failure}");
+        assert!(
+            failure.reason.starts_with("after step 1 ("),
+            "{flaw:?}: {failure}"
+        );
+        let (expected, got) = failure
+            .reason
+            .split_once("inventory: expected the instance { id: ")
+            .and_then(|(_, rest)| rest.split_once(", got Instance {"))
+            .unwrap_or_else(|| panic!("{flaw:?}: {failure}"));
+        // A field's value in one half of the report (a start time runs to
+        // its closing brace; the expected kind is shown as `Display`, the
+        // answered one as `Debug`).
+        let value = |text: &'static str, part: &str| -> String {
+            let at = part
+                .find(text)
+                .unwrap_or_else(|| panic!("{flaw:?}: {failure}"));
+            let value = &part[at + text.len()..];
+            let end = if text == "started_at: " {
+                value.find(" }")
+            } else {
+                value.find(", ")
+            };
+            let value = &value[..end.unwrap_or(value.len())];
+            if text == "kind: " {
+                value.to_lowercase()
+            } else {
+                value.to_owned()
+            }
+        };
+        assert_ne!(
+            value(field, expected),
+            value(field, got),
+            "{flaw:?}: {failure}"
+        );
+        for other in ["name: ", "owner: ", "kind: ", "started_at: "] {
+            if other != field {
+                assert_eq!(
+                    value(other, expected),
+                    value(other, got),
+                    "{flaw:?}: {failure}"
+                );
+            }
+        }
+    }
 }
