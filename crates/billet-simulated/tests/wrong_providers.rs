@@ -11,12 +11,13 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use billet_conformance::{
     ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Policies, ProviderFactory,
-    check_contract,
+    WallWindows, check_contract,
 };
 use billet_provider::{
     Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
     TrustClass,
 };
+use billet_simulated::conformance::SimulatedClock;
 use billet_simulated::{Severable, SimulatedFactory, parse_run_for};
 
 /// The one obligation a [`Broken`] provider breaks.
@@ -56,6 +57,31 @@ enum Flaw {
     /// `list` answers each instance with a start time a millisecond after
     /// the one its launch answered.
     ListMovesStart,
+    /// Breaks nothing: instances are `Pending` for [`LAG_PENDING`] after
+    /// launch returns and stop [`LAG_END`] late, inside [`LAGGING_WINDOWS`].
+    LagsWithinWindows,
+    /// `launch` answers `Running`, and answers in the next [`LAG_PENDING`]
+    /// say `Pending` again.
+    GoesBackToPending,
+}
+
+/// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
+/// [`Flaw::GoesBackToPending`]: `Pending` may last 20 ms after launch returns.
+const LAGGING_WINDOWS: WallWindows = WallWindows {
+    pending: Duration::from_millis(20),
+    around_end: Duration::from_millis(5),
+};
+/// How long after launch returns a lagging instance says `Pending`: half its window.
+const LAG_PENDING: Duration = Duration::from_millis(10);
+/// How long after its stop time a lagging instance says `Running`: half its window.
+const LAG_END: Duration = Duration::from_micros(2500);
+
+/// The simulated backend in wall time with [`LAGGING_WINDOWS`].
+fn lagging() -> SimulatedFactory {
+    SimulatedFactory {
+        clock: SimulatedClock::Wall(LAGGING_WINDOWS),
+        ..SimulatedFactory::wall()
+    }
 }
 
 /// How long after its run time a [`Flaw::StopsLate`] instance still runs:
@@ -67,8 +93,10 @@ const LATE: Duration = Duration::from_millis(100);
 struct Broken {
     inner: Severable,
     flaw: Flaw,
-    /// When each instance really stops, by id ([`Flaw::StopsLate`] only).
+    /// When each instance really stops, by id.
     stops: Mutex<HashMap<InstanceId, SystemTime>>,
+    /// When each instance's launch returned, by id.
+    returned: Mutex<HashMap<InstanceId, SystemTime>>,
 }
 
 impl Broken {
@@ -83,6 +111,25 @@ impl Broken {
                 let stop = self.stops.lock().unwrap().get(&instance.id).copied();
                 if stop.is_some_and(|stop| SystemTime::now() < stop + LATE) {
                     instance.state = State::Running;
+                }
+            }
+            (Flaw::LagsWithinWindows, state) => {
+                let now = SystemTime::now();
+                let returned = self.returned.lock().unwrap().get(&instance.id).copied();
+                let stop = self.stops.lock().unwrap().get(&instance.id).copied();
+                // Launch has not returned yet, or has only just.
+                if returned.is_none_or(|returned| now < returned + LAG_PENDING) {
+                    instance.state = State::Pending;
+                } else if matches!(state, State::Stopped { .. })
+                    && stop.is_some_and(|stop| now < stop + LAG_END)
+                {
+                    instance.state = State::Running;
+                }
+            }
+            (Flaw::GoesBackToPending, State::Running) => {
+                let returned = self.returned.lock().unwrap().get(&instance.id).copied();
+                if returned.is_some_and(|returned| SystemTime::now() < returned + LAG_PENDING) {
+                    instance.state = State::Pending;
                 }
             }
             _ => {}
@@ -131,7 +178,10 @@ impl Provider for Broken {
         if let Some(stop) = run_time.and_then(|d| instance.started_at.checked_add(d)) {
             self.stops.lock().unwrap().insert(instance.id.clone(), stop);
         }
-        Ok(self.report(instance))
+        let id = instance.id.clone();
+        let reported = self.report(instance);
+        self.returned.lock().unwrap().insert(id, SystemTime::now());
+        Ok(reported)
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
@@ -200,6 +250,7 @@ impl ProviderFactory for BrokenFactory {
             inner,
             flaw,
             stops: Mutex::default(),
+            returned: Mutex::default(),
         }))
     }
 
@@ -467,4 +518,34 @@ fn h7_wall_time_answers_keep_each_instances_identity() {
             }
         }
     }
+}
+
+// H7: a backend whose instances stay Pending for a while after launch returns
+// and stop a little late, each inside the windows it declares, keeps the
+// contract in wall time: the suite takes every state its windows allow.
+#[test]
+fn h7_states_inside_the_declared_windows_pass() {
+    let factory = BrokenFactory {
+        flaw: Flaw::LagsWithinWindows,
+        inner: lagging(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(8))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 8);
+}
+
+// H7: an instance's states only move on (Pending, Running, Stopped): one seen
+// Running that is answered Pending again is caught, although Pending alone
+// would still be inside its window.
+#[test]
+fn h7_catches_an_instance_that_goes_back_to_pending() {
+    let failure = failure_of(Flaw::GoesBackToPending, lagging(), ContractConfig::wall(64));
+    assert_eq!(failure.steps.len(), 1, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("went back to Pending after it was seen Running"),
+        "{failure}"
+    );
 }
