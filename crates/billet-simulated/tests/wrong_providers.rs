@@ -63,6 +63,48 @@ enum Flaw {
     /// `launch` answers `Running`, and answers in the next [`LAG_PENDING`]
     /// say `Pending` again.
     GoesBackToPending,
+    /// `destroy` compares ids ignoring case.
+    DestroyFoldsCase,
+    /// Breaks nothing: ids are digits only (each byte of the simulated id as
+    /// three decimal digits), so upper and lower case of an id are the id itself.
+    DigitIds,
+    /// `find` of a held name answers the deployment's newest instance.
+    FindAnswersNewest,
+    /// `accepts(Trusted)` refuses.
+    RefusesTrusted,
+    /// `accepts` refuses with the right trust class but another kind.
+    RefusalNamesWrongKind,
+    /// `destroy` of another deployment's id answers `NotOwned` naming the wrong owner.
+    NotOwnedWrongOwner,
+    /// A spec `launch` finds invalid is answered `Unavailable`.
+    InvalidSpecUnavailable,
+    /// A spec with an invalid command and a held name is answered `Unavailable`.
+    HeldNameInvalidUnavailable,
+    /// `Conflict` names the held name in upper case.
+    ConflictNamesAnother,
+    /// `list` answers the first instance twice.
+    ListDuplicates,
+    /// `destroy` of a held instance answers `Requested` although the backend is
+    /// authoritative (`Policies::unknown_destroy` is `Absent`).
+    DestroyAnswersRequested,
+    /// `destroy` of an id the host does not hold answers `Stopped`.
+    NeverHeldStopped,
+    /// Breaks nothing: a backend that can only ask (`unknown_destroy` is
+    /// `Requested`) and answers every destroy `Requested`.
+    AsksOnly,
+    /// Every instance says it started an hour after it did.
+    StartedAnHourLate,
+    /// During a whole-connection outage, `launch` answers `InvalidSpec`.
+    CutLaunchSaysInvalid,
+    /// During a whole-connection outage, `destroy` answers `InvalidSpec`.
+    CutDestroySaysInvalid,
+    /// During a whole-connection outage, `destroy` of another deployment's id
+    /// answers `Absent`.
+    CutForeignDestroyAbsent,
+    /// Breaks nothing: during a whole-connection outage, `launch` still
+    /// refuses what it can judge without its daemon (trust, name, command)
+    /// and `destroy` of another deployment's id still answers `NotOwned`.
+    JudgesOfflineDuringCut,
 }
 
 /// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
@@ -97,6 +139,8 @@ struct Broken {
     stops: Mutex<HashMap<InstanceId, SystemTime>>,
     /// When each instance's launch returned, by id.
     returned: Mutex<HashMap<InstanceId, SystemTime>>,
+    /// The id of each held instance, by name.
+    held: Mutex<HashMap<String, InstanceId>>,
 }
 
 impl Broken {
@@ -104,6 +148,9 @@ impl Broken {
     fn report(&self, mut instance: Instance) -> Instance {
         if self.flaw == Flaw::StartedAnHourEarly {
             instance.started_at -= Duration::from_secs(3600);
+        }
+        if self.flaw == Flaw::StartedAnHourLate {
+            instance.started_at += Duration::from_secs(3600);
         }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
@@ -134,8 +181,40 @@ impl Broken {
             }
             _ => {}
         }
+        if self.flaw == Flaw::DigitIds {
+            instance.id = digits(&instance.id);
+        }
         instance
     }
+
+    /// Whether this provider launched `id`.
+    fn launched(&self, id: &InstanceId) -> bool {
+        self.returned.lock().unwrap().contains_key(id)
+    }
+}
+
+/// A simulated id as digits only, each byte as three decimal digits
+/// ([`Flaw::DigitIds`]).
+fn digits(id: &InstanceId) -> InstanceId {
+    InstanceId::from(
+        id.as_str()
+            .bytes()
+            .map(|b| format!("{b:03}"))
+            .collect::<String>(),
+    )
+}
+
+/// The simulated id [`digits`] made `id` from, if it is one.
+fn undigits(id: &InstanceId) -> Option<InstanceId> {
+    let text = id.as_str();
+    if text.is_empty() || text.len() % 3 != 0 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let bytes = (0..text.len())
+        .step_by(3)
+        .map(|at| text[at..at + 3].parse::<u8>().ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok().map(InstanceId::from)
 }
 
 impl Broken {
@@ -159,7 +238,19 @@ impl Provider for Broken {
     }
 
     fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        self.inner.accepts(trust)
+        match (self.flaw, self.inner.accepts(trust)) {
+            (Flaw::RefusesTrusted, Ok(())) => Err(Error::Refused {
+                trust,
+                kind: self.kind(),
+            }),
+            (Flaw::RefusalNamesWrongKind, Err(Error::Refused { trust, .. })) => {
+                Err(Error::Refused {
+                    trust,
+                    kind: ProviderKind::Docker,
+                })
+            }
+            (_, answer) => answer,
+        }
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
@@ -174,11 +265,46 @@ impl Provider for Broken {
             return Err(Error::unavailable("the connection is cut"));
         }
         let run_time = parse_run_for(&spec.command).ok();
-        let instance = self.inner.launch(spec).await?;
+        if self.inner.is_severed() {
+            match self.flaw {
+                Flaw::CutLaunchSaysInvalid => {
+                    return Err(Error::invalid_spec("the daemon did not answer"));
+                }
+                Flaw::JudgesOfflineDuringCut if spec.trust != TrustClass::Trusted => {
+                    return Err(Error::Refused {
+                        trust: spec.trust,
+                        kind: self.kind(),
+                    });
+                }
+                Flaw::JudgesOfflineDuringCut if spec.name.is_empty() || run_time.is_none() => {
+                    return Err(Error::invalid_spec("judged without the daemon"));
+                }
+                _ => {}
+            }
+        }
+        if self.flaw == Flaw::HeldNameInvalidUnavailable
+            && run_time.is_none()
+            && self.held.lock().unwrap().contains_key(&spec.name)
+        {
+            return Err(Error::unavailable("the daemon choked on a held name"));
+        }
+        let name = spec.name.clone();
+        let instance = match (self.flaw, self.inner.launch(spec).await) {
+            (Flaw::InvalidSpecUnavailable, Err(err)) if err.kind() == ErrorKind::InvalidSpec => {
+                return Err(Error::unavailable("the daemon choked on the spec"));
+            }
+            (Flaw::ConflictNamesAnother, Err(Error::Conflict { name })) => {
+                return Err(Error::Conflict {
+                    name: name.to_uppercase(),
+                });
+            }
+            (_, answer) => answer?,
+        };
         if let Some(stop) = run_time.and_then(|d| instance.started_at.checked_add(d)) {
             self.stops.lock().unwrap().insert(instance.id.clone(), stop);
         }
         let id = instance.id.clone();
+        self.held.lock().unwrap().insert(name, id.clone());
         let reported = self.report(instance);
         self.returned.lock().unwrap().insert(id, SystemTime::now());
         Ok(reported)
@@ -192,7 +318,15 @@ impl Provider for Broken {
                 .filter(|i| i.name.to_lowercase() == name.to_lowercase())
                 .min_by(|a, b| a.id.cmp(&b.id)));
         }
-        Ok(self.inner.find(name).await?.map(|i| self.report(i)))
+        let found = self.inner.find(name).await?;
+        if self.flaw == Flaw::FindAnswersNewest && found.is_some() {
+            let all = self.inner.list().await?;
+            return Ok(all
+                .into_iter()
+                .max_by(|a, b| a.id.cmp(&b.id))
+                .map(|i| self.report(i)));
+        }
+        Ok(found.map(|i| self.report(i)))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
@@ -203,6 +337,10 @@ impl Provider for Broken {
             }
             (Flaw::OutageListsEmpty, Err(err)) if err.kind() == ErrorKind::InventoryUnavailable => {
                 Ok(Vec::new())
+            }
+            (Flaw::ListDuplicates, Ok(mut all)) if !all.is_empty() => {
+                all.push(all[0].clone());
+                Ok(all)
             }
             (_, answer) => answer.map(|all| {
                 all.into_iter()
@@ -217,14 +355,53 @@ impl Provider for Broken {
             let _ = self.inner.provider().destroy(id).await;
             return Err(Error::unavailable("the connection is cut"));
         }
-        match self.inner.destroy(id).await {
-            Err(err)
-                if self.flaw == Flaw::DestroyForeignSucceeds
-                    && err.kind() == ErrorKind::NotOwned =>
-            {
+        let id = &match self.flaw {
+            Flaw::DigitIds => undigits(id).unwrap_or_else(|| id.clone()),
+            Flaw::DestroyFoldsCase => InstanceId::from(id.as_str().to_lowercase()),
+            _ => id.clone(),
+        };
+        if self.inner.is_severed() {
+            match self.flaw {
+                Flaw::CutDestroySaysInvalid => {
+                    return Err(Error::invalid_spec("the daemon did not answer"));
+                }
+                Flaw::CutForeignDestroyAbsent | Flaw::JudgesOfflineDuringCut
+                    if !self.launched(id) =>
+                {
+                    // Another deployment's id is refused by the host without
+                    // touching anything; this provider's own are not asked.
+                    if let Err(err) = self.inner.provider().destroy(id).await
+                        && err.kind() == ErrorKind::NotOwned
+                    {
+                        return match self.flaw {
+                            Flaw::CutForeignDestroyAbsent => Ok(Teardown::Absent),
+                            _ => Err(err),
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+        let answer = self.inner.destroy(id).await;
+        if let Ok(Teardown::Stopped) = answer {
+            self.held.lock().unwrap().retain(|_, held| held != id);
+        }
+        match (self.flaw, answer) {
+            (Flaw::DestroyForeignSucceeds, Err(err)) if err.kind() == ErrorKind::NotOwned => {
                 Ok(Teardown::Absent)
             }
-            answer => answer,
+            (Flaw::NotOwnedWrongOwner, Err(Error::NotOwned { id, .. })) => Err(Error::NotOwned {
+                id,
+                owner: "wrong-owner".to_owned(),
+            }),
+            (Flaw::DigitIds, Err(Error::NotOwned { id, owner })) => Err(Error::NotOwned {
+                id: digits(&id),
+                owner,
+            }),
+            (Flaw::DestroyAnswersRequested, Ok(Teardown::Stopped))
+            | (Flaw::AsksOnly, Ok(Teardown::Stopped | Teardown::Absent)) => Ok(Teardown::Requested),
+            (Flaw::NeverHeldStopped, Ok(Teardown::Absent)) => Ok(Teardown::Stopped),
+            (_, answer) => answer,
         }
     }
 }
@@ -241,7 +418,11 @@ impl ProviderFactory for BrokenFactory {
     type Provider = Broken;
 
     fn policies(&self) -> Policies {
-        self.inner.policies()
+        let mut policies = self.inner.policies();
+        if self.flaw == Flaw::AsksOnly {
+            policies.unknown_destroy = Teardown::Requested;
+        }
+        policies
     }
 
     async fn build(&self) -> Result<Fixture<Broken>, FixtureError> {
@@ -251,6 +432,7 @@ impl ProviderFactory for BrokenFactory {
             flaw,
             stops: Mutex::default(),
             returned: Mutex::default(),
+            held: Mutex::default(),
         }))
     }
 
@@ -337,6 +519,7 @@ fn h1_catches_a_list_that_drops_an_instance() {
 fn h1_catches_a_destroy_of_a_foreign_id_that_succeeds() {
     let failure = caught(Flaw::DestroyForeignSucceeds, 2);
     assert!(failure.reason.contains("NotOwned"), "{failure}");
+    assert!(failure.reason.ends_with("got Ok(Absent)"), "{failure}");
     assert!(
         failure.steps.last().unwrap().contains("destroy"),
         "{failure}"
@@ -414,6 +597,17 @@ fn h7_catches_a_start_time_far_from_the_launch_call() {
     let failure = caught_in_wall_time(Flaw::StartedAnHourEarly, 1);
     assert!(
         failure.reason.contains("from the launch call's start"),
+        "{failure}"
+    );
+    // An hour before the instant the launch started, less the time the call
+    // took to get there.
+    assert!(
+        failure.reason.contains("the instance started at -3599.9"),
+        "{failure}"
+    );
+    let failure = caught_in_wall_time(Flaw::StartedAnHourLate, 1);
+    assert!(
+        failure.reason.contains("the instance started at +3600.0"),
         "{failure}"
     );
 }
@@ -548,4 +742,214 @@ fn h7_catches_an_instance_that_goes_back_to_pending() {
             .contains("went back to Pending after it was seen Running"),
         "{failure}"
     );
+}
+
+// H1: destroy compares ids exactly (P7, S8): one that removes the instance
+// whose id is the named one in the other case is caught by a near miss.
+#[test]
+fn h1_catches_a_destroy_that_folds_case() {
+    let failure = caught(Flaw::DestroyFoldsCase, 2);
+    assert!(failure.steps[1].contains("in the other case"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains(", which the host does not hold: expected Ok(Absent), got "),
+        "{failure}"
+    );
+}
+
+// H1: the suite's near misses never name an issued id, whatever the backend's
+// ids are made of: a backend whose ids are digits only (no case to change)
+// keeps the contract.
+#[test]
+fn h1_a_backend_with_ids_of_digits_only_passes() {
+    let factory = BrokenFactory {
+        flaw: Flaw::DigitIds,
+        inner: SimulatedFactory::modelled(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+}
+
+// H1: find answers the instance of that name (S7), not another one the
+// deployment holds. (Two launches and the find would do; with this seed the
+// sequence keeps an outage that starts and ends before the find, a pair no
+// single deletion removes.)
+#[test]
+fn h1_catches_a_find_that_answers_another_instance() {
+    let failure = caught(Flaw::FindAnswersNewest, 5);
+    assert!(failure.steps[4].contains("find"), "{failure}");
+    assert!(
+        failure.reason.contains("expected Ok(Some(the instance "),
+        "{failure}"
+    );
+}
+
+// H1: accepts takes trusted work on every backend (S9, P7).
+#[test]
+fn h1_catches_a_refusal_of_trusted_work() {
+    let failure = caught(Flaw::RefusesTrusted, 1);
+    assert!(
+        failure
+            .reason
+            .contains("expected trusted work to be accepted, got Err(Refused"),
+        "{failure}"
+    );
+}
+
+// H1: a refusal names the trust class refused and the backend's own kind (P6).
+#[test]
+fn h1_catches_a_refusal_that_names_another_kind() {
+    let failure = caught(Flaw::RefusalNamesWrongKind, 1);
+    assert!(failure.steps[0].contains("accepts("), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("kind: simulated }), got Err(Refused"),
+        "{failure}"
+    );
+    assert!(failure.reason.ends_with("kind: docker })"), "{failure}");
+}
+
+// H1: NotOwned names the deployment that owns the instance (S8, P6).
+#[test]
+fn h1_catches_a_not_owned_that_names_the_wrong_owner() {
+    let failure = caught(Flaw::NotOwnedWrongOwner, 2);
+    assert!(
+        failure.reason.contains(r#"owner: "wrong-owner""#),
+        "{failure}"
+    );
+}
+
+// H1: a spec the backend cannot run is refused as invalid (S4), not as an
+// outage.
+#[test]
+fn h1_catches_an_invalid_spec_answered_as_unavailable() {
+    let failure = caught(Flaw::InvalidSpecUnavailable, 1);
+    assert!(
+        failure
+            .reason
+            .contains("expected Err(InvalidSpec), nothing recorded; got Err(Unavailable"),
+        "{failure}"
+    );
+}
+
+// H1: a spec both invalid and naming a held instance may be refused either
+// way, but only as invalid or as a conflict (S4, S5).
+#[test]
+fn h1_catches_an_invalid_spec_of_a_held_name_answered_as_unavailable() {
+    let failure = caught(Flaw::HeldNameInvalidUnavailable, 2);
+    assert!(
+        failure.reason.contains(
+            "expected Err(InvalidSpec) or Err(Conflict), nothing recorded; got Err(Unavailable"
+        ),
+        "{failure}"
+    );
+}
+
+// H1: Conflict names the held name (S5, P6).
+#[test]
+fn h1_catches_a_conflict_that_names_another_name() {
+    let failure = caught(Flaw::ConflictNamesAnother, 2);
+    assert!(
+        failure.reason.contains("got Err(Conflict { name: \"JOB-"),
+        "{failure}"
+    );
+}
+
+// H1: list answers each instance once (S6).
+#[test]
+fn h1_catches_a_list_that_answers_an_instance_twice() {
+    let failure = caught(Flaw::ListDuplicates, 1);
+    assert!(
+        failure
+            .reason
+            .contains("unexpected or duplicated: [Instance {"),
+        "{failure}"
+    );
+}
+
+// H1: an authoritative backend answers Stopped for the held instance it
+// removes (P5, S8), and Absent for an id it does not hold.
+#[test]
+fn h1_catches_destroy_answers_an_authoritative_backend_must_not_give() {
+    let failure = caught(Flaw::DestroyAnswersRequested, 2);
+    assert!(
+        failure
+            .reason
+            .ends_with("expected Ok(Stopped), got Ok(Requested)"),
+        "{failure}"
+    );
+    let failure = caught(Flaw::NeverHeldStopped, 1);
+    assert!(
+        failure
+            .reason
+            .ends_with("expected Ok(Absent), got Ok(Stopped)"),
+        "{failure}"
+    );
+}
+
+// H1: a backend that can only ask (Policies::unknown_destroy is Requested)
+// may answer Requested for every destroy, of a held instance too (P5).
+#[test]
+fn h1_a_backend_that_can_only_ask_passes() {
+    let factory = BrokenFactory {
+        flaw: Flaw::AsksOnly,
+        inner: SimulatedFactory::modelled(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+}
+
+// H8: during a whole-connection outage launch and destroy answer Unavailable
+// (or InventoryUnavailable), never another error that would tell the caller
+// something about its spec or id.
+#[test]
+fn h8_catches_wrong_errors_during_a_whole_outage() {
+    let failure = caught_in_wall_time(Flaw::CutLaunchSaysInvalid, 2);
+    assert!(
+        failure.reason.contains(
+            "the connection is cut: expected launch to answer Err(Unavailable) or \
+             Err(InventoryUnavailable), recorded nothing; got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+    let failure = caught_in_wall_time(Flaw::CutDestroySaysInvalid, 3);
+    assert!(
+        failure.reason.contains(
+            "the connection is cut: expected destroy to answer Err(Unavailable) or \
+             Err(InventoryUnavailable), removed nothing; got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+}
+
+// H8: during a whole-connection outage a destroy of another deployment's id
+// is not answered Absent: it was not confirmed gone.
+#[test]
+fn h8_catches_a_foreign_destroy_answered_absent_during_a_whole_outage() {
+    let failure = caught_in_wall_time(Flaw::CutForeignDestroyAbsent, 3);
+    assert!(
+        failure
+            .reason
+            .contains("the connection is cut: expected destroy to answer"),
+        "{failure}"
+    );
+    assert!(failure.reason.ends_with("got Ok(Absent)"), "{failure}");
+}
+
+// H8: during a whole-connection outage a backend may still give the refusals
+// it can judge without its daemon: trust, an empty name or a bad command,
+// and NotOwned for another deployment's id.
+#[test]
+fn h8_refusals_judged_without_the_daemon_pass_during_a_whole_outage() {
+    let factory = BrokenFactory {
+        flaw: Flaw::JudgesOfflineDuringCut,
+        inner: SimulatedFactory::wall(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(16))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 16);
 }
