@@ -999,6 +999,68 @@ mod tests {
         assert_eq!(state.latest(&key(Side::Blue, "job-c")), None);
     }
 
+    // H1: a clock move jumps to an instance's stop time (exactly, a
+    // nanosecond before or after) only when it lies at most the horizon (a
+    // week of modelled time) ahead, never before now, and never for an
+    // instance that does not stop.
+    #[test]
+    fn h1_a_move_to_a_stop_time_reaches_as_far_as_the_horizon() {
+        let week = Duration::from_secs(7 * 24 * 3600);
+        let nanos = Duration::from_nanos;
+        let mut state = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        for (name, run_time) in [
+            ("job-a", week),
+            ("job-b", week + nanos(1)),
+            ("job-c", Duration::MAX),
+            ("job", Duration::from_secs(60)),
+        ] {
+            state = state.apply(&launch(Side::Blue, name, run_time));
+        }
+        let target = |state: &ModelState, name: &str, nudge| {
+            state.stop_target(&key(Side::Blue, name), nudge)
+        };
+        assert_eq!(target(&state, "job-a", Nudge::At), Some(week));
+        assert_eq!(
+            target(&state, "job-a", Nudge::Before),
+            Some(week - nanos(1))
+        );
+        assert_eq!(target(&state, "job-a", Nudge::After), Some(week + nanos(1)));
+        for nudge in [Nudge::At, Nudge::Before, Nudge::After] {
+            assert_eq!(target(&state, "job-b", nudge), None, "{nudge:?}");
+            assert_eq!(target(&state, "job-c", nudge), None, "{nudge:?}");
+            assert_eq!(target(&state, "job-d", nudge), None, "{nudge:?}");
+        }
+        let later = state.apply(&Transition::Advance(Duration::from_secs(3600)));
+        assert_eq!(later.now, Duration::from_secs(3600));
+        assert_eq!(
+            target(&later, "job-b", Nudge::At),
+            Some(week + nanos(1)),
+            "an hour later it is within a week"
+        );
+        assert_eq!(
+            target(&later, "job", Nudge::Before),
+            Some(later.now),
+            "a stop time already past lands on now"
+        );
+
+        let windows = WallWindows {
+            pending: Duration::ZERO,
+            around_end: Duration::from_millis(5),
+        };
+        let mut wall = ModelState::new(policies(Outage::WholeConnection), Pace::Wall(windows));
+        for (name, units) in [("job-a", 8), ("job-b", 9)] {
+            let run_time = Duration::from_millis(5 * units);
+            wall = wall.apply(&launch(Side::Green, name, run_time));
+        }
+        let of = |name: &str| wall.stop_target(&key(Side::Green, name), Nudge::At);
+        assert_eq!(
+            of("job-a"),
+            Some(Duration::from_millis(40)),
+            "eight units ahead"
+        );
+        assert_eq!(of("job-b"), None, "nine units ahead");
+    }
+
     // H7: under wall timing every run time and move is a multiple of the
     // declared windows' unit (or never stops), so a case takes seconds.
     #[test]
