@@ -1061,6 +1061,83 @@ mod tests {
         assert_eq!(of("job-b"), None, "nine units ahead");
     }
 
+    // H1, H8: the preconditions that keep a shrunk sequence meaningful: a
+    // destroy of an issued id, or a move to a stop time, needs the launch it
+    // names (and a stop time within the horizon); an outage starts only when
+    // it is off and ends only when it is on, as the factory is promised.
+    #[test]
+    fn h1_shrunk_sequences_keep_their_preconditions() {
+        let job = key(Side::Blue, "job-a");
+        let empty = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        let needs_launch = [
+            Transition::Destroy {
+                side: Side::Blue,
+                target: Target::Issued(job.clone()),
+            },
+            Transition::Destroy {
+                side: Side::Green,
+                target: Target::NearMiss(job.clone(), Miss::Case),
+            },
+            Transition::AdvanceToStop {
+                of: job.clone(),
+                nudge: Nudge::At,
+            },
+        ];
+        for transition in &needs_launch {
+            assert!(!empty.allows(transition), "{transition}");
+        }
+        let always = [
+            launch(Side::Blue, "job-a", Duration::from_secs(60)),
+            Transition::Find {
+                side: Side::Green,
+                name: "job-a".to_owned(),
+            },
+            Transition::List { side: Side::Blue },
+            Transition::Accepts {
+                side: Side::Blue,
+                trust: TrustClass::Untrusted,
+            },
+            Transition::Advance(Duration::from_secs(1)),
+            Transition::Destroy {
+                side: Side::Blue,
+                target: Target::Never("no-such-instance"),
+            },
+        ];
+        for transition in &always {
+            assert!(empty.allows(transition), "{transition}");
+        }
+        let launched = empty
+            .clone()
+            .apply(&launch(Side::Blue, "job-a", Duration::from_secs(60)));
+        for transition in &needs_launch {
+            assert!(launched.allows(transition), "{transition}");
+        }
+        let never_stops = empty
+            .clone()
+            .apply(&launch(Side::Blue, "job-a", Duration::MAX));
+        assert!(
+            !never_stops.allows(&needs_launch[2]),
+            "no stop time to move to"
+        );
+
+        let outage = |side, down| Transition::Outage { side, down };
+        assert!(empty.allows(&outage(Side::Blue, true)));
+        assert!(
+            !empty.allows(&outage(Side::Blue, false)),
+            "ends one that is off"
+        );
+        let down = empty.apply(&outage(Side::Blue, true));
+        assert!(
+            !down.allows(&outage(Side::Blue, true)),
+            "starts one that is on"
+        );
+        assert!(down.allows(&outage(Side::Blue, false)));
+        assert!(
+            down.allows(&outage(Side::Green, true)),
+            "the other side is apart"
+        );
+    }
+
     // H7: under wall timing every run time and move is a multiple of the
     // declared windows' unit (or never stops), so a case takes seconds.
     #[test]

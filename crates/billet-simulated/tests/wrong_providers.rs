@@ -207,7 +207,8 @@ fn digits(id: &InstanceId) -> InstanceId {
 /// The simulated id [`digits`] made `id` from, if it is one.
 fn undigits(id: &InstanceId) -> Option<InstanceId> {
     let text = id.as_str();
-    if text.is_empty() || !text.len().is_multiple_of(3) || !text.bytes().all(|b| b.is_ascii_digit()) {
+    if text.is_empty() || !text.len().is_multiple_of(3) || !text.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let bytes = (0..text.len())
