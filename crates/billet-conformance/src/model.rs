@@ -1079,7 +1079,7 @@ mod tests {
                 target: Target::NearMiss(job.clone(), Miss::Case),
             },
             Transition::AdvanceToStop {
-                of: job.clone(),
+                of: job,
                 nudge: Nudge::At,
             },
         ];
