@@ -94,7 +94,8 @@ enum Flaw {
     AsksOnly,
     /// Every instance says it started an hour after it did.
     StartedAnHourLate,
-    /// During a whole-connection outage, `launch` answers `InvalidSpec`.
+    /// During a whole-connection outage, `launch` of a spec that would start
+    /// (trusted, named, a valid command) answers `InvalidSpec`.
     CutLaunchSaysInvalid,
     /// During a whole-connection outage, `destroy` answers `InvalidSpec`.
     CutDestroySaysInvalid,
@@ -268,7 +269,11 @@ impl Provider for Broken {
         let run_time = parse_run_for(&spec.command).ok();
         if self.inner.is_severed() {
             match self.flaw {
-                Flaw::CutLaunchSaysInvalid => {
+                Flaw::CutLaunchSaysInvalid
+                    if spec.trust == TrustClass::Trusted
+                        && !spec.name.is_empty()
+                        && run_time.is_some() =>
+                {
                     return Err(Error::invalid_spec("the daemon did not answer"));
                 }
                 Flaw::JudgesOfflineDuringCut if spec.trust != TrustClass::Trusted => {
