@@ -84,6 +84,8 @@ enum Flaw {
     ConflictNamesAnother,
     /// `list` answers the first instance twice.
     ListDuplicates,
+    /// `list` answers `Unavailable` instead of `InventoryUnavailable` during an outage.
+    OutageListsUnavailable,
     /// `destroy` of a held instance answers `Requested` although the backend is
     /// authoritative (`Policies::unknown_destroy` is `Absent`).
     DestroyAnswersRequested,
@@ -344,6 +346,11 @@ impl Provider for Broken {
             (Flaw::OutageListsEmpty, Err(err)) if err.kind() == ErrorKind::InventoryUnavailable => {
                 Ok(Vec::new())
             }
+            (Flaw::OutageListsUnavailable, Err(err))
+                if err.kind() == ErrorKind::InventoryUnavailable =>
+            {
+                Err(Error::unavailable("the inventory went away"))
+            }
             (Flaw::ListDuplicates, Ok(mut all)) if !all.is_empty() => {
                 all.push(all[0].clone());
                 Ok(all)
@@ -545,6 +552,20 @@ fn h1_catches_a_find_that_folds_case() {
 fn h1_catches_a_list_that_answers_empty_during_an_outage() {
     let failure = caught(Flaw::OutageListsEmpty, 2);
     assert!(failure.reason.contains("InventoryUnavailable"), "{failure}");
+}
+
+// H1: during an outage list answers InventoryUnavailable (S10, P6): the
+// error that tells a caller the inventory is unknown, not another one.
+#[test]
+fn h1_catches_a_list_that_answers_another_error_during_an_outage() {
+    let failure = caught(Flaw::OutageListsUnavailable, 2);
+    assert!(failure.steps[0].contains("outage starts"), "{failure}");
+    assert!(
+        failure.reason.contains(
+            "the inventory is failing: expected Err(InventoryUnavailable), got Err(Unavailable"
+        ),
+        "{failure}"
+    );
 }
 
 // H1: a launch that starts unclassified work is reported (S9: Unknown is
