@@ -2,8 +2,9 @@
 //!
 //! Runs [cargo-mutants](https://mutants.rs) ([`CARGO_MUTANTS_VERSION`], pinned:
 //! `.ci/run` installs exactly it) over the covered crates, each mutant tested by
-//! its own crate's tests, and fails on any mutant the tests miss or that makes
-//! them time out. Mutants that no test could tell apart from the real code
+//! its own crate's tests (and, for the crates in [`TESTED_ALSO_BY`], by the
+//! tests of the crates that exercise them), and fails on any mutant the tests
+//! miss or that makes them time out. Mutants that no test could tell apart from the real code
 //! (equivalent mutants) are excluded in `.cargo/mutants.toml`, each with the
 //! reason.
 //!
@@ -26,13 +27,18 @@
 //! * Anything after `--` goes to cargo-mutants unchanged (`--file`, `--re`,
 //!   `--list`, ...).
 //!
+//! The crates without extra test packages run as one cargo-mutants run
+//! (report under `target/mutants/`); each crate in [`TESTED_ALSO_BY`] runs on
+//! its own (report under `target/mutants/<crate>/`), built with the
+//! [`MUTANTS_PROFILE`] profile and testing only lib and integration-test
+//! targets (no doctests).
+//!
 //! At the end it prints, per crate, the mutants caught, unviable, missed and
-//! timed out, read from cargo-mutants' `outcomes.json` under
-//! `target/mutants/`. Exit code `0` when nothing was missed and nothing timed
+//! timed out, read from each run's `outcomes.json`. Exit code `0` when nothing was missed and nothing timed
 //! out, `1` otherwise, `2` when the run could not start.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// The cargo-mutants release the gate is measured with. `.ci/run` installs it
@@ -54,6 +60,22 @@ pub const COVERED: &[&str] = &[
 /// others take longer than a CI run allows (see README.md for the measured
 /// times); `cargo xtask mutants` runs them.
 pub const CI_COVERED: &[&str] = &["billet-provider", "billet-clock"];
+
+/// Crates whose mutants are tested by other crates' tests as well as their
+/// own, and by which (the crate itself first). `billet-conformance` is the
+/// contract suite: its model, driver and shrinking are exercised by the
+/// backends that run it, chiefly `billet-simulated`'s tests that run the suite
+/// against deliberately wrong providers, so its mutants are judged by those
+/// tests too.
+pub const TESTED_ALSO_BY: &[(&str, &[&str])] = &[(
+    "billet-conformance",
+    &["billet-conformance", "billet-simulated"],
+)];
+
+/// The cargo profile (defined in the root `Cargo.toml`) the runs of
+/// [`TESTED_ALSO_BY`] crates build with: the test profile without debug info,
+/// so each mutant links its test binaries faster.
+pub const MUTANTS_PROFILE: &str = "mutants";
 
 /// `PROPTEST_CASES` inside a run, unless the environment sets it: every
 /// property still runs, on fewer cases, so a mutant costs seconds rather than
@@ -139,18 +161,74 @@ pub fn select<'a>(request: &'a Request, members: &[String]) -> (Vec<&'a str>, Ve
         .partition(|name| members.iter().any(|member| member == name))
 }
 
-/// The cargo-mutants arguments (after `cargo`) for one run over `packages`,
-/// writing its report under `output`.
-pub fn mutants_args(request: &Request, packages: &[&str], output: &Path) -> Vec<String> {
+/// One cargo-mutants run of a `cargo xtask mutants` invocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run<'a> {
+    /// The crates whose mutants this run tests.
+    pub packages: Vec<&'a str>,
+    /// The crates whose tests judge every mutant (`--test-package`); empty
+    /// means each mutant's own crate's tests.
+    pub test_packages: &'a [&'a str],
+    /// Where cargo-mutants writes its `mutants.out` report.
+    pub output: PathBuf,
+}
+
+/// The runs for `packages`, in order: first one run over every crate that is
+/// tested by its own tests only, reporting under `output`; then one run per
+/// crate in [`TESTED_ALSO_BY`], reporting under `output/<crate>`.
+pub fn plan<'a>(packages: &[&'a str], output: &Path) -> Vec<Run<'a>> {
+    let also = |name: &str| {
+        TESTED_ALSO_BY
+            .iter()
+            .find(|(crate_name, _)| *crate_name == name)
+            .map(|(_, by)| *by)
+    };
+    let own: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|name| also(name).is_none())
+        .collect();
+    let mut runs = Vec::new();
+    if !own.is_empty() {
+        runs.push(Run {
+            packages: own,
+            test_packages: &[],
+            output: output.to_owned(),
+        });
+    }
+    for name in packages {
+        if let Some(by) = also(name) {
+            runs.push(Run {
+                packages: vec![*name],
+                test_packages: by,
+                output: output.join(name),
+            });
+        }
+    }
+    runs
+}
+
+/// The cargo-mutants arguments (after `cargo`) for one run.
+pub fn mutants_args(request: &Request, run: &Run<'_>) -> Vec<String> {
     let mut args: Vec<String> = vec!["mutants".into()];
-    for package in packages {
+    for package in &run.packages {
         args.push("--package".into());
         args.push((*package).into());
+    }
+    for package in run.test_packages {
+        args.push("--test-package".into());
+        args.push((*package).into());
+    }
+    if !run.test_packages.is_empty() {
+        // Every mutant rebuilds the test binaries of several crates: without
+        // debug info they link faster. Doctests are left out: they are
+        // compiled afresh for every mutant, and the suite's are examples.
+        args.extend(["--profile", MUTANTS_PROFILE, "--cargo-test-arg=--tests"].map(String::from));
     }
     // One job (cargo-mutants' default; `--in-place` allows no other): the
     // machine's cores go to each mutant's own build and tests.
     args.extend(["--timeout", TEST_TIMEOUT_SECS, "--no-shuffle", "--output"].map(String::from));
-    args.push(output.display().to_string());
+    args.push(run.output.display().to_string());
     if request.ci {
         args.push("--in-place".into());
     }
@@ -249,19 +327,39 @@ pub fn run_request(request: &Request) -> ExitCode {
         eprintln!("xtask mutants: no covered crate is in this workspace");
         return ExitCode::from(2);
     }
-    let output = root.join("target").join("mutants");
-    let outcomes = output.join("mutants.out").join("outcomes.json");
+    let started = std::time::Instant::now();
+    let mut gate_failed = false;
+    for run in plan(&packages, &root.join("target").join("mutants")) {
+        gate_failed |= !run_one(request, &run, &cargo, &root);
+    }
+    println!(
+        "mutants: {} over {} in {:.0}s",
+        if gate_failed { "FAILED" } else { "ok" },
+        packages.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    if gate_failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Runs cargo-mutants once and prints its score per crate; answers whether
+/// it ran, missed nothing and had no timeout.
+fn run_one(request: &Request, run: &Run<'_>, cargo: &str, root: &Path) -> bool {
+    let outcomes = run.output.join("mutants.out").join("outcomes.json");
     // A run that tests nothing (`-- --list`) writes no outcomes: never score
     // it with an earlier run's.
     if let Err(err) = std::fs::remove_file(&outcomes)
         && err.kind() != std::io::ErrorKind::NotFound
     {
         eprintln!("xtask mutants: cannot remove {}: {err}", outcomes.display());
-        return ExitCode::from(2);
+        return false;
     }
-    let args = mutants_args(request, &packages, &output);
-    let mut command = Command::new(&cargo);
-    command.args(&args).current_dir(&root);
+    let args = mutants_args(request, run);
+    let mut command = Command::new(cargo);
+    command.args(&args).current_dir(root);
     if std::env::var_os("PROPTEST_CASES").is_none() {
         command.env("PROPTEST_CASES", PROPTEST_CASES);
     }
@@ -273,13 +371,13 @@ pub fn run_request(request: &Request) -> ExitCode {
         Ok(status) => status,
         Err(err) => {
             eprintln!("xtask mutants: could not start cargo-mutants: {err}");
-            return ExitCode::from(2);
+            return false;
         }
     };
     let scores = std::fs::read_to_string(&outcomes)
         .map_err(|err| format!("cannot read {}: {err}", outcomes.display()))
         .and_then(|text| score(&text));
-    let mut gate_failed = !status.success();
+    let mut passed = status.success();
     match scores {
         Ok(scores) => {
             for (package, s) in &scores {
@@ -287,22 +385,18 @@ pub fn run_request(request: &Request) -> ExitCode {
                     "mutants: {package}: {} caught, {} unviable, {} missed, {} timeouts ({:.0}s)",
                     s.caught, s.unviable, s.missed, s.timeout, s.seconds
                 );
-                gate_failed |= s.missed > 0 || s.timeout > 0;
+                passed &= s.missed == 0 && s.timeout == 0;
             }
         }
         Err(message) => println!("mutants: no per-crate score: {message}"),
     }
     println!(
         "mutants: {} over {} in {:.0}s (cargo-mutants {status})",
-        if gate_failed { "FAILED" } else { "ok" },
-        packages.join(", "),
+        if passed { "ok" } else { "FAILED" },
+        run.packages.join(", "),
         wall.as_secs_f64()
     );
-    if gate_failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    }
+    passed
 }
 
 /// Checks that the pinned cargo-mutants is installed.
@@ -349,6 +443,8 @@ pub const USAGE: &str =
 Mutation testing as a gate: runs the pinned cargo-mutants over the covered crates
 (billet-provider, billet-clock, billet-simulated, billet-config, billet-conformance)
 and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
+billet-conformance's mutants run on their own, tested by the tests of
+billet-conformance and billet-simulated (profile `mutants`, no doctests).
 
   --ci            the CI subset (billet-provider, billet-clock),
                   built in place
@@ -415,7 +511,9 @@ mod tests {
     #[test]
     fn ci_runs_in_place_and_passes_the_rest_on() {
         let ci = parse_args(&args(&["--ci", "--", "--list"])).unwrap();
-        let argv = mutants_args(&ci, &["billet-clock"], Path::new("/t/m"));
+        let runs = plan(&["billet-clock"], Path::new("/t/m"));
+        assert_eq!(runs.len(), 1);
+        let argv = mutants_args(&ci, &runs[0]);
         assert_eq!(
             argv,
             args(&[
@@ -433,9 +531,67 @@ mod tests {
         );
         let full = parse_args(&[]).unwrap();
         assert!(
-            !mutants_args(&full, &["billet-clock"], Path::new("/t/m"))
-                .contains(&"--in-place".to_owned()),
+            !mutants_args(&full, &runs[0]).contains(&"--in-place".to_owned()),
             "a developer's tree is never mutated in place"
+        );
+    }
+
+    // The contract suite's mutants are judged by its own tests and by
+    // billet-simulated's (which run the suite against wrong providers), in a
+    // run of their own, reported apart; the other crates share one run, each
+    // mutant judged by its own crate's tests.
+    #[test]
+    fn the_suite_is_tested_by_the_backend_that_runs_it() {
+        let runs = plan(
+            &["billet-provider", "billet-conformance", "billet-config"],
+            Path::new("/t/m"),
+        );
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].packages, ["billet-provider", "billet-config"]);
+        assert!(runs[0].test_packages.is_empty());
+        assert_eq!(runs[0].output, Path::new("/t/m"));
+        assert_eq!(runs[1].packages, ["billet-conformance"]);
+        assert_eq!(runs[1].output, Path::new("/t/m/billet-conformance"));
+        let full = parse_args(&args(&["--", "--file", "x.rs"])).unwrap();
+        assert_eq!(
+            mutants_args(&full, &runs[1]),
+            args(&[
+                "mutants",
+                "--package",
+                "billet-conformance",
+                "--test-package",
+                "billet-conformance",
+                "--test-package",
+                "billet-simulated",
+                "--profile",
+                MUTANTS_PROFILE,
+                "--cargo-test-arg=--tests",
+                "--timeout",
+                TEST_TIMEOUT_SECS,
+                "--no-shuffle",
+                "--output",
+                "/t/m/billet-conformance",
+                "--file",
+                "x.rs",
+            ])
+        );
+        assert!(
+            !mutants_args(&full, &runs[0]).contains(&"--profile".to_owned()),
+            "the other crates build as they always did"
+        );
+        assert_eq!(plan(&["billet-conformance"], Path::new("/t/m")).len(), 1);
+    }
+
+    // The profile the suite's run builds with exists in the workspace
+    // manifest, so the run cannot fail on an unknown profile.
+    #[test]
+    fn the_mutants_profile_is_defined() {
+        let manifest =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml"))
+                .expect("read the workspace Cargo.toml");
+        assert!(
+            manifest.contains(&format!("[profile.{MUTANTS_PROFILE}]")),
+            "Cargo.toml must define [profile.{MUTANTS_PROFILE}]"
         );
     }
 

@@ -227,21 +227,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 self.ids[ix], launched.name, self.kind, seen.started_at
             ));
         }
-        let stop = seen.started_at.checked_add(launched.run_time);
-        let right = match got.state {
-            State::Pending => seen
-                .returned
-                .checked_add(windows.pending)
-                .is_none_or(|latest| from < latest),
-            State::Running => stop
-                .and_then(|stop| stop.checked_add(windows.around_end))
-                .is_none_or(|late| from < late),
-            State::Stopped { exit_code: 0 } => stop.is_some_and(|stop| {
-                stop.checked_sub(windows.around_end)
-                    .is_none_or(|early| to >= early)
-            }),
-            State::Stopped { .. } => false,
-        };
+        let right = wall_state_allowed(got.state, from, to, seen, launched.run_time, windows);
         let when = || {
             format!(
                 "answered between {} and {} after its started_at (launch returned at {}; it runs for {:?}; windows: Pending up to {:?} after launch returned, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
@@ -380,16 +366,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                     .map_err(|err| format!("the suite could not move the clock: {err}")),
                 Time::Wall(windows) => {
                     let ix = before.latest(of).expect("preconditions keep keys valid");
-                    let stop = self.seen[ix]
+                    let target = self.seen[ix]
                         .started_at
-                        .checked_add(before.launches[ix].run_time);
-                    // Just outside the window on either side, or at the end itself.
-                    let margin = windows.around_end.saturating_add(windows.unit() / 4);
-                    let target = stop.and_then(|stop| match nudge {
-                        Nudge::At => Some(stop),
-                        Nudge::Before => stop.checked_sub(margin),
-                        Nudge::After => stop.checked_add(margin),
-                    });
+                        .checked_add(before.launches[ix].run_time)
+                        .and_then(|stop| wall_move_target(stop, *nudge, *windows));
                     if let Some(wait) =
                         target.and_then(|target| target.duration_since(SystemTime::now()).ok())
                     {
@@ -449,13 +429,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         if let Time::Wall(windows) = self.time {
             // H7: the backend's own start time is the model's origin for this
             // instance, provided it lies around the launch call.
-            let early = called
-                .checked_sub(windows.around_end)
-                .is_some_and(|earliest| instance.started_at < earliest);
-            let late = returned
-                .checked_add(windows.pending)
-                .is_some_and(|latest| instance.started_at > latest);
-            if early || late {
+            if !wall_start_allowed(instance.started_at, called, returned, windows) {
                 return Err(format!(
                     "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({instance:?})",
                     offset(instance.started_at, called),
@@ -656,6 +630,68 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
     }
 }
 
+/// Whether `state`, answered at some instant between `from` and `to`, is one
+/// `windows` allow for the instance `seen` describes, which runs for
+/// `run_time` (H7, [`WallWindows`]): `Pending` before `returned + pending`,
+/// `Running` before `started_at + run_time + around_end`,
+/// `Stopped { exit_code: 0 }` from `started_at + run_time - around_end` on, and
+/// no other state. An instance whose stop time is past representable time
+/// never stops.
+fn wall_state_allowed(
+    state: State,
+    from: SystemTime,
+    to: SystemTime,
+    seen: &Seen,
+    run_time: Duration,
+    windows: WallWindows,
+) -> bool {
+    let stop = seen.started_at.checked_add(run_time);
+    match state {
+        State::Pending => seen
+            .returned
+            .checked_add(windows.pending)
+            .is_none_or(|latest| from < latest),
+        State::Running => stop
+            .and_then(|stop| stop.checked_add(windows.around_end))
+            .is_none_or(|late| from < late),
+        State::Stopped { exit_code: 0 } => stop.is_some_and(|stop| {
+            stop.checked_sub(windows.around_end)
+                .is_none_or(|early| to >= early)
+        }),
+        State::Stopped { .. } => false,
+    }
+}
+
+/// Whether a start time a backend answered for a launch called at `called`
+/// that returned at `returned` lies around the call (H7): from
+/// `called - around_end` to `returned + pending`, both included.
+fn wall_start_allowed(
+    started_at: SystemTime,
+    called: SystemTime,
+    returned: SystemTime,
+    windows: WallWindows,
+) -> bool {
+    let early = called
+        .checked_sub(windows.around_end)
+        .is_some_and(|earliest| started_at < earliest);
+    let late = returned
+        .checked_add(windows.pending)
+        .is_some_and(|latest| started_at > latest);
+    !(early || late)
+}
+
+/// Where a wall-time move to the stop time `stop` lands: at it, or just
+/// outside the window around it (`around_end` and a quarter of the windows'
+/// unit before or after it); `None` when that is not representable.
+fn wall_move_target(stop: SystemTime, nudge: Nudge, windows: WallWindows) -> Option<SystemTime> {
+    let margin = windows.around_end.saturating_add(windows.unit() / 4);
+    match nudge {
+        Nudge::At => Some(stop),
+        Nudge::Before => stop.checked_sub(margin),
+        Nudge::After => stop.checked_add(margin),
+    }
+}
+
 /// Whether `err` is an answer a call may give while the connection is cut.
 fn is_unavailable(err: &Error) -> bool {
     matches!(
@@ -694,5 +730,81 @@ fn show<T: Debug>(got: &Result<T, Error>) -> String {
     match got {
         Ok(value) => format!("Ok({value:?})"),
         Err(err) => format!("Err({err:?})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ms` milliseconds after an arbitrary instant.
+    fn at(ms: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000) + Duration::from_millis(ms)
+    }
+
+    const NS: Duration = Duration::from_nanos(1);
+    const WINDOWS: WallWindows = WallWindows {
+        pending: Duration::from_millis(20),
+        around_end: Duration::from_millis(5),
+    };
+
+    // H7: in wall time a state is right exactly inside its window: Pending
+    // until launch returned + pending, Running until the end + around_end
+    // (neither at that instant), Stopped { exit_code: 0 } from the end -
+    // around_end on; an answer counts at any instant of its call.
+    #[test]
+    fn h7_wall_states_are_right_exactly_inside_their_windows() {
+        let seen = Seen {
+            started_at: at(0),
+            returned: at(2),
+            rank: Cell::new(0),
+        };
+        let run_time = Duration::from_millis(100);
+        let allowed =
+            |state, from, to| wall_state_allowed(state, from, to, &seen, run_time, WINDOWS);
+        let stopped = State::Stopped { exit_code: 0 };
+
+        assert!(allowed(State::Pending, at(22) - NS, at(40)));
+        assert!(!allowed(State::Pending, at(22), at(40)));
+        assert!(allowed(State::Running, at(105) - NS, at(200)));
+        assert!(!allowed(State::Running, at(105), at(200)));
+        assert!(allowed(stopped, at(0), at(95)));
+        assert!(!allowed(stopped, at(0), at(95) - NS));
+        assert!(!allowed(State::Stopped { exit_code: 1 }, at(0), at(500)));
+
+        // A command that never stops: Running for ever, never Stopped.
+        let never =
+            |state| wall_state_allowed(state, at(9_999), at(9_999), &seen, Duration::MAX, WINDOWS);
+        assert!(never(State::Running));
+        assert!(!never(stopped));
+    }
+
+    // H7: a start time answered by launch must lie between the call's start
+    // less around_end and its return plus pending, both ends included.
+    #[test]
+    fn h7_a_wall_start_time_lies_around_the_launch_call() {
+        let allowed = |started_at| wall_start_allowed(started_at, at(10), at(12), WINDOWS);
+        assert!(allowed(at(5)));
+        assert!(!allowed(at(5) - NS));
+        assert!(allowed(at(11)));
+        assert!(allowed(at(32)));
+        assert!(!allowed(at(32) + NS));
+    }
+
+    // H7: a wall-time move to a stop time lands on it, or just outside the
+    // window around it: around_end and a quarter of the unit away.
+    #[test]
+    fn h7_wall_moves_land_on_the_end_or_just_outside_its_window() {
+        // The unit is the larger window, 20 ms: the margin is 5 + 5 ms.
+        let stop = at(1_000);
+        assert_eq!(wall_move_target(stop, Nudge::At, WINDOWS), Some(stop));
+        assert_eq!(
+            wall_move_target(stop, Nudge::Before, WINDOWS),
+            Some(at(990))
+        );
+        assert_eq!(
+            wall_move_target(stop, Nudge::After, WINDOWS),
+            Some(at(1_010))
+        );
     }
 }

@@ -161,7 +161,9 @@ use model::{ModelState, Pace, Transition};
 pub struct ContractConfig {
     /// The proptest configuration: `cases` is the number of sequences run.
     /// The default is proptest's own (which reads `PROPTEST_CASES` and
-    /// `PROPTEST_RNG_SEED`) without failure persistence.
+    /// `PROPTEST_RNG_SEED`) without failure persistence. `max_shrink_iters`
+    /// bounds proptest's shrinking; at 0 it does none, and the suite still
+    /// deletes every step a failure does not need before reporting it.
     pub proptest: Config,
     /// The fewest steps a generated sequence has. Shrinking may go below it.
     pub min_steps: usize,
@@ -295,13 +297,20 @@ pub fn check_contract<F: ProviderFactory>(
     let cases = Cell::new(0u32);
     let steps = Cell::new(0u64);
     let case = Case { factory, pace };
+    // With proptest's shrinking switched off (`max_shrink_iters` 0, which
+    // `PROPTEST_MAX_SHRINK_ITERS=0` sets), proptest-state-machine panics when
+    // asked for a failing sequence whose step counter is not zero, since no
+    // shrinking step reset it: the counter is then left alone, and the
+    // suite's own deletion pass (`Case::minimize`) shortens the sequence.
+    let count_steps_for_shrinking = config.proptest.max_shrink_iters != 0;
     let mut runner = TestRunner::new(config.proptest);
     let result = runner.run(&strategy, |(initial, transitions, seen)| {
-        if seen.is_some() {
+        if let Some(seen) = seen {
             // A case's first run: its counter tells the shrinker how far it got.
             cases.set(cases.get() + 1);
+            let seen = Some(&*seen).filter(|_| count_steps_for_shrinking);
             return case
-                .run(initial, &transitions, seen.as_deref(), &steps)
+                .run(initial, &transitions, seen, &steps)
                 .map_err(|failed| TestCaseError::fail(failed.reason));
         }
         case.replay(&initial, &transitions, &steps)

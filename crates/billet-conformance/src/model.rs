@@ -849,6 +849,295 @@ mod tests {
         assert_eq!(cut.apply(&green).launches.len(), 1);
     }
 
+    fn key(side: Side, name: &str) -> Key {
+        Key {
+            side,
+            name: name.to_owned(),
+        }
+    }
+
+    fn launch(side: Side, name: &str, run_time: Duration) -> Transition {
+        Transition::Launch {
+            side,
+            name: name.to_owned(),
+            trust: TrustClass::Trusted,
+            command: Command::RunFor(run_time),
+        }
+    }
+
+    // H1: a failure is reported as its sequence of steps, one line each, so
+    // every step reads as what the suite did: which deployment, which call,
+    // with which name, trust, command, id or clock move.
+    #[test]
+    fn h1_each_step_reads_as_what_the_suite_did() {
+        let job = key(Side::Blue, "job-a");
+        let cases = [
+            (
+                launch(Side::Green, "job-b", Duration::from_millis(1500)),
+                r#"green: launch "job-b" (trusted, runs for 1.5s)"#,
+            ),
+            (
+                Transition::Launch {
+                    side: Side::Blue,
+                    name: String::new(),
+                    trust: TrustClass::Unknown,
+                    command: Command::Invalid(&["sleep", "90"]),
+                },
+                r#"blue: launch "" (unknown, invalid command ["sleep", "90"])"#,
+            ),
+            (
+                Transition::Find {
+                    side: Side::Blue,
+                    name: "Job-a".to_owned(),
+                },
+                r#"blue: find "Job-a""#,
+            ),
+            (Transition::List { side: Side::Green }, "green: list"),
+            (
+                Transition::Destroy {
+                    side: Side::Green,
+                    target: Target::Issued(job.clone()),
+                },
+                r#"green: destroy the id of blue's "job-a""#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::Never("no-such-instance"),
+                },
+                r#"blue: destroy the never-issued id "no-such-instance""#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Leading),
+                },
+                r#"blue: destroy the id of blue's "job-a" with a leading space"#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Trailing),
+                },
+                r#"blue: destroy the id of blue's "job-a" with a trailing space"#,
+            ),
+            (
+                Transition::Destroy {
+                    side: Side::Blue,
+                    target: Target::NearMiss(job.clone(), Miss::Case),
+                },
+                r#"blue: destroy the id of blue's "job-a" in the other case"#,
+            ),
+            (
+                Transition::Accepts {
+                    side: Side::Green,
+                    trust: TrustClass::Untrusted,
+                },
+                "green: accepts(untrusted)",
+            ),
+            (
+                Transition::Outage {
+                    side: Side::Blue,
+                    down: true,
+                },
+                "blue: outage starts",
+            ),
+            (
+                Transition::Outage {
+                    side: Side::Green,
+                    down: false,
+                },
+                "green: outage ends",
+            ),
+            (
+                Transition::Advance(Duration::from_nanos(1)),
+                "clock: advance 1ns",
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job.clone(),
+                    nudge: Nudge::At,
+                },
+                r#"clock: advance to the stop time of blue's "job-a""#,
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job.clone(),
+                    nudge: Nudge::Before,
+                },
+                r#"clock: advance to just before the stop time of blue's "job-a""#,
+            ),
+            (
+                Transition::AdvanceToStop {
+                    of: job,
+                    nudge: Nudge::After,
+                },
+                r#"clock: advance to just after the stop time of blue's "job-a""#,
+            ),
+        ];
+        for (transition, text) in cases {
+            assert_eq!(transition.to_string(), text);
+        }
+    }
+
+    // H1: a key names the latest launch of that name by that deployment, not
+    // a launch of the same name by the other deployment, nor another name of
+    // the same deployment.
+    #[test]
+    fn h1_a_key_names_the_latest_launch_of_its_side_and_name() {
+        let mut state = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        for (side, name) in [
+            (Side::Blue, "job-a"),
+            (Side::Green, "job-a"),
+            (Side::Blue, "job-b"),
+        ] {
+            state = state.apply(&launch(side, name, Duration::from_secs(60)));
+        }
+        assert_eq!(state.latest(&key(Side::Blue, "job-a")), Some(0));
+        assert_eq!(state.latest(&key(Side::Green, "job-a")), Some(1));
+        assert_eq!(state.latest(&key(Side::Green, "job-b")), None);
+        assert_eq!(state.latest(&key(Side::Blue, "job-c")), None);
+    }
+
+    // H1: a clock move jumps to an instance's stop time (exactly, a
+    // nanosecond before or after) only when it lies at most the horizon (a
+    // week of modelled time) ahead, never before now, and never for an
+    // instance that does not stop.
+    #[test]
+    fn h1_a_move_to_a_stop_time_reaches_as_far_as_the_horizon() {
+        let week = Duration::from_secs(7 * 24 * 3600);
+        let nanos = Duration::from_nanos;
+        let mut state = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        for (name, run_time) in [
+            ("job-a", week),
+            ("job-b", week + nanos(1)),
+            ("job-c", Duration::MAX),
+            ("job", Duration::from_secs(60)),
+        ] {
+            state = state.apply(&launch(Side::Blue, name, run_time));
+        }
+        let target = |state: &ModelState, name: &str, nudge| {
+            state.stop_target(&key(Side::Blue, name), nudge)
+        };
+        assert_eq!(target(&state, "job-a", Nudge::At), Some(week));
+        assert_eq!(
+            target(&state, "job-a", Nudge::Before),
+            Some(week - nanos(1))
+        );
+        assert_eq!(target(&state, "job-a", Nudge::After), Some(week + nanos(1)));
+        for nudge in [Nudge::At, Nudge::Before, Nudge::After] {
+            assert_eq!(target(&state, "job-b", nudge), None, "{nudge:?}");
+            assert_eq!(target(&state, "job-c", nudge), None, "{nudge:?}");
+            assert_eq!(target(&state, "job-d", nudge), None, "{nudge:?}");
+        }
+        let later = state.apply(&Transition::Advance(Duration::from_secs(3600)));
+        assert_eq!(later.now, Duration::from_secs(3600));
+        assert_eq!(
+            target(&later, "job-b", Nudge::At),
+            Some(week + nanos(1)),
+            "an hour later it is within a week"
+        );
+        assert_eq!(
+            target(&later, "job", Nudge::Before),
+            Some(later.now),
+            "a stop time already past lands on now"
+        );
+
+        let windows = WallWindows {
+            pending: Duration::ZERO,
+            around_end: Duration::from_millis(5),
+        };
+        let mut wall = ModelState::new(policies(Outage::WholeConnection), Pace::Wall(windows));
+        for (name, units) in [("job-a", 8), ("job-b", 9)] {
+            let run_time = Duration::from_millis(5 * units);
+            wall = wall.apply(&launch(Side::Green, name, run_time));
+        }
+        let of = |name: &str| wall.stop_target(&key(Side::Green, name), Nudge::At);
+        assert_eq!(
+            of("job-a"),
+            Some(Duration::from_millis(40)),
+            "eight units ahead"
+        );
+        assert_eq!(of("job-b"), None, "nine units ahead");
+    }
+
+    // H1, H8: the preconditions that keep a shrunk sequence meaningful: a
+    // destroy of an issued id, or a move to a stop time, needs the launch it
+    // names (and a stop time within the horizon); an outage starts only when
+    // it is off and ends only when it is on, as the factory is promised.
+    #[test]
+    fn h1_shrunk_sequences_keep_their_preconditions() {
+        let job = key(Side::Blue, "job-a");
+        let empty = ModelState::new(policies(Outage::InventoryOnly), Pace::Modelled);
+        let needs_launch = [
+            Transition::Destroy {
+                side: Side::Blue,
+                target: Target::Issued(job.clone()),
+            },
+            Transition::Destroy {
+                side: Side::Green,
+                target: Target::NearMiss(job.clone(), Miss::Case),
+            },
+            Transition::AdvanceToStop {
+                of: job,
+                nudge: Nudge::At,
+            },
+        ];
+        for transition in &needs_launch {
+            assert!(!empty.allows(transition), "{transition}");
+        }
+        let always = [
+            launch(Side::Blue, "job-a", Duration::from_secs(60)),
+            Transition::Find {
+                side: Side::Green,
+                name: "job-a".to_owned(),
+            },
+            Transition::List { side: Side::Blue },
+            Transition::Accepts {
+                side: Side::Blue,
+                trust: TrustClass::Untrusted,
+            },
+            Transition::Advance(Duration::from_secs(1)),
+            Transition::Destroy {
+                side: Side::Blue,
+                target: Target::Never("no-such-instance"),
+            },
+        ];
+        for transition in &always {
+            assert!(empty.allows(transition), "{transition}");
+        }
+        let launched = empty
+            .clone()
+            .apply(&launch(Side::Blue, "job-a", Duration::from_secs(60)));
+        for transition in &needs_launch {
+            assert!(launched.allows(transition), "{transition}");
+        }
+        let never_stops = empty
+            .clone()
+            .apply(&launch(Side::Blue, "job-a", Duration::MAX));
+        assert!(
+            !never_stops.allows(&needs_launch[2]),
+            "no stop time to move to"
+        );
+
+        let outage = |side, down| Transition::Outage { side, down };
+        assert!(empty.allows(&outage(Side::Blue, true)));
+        assert!(
+            !empty.allows(&outage(Side::Blue, false)),
+            "ends one that is off"
+        );
+        let down = empty.apply(&outage(Side::Blue, true));
+        assert!(
+            !down.allows(&outage(Side::Blue, true)),
+            "starts one that is on"
+        );
+        assert!(down.allows(&outage(Side::Blue, false)));
+        assert!(
+            down.allows(&outage(Side::Green, true)),
+            "the other side is apart"
+        );
+    }
+
     // H7: under wall timing every run time and move is a multiple of the
     // declared windows' unit (or never stops), so a case takes seconds.
     #[test]

@@ -1,6 +1,7 @@
 //! H7, H8: what the suite promises a factory: every fixture it builds is torn
 //! down (after a passing case and after a failing one), with every outage
-//! ended first, and every fixture of a run must tell time the same way.
+//! ended first, an outage is never started while on nor ended while off, and
+//! every fixture of a run must tell time the same way.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,8 @@ struct Counting {
     teardowns: AtomicUsize,
     /// Deployments still in an outage when their fixture was torn down.
     down_at_teardown: Mutex<Vec<String>>,
+    /// Outages asked to start while on, or to end while off.
+    misused_outages: Mutex<Vec<String>>,
 }
 
 impl Counting {
@@ -36,6 +39,7 @@ impl Counting {
             builds: AtomicUsize::new(0),
             teardowns: AtomicUsize::new(0),
             down_at_teardown: Mutex::default(),
+            misused_outages: Mutex::default(),
         }
     }
 }
@@ -64,6 +68,16 @@ impl ProviderFactory for Counting {
         deployment: &Deployment<Severable>,
         down: bool,
     ) -> Result<(), FixtureError> {
+        let provider = &deployment.provider;
+        let on = provider.is_severed() || provider.provider().list().await.is_err();
+        if on == down {
+            self.misused_outages.lock().unwrap().push(format!(
+                "{}: asked to {} an outage that was {}",
+                deployment.owner,
+                if down { "start" } else { "end" },
+                if on { "on" } else { "off" }
+            ));
+        }
         self.inner.set_outage(deployment, down).await
     }
 
@@ -103,6 +117,10 @@ fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
             *factory.down_at_teardown.lock().unwrap(),
             Vec::<String>::new()
         );
+        assert_eq!(
+            *factory.misused_outages.lock().unwrap(),
+            Vec::<String>::new()
+        );
     }
 }
 
@@ -120,6 +138,11 @@ fn h7_a_failing_run_tears_down_every_fixture() {
     assert_eq!(factory.teardowns.load(Ordering::SeqCst), builds);
     assert_eq!(
         *factory.down_at_teardown.lock().unwrap(),
+        Vec::<String>::new()
+    );
+    // H8: shrinking keeps the promise too.
+    assert_eq!(
+        *factory.misused_outages.lock().unwrap(),
         Vec::<String>::new()
     );
 }

@@ -11,12 +11,13 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use billet_conformance::{
     ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Policies, ProviderFactory,
-    check_contract,
+    WallWindows, check_contract,
 };
 use billet_provider::{
     Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
     TrustClass,
 };
+use billet_simulated::conformance::SimulatedClock;
 use billet_simulated::{Severable, SimulatedFactory, parse_run_for};
 
 /// The one obligation a [`Broken`] provider breaks.
@@ -47,6 +48,85 @@ enum Flaw {
     DestroyRemovesDuringOutage,
     /// Every instance says it started an hour before it did.
     StartedAnHourEarly,
+    /// `list` answers each instance's name in upper case.
+    ListRenames,
+    /// `list` answers each instance with another owner.
+    ListDisowns,
+    /// `list` answers each instance as of another kind than the provider's.
+    ListChangesKind,
+    /// `list` answers each instance with a start time a millisecond after
+    /// the one its launch answered.
+    ListMovesStart,
+    /// Breaks nothing: instances are `Pending` for [`LAG_PENDING`] after
+    /// launch returns and stop [`LAG_END`] late, inside [`LAGGING_WINDOWS`].
+    LagsWithinWindows,
+    /// `launch` answers `Running`, and answers in the next [`LAG_PENDING`]
+    /// say `Pending` again.
+    GoesBackToPending,
+    /// `destroy` compares ids ignoring case.
+    DestroyFoldsCase,
+    /// Breaks nothing: ids are digits only (each byte of the simulated id as
+    /// three decimal digits), so upper and lower case of an id are the id itself.
+    DigitIds,
+    /// `find` of a held name answers the deployment's newest instance.
+    FindAnswersNewest,
+    /// `accepts(Trusted)` refuses.
+    RefusesTrusted,
+    /// `accepts` refuses with the right trust class but another kind.
+    RefusalNamesWrongKind,
+    /// `destroy` of another deployment's id answers `NotOwned` naming the wrong owner.
+    NotOwnedWrongOwner,
+    /// A spec `launch` finds invalid is answered `Unavailable`.
+    InvalidSpecUnavailable,
+    /// A spec with an invalid command and a held name is answered `Unavailable`.
+    HeldNameInvalidUnavailable,
+    /// `Conflict` names the held name in upper case.
+    ConflictNamesAnother,
+    /// `list` answers the first instance twice.
+    ListDuplicates,
+    /// `list` answers `Unavailable` instead of `InventoryUnavailable` during an outage.
+    OutageListsUnavailable,
+    /// `destroy` of a held instance answers `Requested` although the backend is
+    /// authoritative (`Policies::unknown_destroy` is `Absent`).
+    DestroyAnswersRequested,
+    /// `destroy` of an id the host does not hold answers `Stopped`.
+    NeverHeldStopped,
+    /// Breaks nothing: a backend that can only ask (`unknown_destroy` is
+    /// `Requested`) and answers every destroy `Requested`.
+    AsksOnly,
+    /// Every instance says it started an hour after it did.
+    StartedAnHourLate,
+    /// During a whole-connection outage, `launch` of a spec that would start
+    /// (trusted, named, a valid command) answers `InvalidSpec`.
+    CutLaunchSaysInvalid,
+    /// During a whole-connection outage, `destroy` answers `InvalidSpec`.
+    CutDestroySaysInvalid,
+    /// During a whole-connection outage, `destroy` of another deployment's id
+    /// answers `Absent`.
+    CutForeignDestroyAbsent,
+    /// Breaks nothing: during a whole-connection outage, `launch` still
+    /// refuses what it can judge without its daemon (trust, name, command)
+    /// and `destroy` of another deployment's id still answers `NotOwned`.
+    JudgesOfflineDuringCut,
+}
+
+/// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
+/// [`Flaw::GoesBackToPending`]: `Pending` may last 20 ms after launch returns.
+const LAGGING_WINDOWS: WallWindows = WallWindows {
+    pending: Duration::from_millis(20),
+    around_end: Duration::from_millis(5),
+};
+/// How long after launch returns a lagging instance says `Pending`: half its window.
+const LAG_PENDING: Duration = Duration::from_millis(10);
+/// How long after its stop time a lagging instance says `Running`: half its window.
+const LAG_END: Duration = Duration::from_micros(2500);
+
+/// The simulated backend in wall time with [`LAGGING_WINDOWS`].
+fn lagging() -> SimulatedFactory {
+    SimulatedFactory {
+        clock: SimulatedClock::Wall(LAGGING_WINDOWS),
+        ..SimulatedFactory::wall()
+    }
 }
 
 /// How long after its run time a [`Flaw::StopsLate`] instance still runs:
@@ -58,8 +138,12 @@ const LATE: Duration = Duration::from_millis(100);
 struct Broken {
     inner: Severable,
     flaw: Flaw,
-    /// When each instance really stops, by id ([`Flaw::StopsLate`] only).
+    /// When each instance really stops, by id.
     stops: Mutex<HashMap<InstanceId, SystemTime>>,
+    /// When each instance's launch returned, by id.
+    returned: Mutex<HashMap<InstanceId, SystemTime>>,
+    /// The id of each held instance, by name.
+    held: Mutex<HashMap<String, InstanceId>>,
 }
 
 impl Broken {
@@ -67,6 +151,9 @@ impl Broken {
     fn report(&self, mut instance: Instance) -> Instance {
         if self.flaw == Flaw::StartedAnHourEarly {
             instance.started_at -= Duration::from_secs(3600);
+        }
+        if self.flaw == Flaw::StartedAnHourLate {
+            instance.started_at += Duration::from_secs(3600);
         }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
@@ -76,6 +163,72 @@ impl Broken {
                     instance.state = State::Running;
                 }
             }
+            (Flaw::LagsWithinWindows, state) => {
+                let now = SystemTime::now();
+                let returned = self.returned.lock().unwrap().get(&instance.id).copied();
+                let stop = self.stops.lock().unwrap().get(&instance.id).copied();
+                // Launch has not returned yet, or has only just.
+                if returned.is_none_or(|returned| now < returned + LAG_PENDING) {
+                    instance.state = State::Pending;
+                } else if matches!(state, State::Stopped { .. })
+                    && stop.is_some_and(|stop| now < stop + LAG_END)
+                {
+                    instance.state = State::Running;
+                }
+            }
+            (Flaw::GoesBackToPending, State::Running) => {
+                let returned = self.returned.lock().unwrap().get(&instance.id).copied();
+                if returned.is_some_and(|returned| SystemTime::now() < returned + LAG_PENDING) {
+                    instance.state = State::Pending;
+                }
+            }
+            _ => {}
+        }
+        if self.flaw == Flaw::DigitIds {
+            instance.id = digits(&instance.id);
+        }
+        instance
+    }
+
+    /// Whether this provider launched `id`.
+    fn launched(&self, id: &InstanceId) -> bool {
+        self.returned.lock().unwrap().contains_key(id)
+    }
+}
+
+/// A simulated id as digits only, each byte as three decimal digits
+/// ([`Flaw::DigitIds`]).
+fn digits(id: &InstanceId) -> InstanceId {
+    InstanceId::from(
+        id.as_str()
+            .bytes()
+            .map(|b| format!("{b:03}"))
+            .collect::<String>(),
+    )
+}
+
+/// The simulated id [`digits`] made `id` from, if it is one.
+fn undigits(id: &InstanceId) -> Option<InstanceId> {
+    let text = id.as_str();
+    if text.is_empty() || !text.len().is_multiple_of(3) || !text.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let bytes = (0..text.len())
+        .step_by(3)
+        .map(|at| text[at..at + 3].parse::<u8>().ok())
+        .collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok().map(InstanceId::from)
+}
+
+impl Broken {
+    /// An instance as this flawed provider's `list` reports it.
+    fn misreport_listed(&self, mut instance: Instance) -> Instance {
+        match self.flaw {
+            Flaw::ListRenames => instance.name = instance.name.to_uppercase(),
+            Flaw::ListDisowns => instance.owner = format!("not-{}", instance.owner),
+            Flaw::ListChangesKind => instance.kind = ProviderKind::Docker,
+            Flaw::ListMovesStart => instance.started_at += Duration::from_millis(1),
             _ => {}
         }
         instance
@@ -89,7 +242,19 @@ impl Provider for Broken {
     }
 
     fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        self.inner.accepts(trust)
+        match (self.flaw, self.inner.accepts(trust)) {
+            (Flaw::RefusesTrusted, Ok(())) => Err(Error::Refused {
+                trust,
+                kind: self.kind(),
+            }),
+            (Flaw::RefusalNamesWrongKind, Err(Error::Refused { trust, .. })) => {
+                Err(Error::Refused {
+                    trust,
+                    kind: ProviderKind::Docker,
+                })
+            }
+            (_, answer) => answer,
+        }
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
@@ -104,11 +269,53 @@ impl Provider for Broken {
             return Err(Error::unavailable("the connection is cut"));
         }
         let run_time = parse_run_for(&spec.command).ok();
-        let instance = self.inner.launch(spec).await?;
+        if self.inner.is_severed() {
+            match self.flaw {
+                Flaw::CutLaunchSaysInvalid
+                    if spec.trust == TrustClass::Trusted
+                        && !spec.name.is_empty()
+                        && run_time.is_some() =>
+                {
+                    return Err(Error::invalid_spec("the daemon did not answer"));
+                }
+                Flaw::JudgesOfflineDuringCut if spec.trust != TrustClass::Trusted => {
+                    return Err(Error::Refused {
+                        trust: spec.trust,
+                        kind: self.kind(),
+                    });
+                }
+                Flaw::JudgesOfflineDuringCut if spec.name.is_empty() || run_time.is_none() => {
+                    return Err(Error::invalid_spec("judged without the daemon"));
+                }
+                _ => {}
+            }
+        }
+        if self.flaw == Flaw::HeldNameInvalidUnavailable
+            && run_time.is_none()
+            && self.held.lock().unwrap().contains_key(&spec.name)
+        {
+            return Err(Error::unavailable("the daemon choked on a held name"));
+        }
+        let name = spec.name.clone();
+        let instance = match (self.flaw, self.inner.launch(spec).await) {
+            (Flaw::InvalidSpecUnavailable, Err(err)) if err.kind() == ErrorKind::InvalidSpec => {
+                return Err(Error::unavailable("the daemon choked on the spec"));
+            }
+            (Flaw::ConflictNamesAnother, Err(Error::Conflict { name })) => {
+                return Err(Error::Conflict {
+                    name: name.to_uppercase(),
+                });
+            }
+            (_, answer) => answer?,
+        };
         if let Some(stop) = run_time.and_then(|d| instance.started_at.checked_add(d)) {
             self.stops.lock().unwrap().insert(instance.id.clone(), stop);
         }
-        Ok(self.report(instance))
+        let id = instance.id.clone();
+        self.held.lock().unwrap().insert(name, id.clone());
+        let reported = self.report(instance);
+        self.returned.lock().unwrap().insert(id, SystemTime::now());
+        Ok(reported)
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
@@ -119,7 +326,15 @@ impl Provider for Broken {
                 .filter(|i| i.name.to_lowercase() == name.to_lowercase())
                 .min_by(|a, b| a.id.cmp(&b.id)));
         }
-        Ok(self.inner.find(name).await?.map(|i| self.report(i)))
+        let found = self.inner.find(name).await?;
+        if self.flaw == Flaw::FindAnswersNewest && found.is_some() {
+            let all = self.inner.list().await?;
+            return Ok(all
+                .into_iter()
+                .max_by(|a, b| a.id.cmp(&b.id))
+                .map(|i| self.report(i)));
+        }
+        Ok(found.map(|i| self.report(i)))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
@@ -131,7 +346,20 @@ impl Provider for Broken {
             (Flaw::OutageListsEmpty, Err(err)) if err.kind() == ErrorKind::InventoryUnavailable => {
                 Ok(Vec::new())
             }
-            (_, answer) => answer.map(|all| all.into_iter().map(|i| self.report(i)).collect()),
+            (Flaw::OutageListsUnavailable, Err(err))
+                if err.kind() == ErrorKind::InventoryUnavailable =>
+            {
+                Err(Error::unavailable("the inventory went away"))
+            }
+            (Flaw::ListDuplicates, Ok(mut all)) if !all.is_empty() => {
+                all.push(all[0].clone());
+                Ok(all)
+            }
+            (_, answer) => answer.map(|all| {
+                all.into_iter()
+                    .map(|i| self.misreport_listed(self.report(i)))
+                    .collect()
+            }),
         }
     }
 
@@ -140,14 +368,53 @@ impl Provider for Broken {
             let _ = self.inner.provider().destroy(id).await;
             return Err(Error::unavailable("the connection is cut"));
         }
-        match self.inner.destroy(id).await {
-            Err(err)
-                if self.flaw == Flaw::DestroyForeignSucceeds
-                    && err.kind() == ErrorKind::NotOwned =>
-            {
+        let id = &match self.flaw {
+            Flaw::DigitIds => undigits(id).unwrap_or_else(|| id.clone()),
+            Flaw::DestroyFoldsCase => InstanceId::from(id.as_str().to_lowercase()),
+            _ => id.clone(),
+        };
+        if self.inner.is_severed() {
+            match self.flaw {
+                Flaw::CutDestroySaysInvalid => {
+                    return Err(Error::invalid_spec("the daemon did not answer"));
+                }
+                Flaw::CutForeignDestroyAbsent | Flaw::JudgesOfflineDuringCut
+                    if !self.launched(id) =>
+                {
+                    // Another deployment's id is refused by the host without
+                    // touching anything; this provider's own are not asked.
+                    if let Err(err) = self.inner.provider().destroy(id).await
+                        && err.kind() == ErrorKind::NotOwned
+                    {
+                        return match self.flaw {
+                            Flaw::CutForeignDestroyAbsent => Ok(Teardown::Absent),
+                            _ => Err(err),
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+        let answer = self.inner.destroy(id).await;
+        if let Ok(Teardown::Stopped) = answer {
+            self.held.lock().unwrap().retain(|_, held| held != id);
+        }
+        match (self.flaw, answer) {
+            (Flaw::DestroyForeignSucceeds, Err(err)) if err.kind() == ErrorKind::NotOwned => {
                 Ok(Teardown::Absent)
             }
-            answer => answer,
+            (Flaw::NotOwnedWrongOwner, Err(Error::NotOwned { id, .. })) => Err(Error::NotOwned {
+                id,
+                owner: "wrong-owner".to_owned(),
+            }),
+            (Flaw::DigitIds, Err(Error::NotOwned { id, owner })) => Err(Error::NotOwned {
+                id: digits(&id),
+                owner,
+            }),
+            (Flaw::DestroyAnswersRequested, Ok(Teardown::Stopped))
+            | (Flaw::AsksOnly, Ok(Teardown::Stopped | Teardown::Absent)) => Ok(Teardown::Requested),
+            (Flaw::NeverHeldStopped, Ok(Teardown::Absent)) => Ok(Teardown::Stopped),
+            (_, answer) => answer,
         }
     }
 }
@@ -164,7 +431,11 @@ impl ProviderFactory for BrokenFactory {
     type Provider = Broken;
 
     fn policies(&self) -> Policies {
-        self.inner.policies()
+        let mut policies = self.inner.policies();
+        if self.flaw == Flaw::AsksOnly {
+            policies.unknown_destroy = Teardown::Requested;
+        }
+        policies
     }
 
     async fn build(&self) -> Result<Fixture<Broken>, FixtureError> {
@@ -173,6 +444,8 @@ impl ProviderFactory for BrokenFactory {
             inner,
             flaw,
             stops: Mutex::default(),
+            returned: Mutex::default(),
+            held: Mutex::default(),
         }))
     }
 
@@ -259,6 +532,7 @@ fn h1_catches_a_list_that_drops_an_instance() {
 fn h1_catches_a_destroy_of_a_foreign_id_that_succeeds() {
     let failure = caught(Flaw::DestroyForeignSucceeds, 2);
     assert!(failure.reason.contains("NotOwned"), "{failure}");
+    assert!(failure.reason.ends_with("got Ok(Absent)"), "{failure}");
     assert!(
         failure.steps.last().unwrap().contains("destroy"),
         "{failure}"
@@ -278,6 +552,20 @@ fn h1_catches_a_find_that_folds_case() {
 fn h1_catches_a_list_that_answers_empty_during_an_outage() {
     let failure = caught(Flaw::OutageListsEmpty, 2);
     assert!(failure.reason.contains("InventoryUnavailable"), "{failure}");
+}
+
+// H1: during an outage list answers InventoryUnavailable (S10, P6): the
+// error that tells a caller the inventory is unknown, not another one.
+#[test]
+fn h1_catches_a_list_that_answers_another_error_during_an_outage() {
+    let failure = caught(Flaw::OutageListsUnavailable, 2);
+    assert!(failure.steps[0].contains("outage starts"), "{failure}");
+    assert!(
+        failure.reason.contains(
+            "the inventory is failing: expected Err(InventoryUnavailable), got Err(Unavailable"
+        ),
+        "{failure}"
+    );
 }
 
 // H1: a launch that starts unclassified work is reported (S9: Unknown is
@@ -338,6 +626,17 @@ fn h7_catches_a_start_time_far_from_the_launch_call() {
         failure.reason.contains("from the launch call's start"),
         "{failure}"
     );
+    // An hour before the instant the launch started, less the time the call
+    // took to get there.
+    assert!(
+        failure.reason.contains("the instance started at -3599.9"),
+        "{failure}"
+    );
+    let failure = caught_in_wall_time(Flaw::StartedAnHourLate, 1);
+    assert!(
+        failure.reason.contains("the instance started at +3600.0"),
+        "{failure}"
+    );
 }
 
 // H8: a destroy answered with an error during a whole-connection outage that
@@ -346,4 +645,338 @@ fn h7_catches_a_start_time_far_from_the_launch_call() {
 fn h8_catches_a_destroy_during_a_whole_outage_that_removes() {
     let failure = caught_in_wall_time(Flaw::DestroyRemovesDuringOutage, 4);
     assert!(failure.reason.contains("missing"), "{failure}");
+}
+
+/// The failure of the suite run on a provider with `flaw` (modelled time) when
+/// proptest's own shrinking is switched off, so that only the suite's
+/// deletion pass (which deletes every step it can while the sequence stays
+/// valid and failing) shortens the generated sequence.
+fn caught_without_proptest_shrinking(flaw: Flaw) -> ContractFailure {
+    let mut config = ContractConfig::default().with_cases(256);
+    config.proptest.max_shrink_iters = 0;
+    failure_of(flaw, SimulatedFactory::modelled(), config)
+}
+
+// H1: a failure shrinks to its shortest sequence even when proptest's
+// shrinking does nothing: the suite's own pass deletes every step the failure
+// does not need. A launch of unclassified work that starts is one step.
+// (With shrinking off, check_contract once panicked inside
+// proptest-state-machine, "Unexpected non-zero `seen_transitions_counter`",
+// instead of reporting the failure.)
+#[test]
+fn h1_the_suite_deletes_every_step_a_failure_does_not_need() {
+    let failure = caught_without_proptest_shrinking(Flaw::LaunchesUnknownTrust);
+    assert_eq!(failure.steps.len(), 1, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[0].contains("unknown"), "{failure}");
+    assert!(failure.reason.starts_with("step 1 ("), "{failure}");
+    assert!(failure.reason.contains("Refused"), "{failure}");
+
+    // A destroy of the other deployment's instance needs that instance's
+    // launch first: deletion keeps the launch the destroy names.
+    let failure = caught_without_proptest_shrinking(Flaw::DestroyForeignSucceeds);
+    assert_eq!(failure.steps.len(), 2, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[1].contains("destroy the id of"), "{failure}");
+    assert!(failure.reason.starts_with("step 2 ("), "{failure}");
+}
+
+// H7: in wall time, every answer about an instance keeps its identity: the
+// id, name, owner and kind it was launched with, and the start time its
+// launch answered. A list that changes any one of them is caught at the check
+// after the launch, and the report shows what was expected and what came.
+#[test]
+fn h7_wall_time_answers_keep_each_instances_identity() {
+    for (flaw, field) in [
+        (Flaw::ListRenames, "name: "),
+        (Flaw::ListDisowns, "owner: "),
+        (Flaw::ListChangesKind, "kind: "),
+        (Flaw::ListMovesStart, "started_at: "),
+    ] {
+        let failure = caught_in_wall_time(flaw, 1);
+        assert!(failure.steps[0].contains("launch"), "{flaw:?}: {failure}");
+        assert!(
+            failure.reason.starts_with("after step 1 ("),
+            "{flaw:?}: {failure}"
+        );
+        let (expected, got) = failure
+            .reason
+            .split_once("inventory: expected the instance { id: ")
+            .and_then(|(_, rest)| rest.split_once(", got Instance {"))
+            .unwrap_or_else(|| panic!("{flaw:?}: {failure}"));
+        // A field's value in one half of the report (a start time runs to
+        // its closing brace; the expected kind is shown as `Display`, the
+        // answered one as `Debug`).
+        let value = |text: &'static str, part: &str| -> String {
+            let at = part
+                .find(text)
+                .unwrap_or_else(|| panic!("{flaw:?}: {failure}"));
+            let value = &part[at + text.len()..];
+            let end = if text == "started_at: " {
+                value.find(" }")
+            } else {
+                value.find(", ")
+            };
+            let value = &value[..end.unwrap_or(value.len())];
+            if text == "kind: " {
+                value.to_lowercase()
+            } else {
+                value.to_owned()
+            }
+        };
+        assert_ne!(
+            value(field, expected),
+            value(field, got),
+            "{flaw:?}: {failure}"
+        );
+        for other in ["name: ", "owner: ", "kind: ", "started_at: "] {
+            if other != field {
+                assert_eq!(
+                    value(other, expected),
+                    value(other, got),
+                    "{flaw:?}: {failure}"
+                );
+            }
+        }
+    }
+}
+
+// H7: a backend whose instances stay Pending for a while after launch returns
+// and stop a little late, each inside the windows it declares, keeps the
+// contract in wall time: the suite takes every state its windows allow.
+#[test]
+fn h7_states_inside_the_declared_windows_pass() {
+    let factory = BrokenFactory {
+        flaw: Flaw::LagsWithinWindows,
+        inner: lagging(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(8))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 8);
+}
+
+// H7: an instance's states only move on (Pending, Running, Stopped): one seen
+// Running that is answered Pending again is caught, although Pending alone
+// would still be inside its window.
+#[test]
+fn h7_catches_an_instance_that_goes_back_to_pending() {
+    let failure = failure_of(Flaw::GoesBackToPending, lagging(), ContractConfig::wall(64));
+    assert_eq!(failure.steps.len(), 1, "{failure}");
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("went back to Pending after it was seen Running"),
+        "{failure}"
+    );
+}
+
+// H1: destroy compares ids exactly (P7, S8): one that removes the instance
+// whose id is the named one in the other case is caught by a near miss.
+#[test]
+fn h1_catches_a_destroy_that_folds_case() {
+    let failure = caught(Flaw::DestroyFoldsCase, 2);
+    assert!(failure.steps[1].contains("in the other case"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains(", which the host does not hold: expected Ok(Absent), got "),
+        "{failure}"
+    );
+}
+
+// H1: the suite's near misses never name an issued id, whatever the backend's
+// ids are made of: a backend whose ids are digits only (no case to change)
+// keeps the contract.
+#[test]
+fn h1_a_backend_with_ids_of_digits_only_passes() {
+    let factory = BrokenFactory {
+        flaw: Flaw::DigitIds,
+        inner: SimulatedFactory::modelled(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+}
+
+// H1: find answers the instance of that name (S7), not another one the
+// deployment holds. (Two launches and the find would do; with this seed the
+// sequence keeps an outage that starts and ends before the find, a pair no
+// single deletion removes.)
+#[test]
+fn h1_catches_a_find_that_answers_another_instance() {
+    let failure = caught(Flaw::FindAnswersNewest, 5);
+    assert!(failure.steps[4].contains("find"), "{failure}");
+    assert!(
+        failure.reason.contains("expected Ok(Some(the instance "),
+        "{failure}"
+    );
+}
+
+// H1: accepts takes trusted work on every backend (S9, P7).
+#[test]
+fn h1_catches_a_refusal_of_trusted_work() {
+    let failure = caught(Flaw::RefusesTrusted, 1);
+    assert!(
+        failure
+            .reason
+            .contains("expected trusted work to be accepted, got Err(Refused"),
+        "{failure}"
+    );
+}
+
+// H1: a refusal names the trust class refused and the backend's own kind (P6).
+#[test]
+fn h1_catches_a_refusal_that_names_another_kind() {
+    let failure = caught(Flaw::RefusalNamesWrongKind, 1);
+    assert!(failure.steps[0].contains("accepts("), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("kind: simulated }), got Err(Refused"),
+        "{failure}"
+    );
+    assert!(failure.reason.ends_with("kind: docker })"), "{failure}");
+}
+
+// H1: NotOwned names the deployment that owns the instance (S8, P6).
+#[test]
+fn h1_catches_a_not_owned_that_names_the_wrong_owner() {
+    let failure = caught(Flaw::NotOwnedWrongOwner, 2);
+    assert!(
+        failure.reason.contains(r#"owner: "wrong-owner""#),
+        "{failure}"
+    );
+}
+
+// H1: a spec the backend cannot run is refused as invalid (S4), not as an
+// outage.
+#[test]
+fn h1_catches_an_invalid_spec_answered_as_unavailable() {
+    let failure = caught(Flaw::InvalidSpecUnavailable, 1);
+    assert!(
+        failure
+            .reason
+            .contains("expected Err(InvalidSpec), nothing recorded; got Err(Unavailable"),
+        "{failure}"
+    );
+}
+
+// H1: a spec both invalid and naming a held instance may be refused either
+// way, but only as invalid or as a conflict (S4, S5).
+#[test]
+fn h1_catches_an_invalid_spec_of_a_held_name_answered_as_unavailable() {
+    let failure = caught(Flaw::HeldNameInvalidUnavailable, 2);
+    assert!(
+        failure.reason.contains(
+            "expected Err(InvalidSpec) or Err(Conflict), nothing recorded; got Err(Unavailable"
+        ),
+        "{failure}"
+    );
+}
+
+// H1: Conflict names the held name (S5, P6).
+#[test]
+fn h1_catches_a_conflict_that_names_another_name() {
+    let failure = caught(Flaw::ConflictNamesAnother, 2);
+    assert!(
+        failure.reason.contains("got Err(Conflict { name: \"JOB-"),
+        "{failure}"
+    );
+}
+
+// H1: list answers each instance once (S6).
+#[test]
+fn h1_catches_a_list_that_answers_an_instance_twice() {
+    let failure = caught(Flaw::ListDuplicates, 1);
+    assert!(
+        failure
+            .reason
+            .contains("unexpected or duplicated: [Instance {"),
+        "{failure}"
+    );
+}
+
+// H1: an authoritative backend answers Stopped for the held instance it
+// removes (P5, S8), and Absent for an id it does not hold.
+#[test]
+fn h1_catches_destroy_answers_an_authoritative_backend_must_not_give() {
+    let failure = caught(Flaw::DestroyAnswersRequested, 2);
+    assert!(
+        failure
+            .reason
+            .ends_with("expected Ok(Stopped), got Ok(Requested)"),
+        "{failure}"
+    );
+    let failure = caught(Flaw::NeverHeldStopped, 1);
+    assert!(
+        failure
+            .reason
+            .ends_with("expected Ok(Absent), got Ok(Stopped)"),
+        "{failure}"
+    );
+}
+
+// H1: a backend that can only ask (Policies::unknown_destroy is Requested)
+// may answer Requested for every destroy, of a held instance too (P5).
+#[test]
+fn h1_a_backend_that_can_only_ask_passes() {
+    let factory = BrokenFactory {
+        flaw: Flaw::AsksOnly,
+        inner: SimulatedFactory::modelled(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+}
+
+// H8: during a whole-connection outage launch and destroy answer Unavailable
+// (or InventoryUnavailable), never another error that would tell the caller
+// something about its spec or id.
+#[test]
+fn h8_catches_wrong_errors_during_a_whole_outage() {
+    let failure = caught_in_wall_time(Flaw::CutLaunchSaysInvalid, 2);
+    assert!(
+        failure.reason.contains(
+            "the connection is cut: expected launch to answer Err(Unavailable) or \
+             Err(InventoryUnavailable), recorded nothing; got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+    let failure = caught_in_wall_time(Flaw::CutDestroySaysInvalid, 3);
+    assert!(
+        failure.reason.contains(
+            "the connection is cut: expected destroy to answer Err(Unavailable) or \
+             Err(InventoryUnavailable), removed nothing; got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+}
+
+// H8: during a whole-connection outage a destroy of another deployment's id
+// is not answered Absent: it was not confirmed gone.
+#[test]
+fn h8_catches_a_foreign_destroy_answered_absent_during_a_whole_outage() {
+    let failure = caught_in_wall_time(Flaw::CutForeignDestroyAbsent, 3);
+    assert!(
+        failure
+            .reason
+            .contains("the connection is cut: expected destroy to answer"),
+        "{failure}"
+    );
+    assert!(failure.reason.ends_with("got Ok(Absent)"), "{failure}");
+}
+
+// H8: during a whole-connection outage a backend may still give the refusals
+// it can judge without its daemon: trust, an empty name or a bad command,
+// and NotOwned for another deployment's id.
+#[test]
+fn h8_refusals_judged_without_the_daemon_pass_during_a_whole_outage() {
+    let factory = BrokenFactory {
+        flaw: Flaw::JudgesOfflineDuringCut,
+        inner: SimulatedFactory::wall(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(16))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 16);
 }
