@@ -1,0 +1,1389 @@
+//! [`Core`]: the scheduler's every decision, made without I/O (B1).
+//!
+//! The core is a deterministic state machine. It is fed inputs, each with the
+//! time it happened at ([`submit`](Core::submit), [`cancel`](Core::cancel),
+//! [`handle_answer`](Core::handle_answer), [`handle_timeout`](Core::handle_timeout)),
+//! and answers outputs, drained after every input:
+//! [`poll_action`](Core::poll_action) (provider calls to make),
+//! [`poll_decision`](Core::poll_decision) (what it decided), and
+//! [`poll_timeout`](Core::poll_timeout) (when it next needs
+//! [`handle_timeout`](Core::handle_timeout), read again after every input).
+//! It never reads a clock, never calls a provider, never spawns: the same
+//! inputs in the same order give the same outputs (B10).
+//!
+//! # Guarantees
+//!
+//! * **Capacity (B4).** A pool never holds more leases than its capacity by
+//!   this core's placements; a lease is taken when the launch is asked for, so
+//!   launches in flight count. (Instances found in an inventory at start, or
+//!   adopted, are counted where they are, whatever the capacity: they exist.)
+//! * **No head-of-line blocking (B4).** Jobs are queued by [`Target`](crate::Target),
+//!   the pools routing allows them; a job waits only behind jobs of targets
+//!   that want a pool it wants, first come first served. A placement looks at
+//!   the head of each non-empty queue, never at every queued job.
+//! * **Launch (B5).** An error that leaves a launch's effect unknown
+//!   (`Unavailable`, `InventoryUnavailable`, a lost answer) keeps the lease and
+//!   retries with capped backoff; `Conflict` means an earlier attempt happened,
+//!   so the instance is found and adopted; a refusal or an invalid spec ends the
+//!   job failed and frees the lease.
+//! * **Reconcile (B6).** Every `reconcile_every`, each busy pool is listed: a
+//!   stopped instance is destroyed and its job ends finished with the exit
+//!   code; a running lease absent from an inventory that answered (and that
+//!   was asked for after the launch was answered) ends failed (vanished); an
+//!   inventory that errors frees nothing.
+//! * **Orphans (B7).** An instance no lease holds is adopted when its name is
+//!   a job still queued (or a job waiting to retry its launch), and otherwise
+//!   destroyed once seen for `orphan_grace`.
+//! * **Restart (B8).** A new core lists every pool first and places nothing in
+//!   a pool before its inventory answered; instances named after jobs are
+//!   learned (counted against capacity) and end with their real outcome.
+//! * **Outcomes (B9).** Every job accepted ends exactly once, in one
+//!   [`Decision::Ended`].
+//! * **Time.** A `now` earlier than one already seen is taken as the later
+//!   one: time never goes backwards inside the core. A timeout that fires
+//!   early, late or twice is harmless.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::SystemTime;
+
+use billet_config::{Config, Settings as PoolSettings};
+use billet_provider::{Error, ErrorKind, Instance, InstanceId, Resources, Spec, State, Teardown};
+use rustc_hash::FxHashMap;
+
+use crate::job::{FailReason, Job, JobId, Outcome};
+use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
+use crate::routing::{PoolId, PoolInfo, Refusal, Target, target};
+use crate::settings::Settings;
+use crate::stats::{PoolStats, Stats};
+
+/// The scheduler's decisions, without I/O. See the [module docs](self).
+#[derive(Debug)]
+pub struct Core {
+    config: Config,
+    settings: Settings,
+    /// What each pool is, in configuration order.
+    infos: Vec<PoolInfo>,
+    /// What each pool holds, in the same order.
+    pools: Vec<Pool>,
+    jobs: FxHashMap<JobId, Rec>,
+    classes: Vec<Class>,
+    class_of: BTreeMap<Target, usize>,
+    /// Classes with jobs waiting, by the sequence number of their head.
+    waiting: BTreeSet<(u64, usize)>,
+    next_seq: u64,
+    calls: FxHashMap<CallId, Purpose>,
+    /// Call deadlines in the order the calls were made: `now` never goes
+    /// back and the timeout is fixed, so this is in deadline order too.
+    deadlines: VecDeque<(SystemTime, CallId)>,
+    retries: BTreeSet<(SystemTime, JobId)>,
+    timeouts: BTreeSet<(SystemTime, JobId)>,
+    next_call: u64,
+    actions: VecDeque<Action>,
+    decisions: VecDeque<Decision>,
+    now: SystemTime,
+    /// Counts inputs; orders a list against the launches it may reflect.
+    epoch: u64,
+    next_reconcile: SystemTime,
+    /// Something changed that may let a queued job be placed.
+    may_place: bool,
+    counts: Counts,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    accepted: u64,
+    refused: u64,
+    finished: u64,
+    failed: u64,
+    cancelled: u64,
+    learned: u64,
+    adopted: u64,
+    orphans_collected: u64,
+    inventory_errors: u64,
+    calls_lost: u64,
+}
+
+#[derive(Debug)]
+struct Pool {
+    leases: BTreeSet<JobId>,
+    launching: u32,
+    queued: u64,
+    /// The inventory has answered once: placing here is allowed (B8).
+    ready: bool,
+    /// Something may have left an instance no lease accounts for (a launch
+    /// whose effect is unknown), at this epoch; a later list settles it.
+    dirty_since: Option<u64>,
+    listing: Option<CallId>,
+    orphans: BTreeMap<InstanceId, Orphan>,
+}
+
+#[derive(Debug)]
+struct Orphan {
+    name: String,
+    first_seen: SystemTime,
+    collecting: Option<CallId>,
+}
+
+#[derive(Debug)]
+struct Class {
+    target: Target,
+    /// (sequence, job); entries whose job left the queue are skipped lazily.
+    queue: VecDeque<(u64, JobId)>,
+}
+
+#[derive(Debug)]
+struct Rec {
+    job: Job,
+    stage: Stage,
+    /// An end asked for (cancel, timeout) while the launch was unsettled.
+    ending: Option<Outcome>,
+    /// When the job times out, if it has a timeout and holds a lease.
+    deadline: Option<SystemTime>,
+}
+
+#[derive(Debug, Clone)]
+enum Stage {
+    Queued {
+        class: usize,
+        seq: u64,
+    },
+    Launching {
+        pool: PoolId,
+        attempt: u32,
+        call: Option<CallId>,
+        retry_at: Option<SystemTime>,
+    },
+    Finding {
+        pool: PoolId,
+        attempt: u32,
+        call: Option<CallId>,
+        retry_at: Option<SystemTime>,
+    },
+    Running {
+        pool: PoolId,
+        instance: InstanceId,
+        since: u64,
+    },
+    Stopping {
+        pool: PoolId,
+        instance: InstanceId,
+        since: u64,
+        attempt: u32,
+        call: Option<CallId>,
+        retry_at: Option<SystemTime>,
+        requested: bool,
+        outcome: Outcome,
+    },
+}
+
+impl Stage {
+    fn pool(&self) -> Option<PoolId> {
+        match *self {
+            Stage::Queued { .. } => None,
+            Stage::Launching { pool, .. }
+            | Stage::Finding { pool, .. }
+            | Stage::Running { pool, .. }
+            | Stage::Stopping { pool, .. } => Some(pool),
+        }
+    }
+
+    fn is_launching(&self) -> bool {
+        matches!(self, Stage::Launching { .. } | Stage::Finding { .. })
+    }
+
+    fn call(&self) -> Option<CallId> {
+        match *self {
+            Stage::Launching { call, .. }
+            | Stage::Finding { call, .. }
+            | Stage::Stopping { call, .. } => call,
+            Stage::Queued { .. } | Stage::Running { .. } => None,
+        }
+    }
+
+    fn retry_at(&self) -> Option<SystemTime> {
+        match *self {
+            Stage::Launching { retry_at, .. }
+            | Stage::Finding { retry_at, .. }
+            | Stage::Stopping { retry_at, .. } => retry_at,
+            Stage::Queued { .. } | Stage::Running { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Purpose {
+    Job(JobId),
+    List { pool: PoolId, epoch: u64 },
+    Collect { pool: PoolId, instance: InstanceId },
+}
+
+/// What an error means for a call whose effect may have happened.
+fn effect_unknown(err: &Error) -> bool {
+    !matches!(
+        err.kind(),
+        ErrorKind::Refused | ErrorKind::InvalidSpec | ErrorKind::NotOwned | ErrorKind::InvalidOwner
+    )
+}
+
+impl Core {
+    /// A core for `config`'s pools, at `now`.
+    ///
+    /// `accepts` is asked once per configured provider, in file order, whether
+    /// its provider accepts each trust class (indexed as
+    /// [`TrustClass::ALL`](billet_provider::TrustClass::ALL)); the driver asks
+    /// the real provider's `accepts`. The core starts by asking for every
+    /// pool's inventory (B8): nothing is placed in a pool before it answers.
+    pub fn new(
+        config: Config,
+        mut accepts: impl FnMut(&billet_config::Provider) -> [bool; 3],
+        settings: Settings,
+        now: SystemTime,
+    ) -> Core {
+        let infos: Vec<PoolInfo> = config
+            .providers()
+            .iter()
+            .map(|provider| pool_info(provider, accepts(provider)))
+            .collect();
+        let pools = infos
+            .iter()
+            .map(|_| Pool {
+                leases: BTreeSet::new(),
+                launching: 0,
+                queued: 0,
+                ready: false,
+                dirty_since: None,
+                listing: None,
+                orphans: BTreeMap::new(),
+            })
+            .collect();
+        let mut core = Core {
+            config,
+            settings,
+            infos,
+            pools,
+            jobs: FxHashMap::default(),
+            classes: Vec::new(),
+            class_of: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            next_seq: 0,
+            calls: FxHashMap::default(),
+            deadlines: VecDeque::new(),
+            retries: BTreeSet::new(),
+            timeouts: BTreeSet::new(),
+            next_call: 0,
+            actions: VecDeque::new(),
+            decisions: VecDeque::new(),
+            now,
+            epoch: 0,
+            next_reconcile: now.checked_add(settings.reconcile_every).unwrap_or(now),
+            may_place: false,
+            counts: Counts::default(),
+        };
+        for p in 0..core.pools.len() {
+            core.list(PoolId(p));
+        }
+        core
+    }
+
+    /// The pools, in configuration order; a [`PoolId`] indexes this.
+    pub fn pools(&self) -> impl ExactSizeIterator<Item = &PoolInfo> {
+        self.infos.iter()
+    }
+
+    /// The configuration the core was built from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The settings the core runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Accepts `job` at `now`, or refuses it with the reason (B3): no pool
+    /// could ever take it, or a job with its id has not ended yet. A refused
+    /// job records nothing. An accepted job is placed at once when a pool it
+    /// may run on has room and nothing it waits behind is queued.
+    pub fn submit(&mut self, job: Job, now: SystemTime) -> Result<(), Refusal> {
+        self.advance(now);
+        if self.jobs.contains_key(&job.id) {
+            self.counts.refused += 1;
+            return Err(Refusal::Duplicate { id: job.id.0 });
+        }
+        let target = match target(&self.config, &self.infos, &job) {
+            Ok(target) => target,
+            Err(refusal) => {
+                self.counts.refused += 1;
+                tracing::info!(target: "billet_scheduler", job = job.id.0, %refusal, "refused");
+                return Err(refusal);
+            }
+        };
+        self.counts.accepted += 1;
+        let class = self.class_for(target);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let id = job.id;
+        let first = self.classes[class].target.pools().next().map(|p| p.0);
+        if let Some(p) = first {
+            self.pools[p].queued += 1;
+        }
+        self.jobs.insert(
+            id,
+            Rec {
+                job,
+                stage: Stage::Queued { class, seq },
+                ending: None,
+                deadline: None,
+            },
+        );
+        let queue = &mut self.classes[class].queue;
+        let was_empty = queue.is_empty();
+        queue.push_back((seq, id));
+        tracing::debug!(target: "billet_scheduler", job = id.0, "queued");
+        if was_empty {
+            self.waiting.insert((seq, class));
+            self.may_place = true;
+        }
+        self.place();
+        Ok(())
+    }
+
+    fn class_for(&mut self, target: Target) -> usize {
+        if let Some(&class) = self.class_of.get(&target) {
+            return class;
+        }
+        let class = self.classes.len();
+        self.class_of.insert(target.clone(), class);
+        self.classes.push(Class {
+            target,
+            queue: VecDeque::new(),
+        });
+        class
+    }
+
+    /// Cancels `job` at `now` (B9). A queued job is removed and ends
+    /// cancelled at once; a running job's instance is destroyed and the job
+    /// ends cancelled once that is confirmed; a launch not yet settled is
+    /// settled first. Answers `false` when the job is unknown, has ended, or
+    /// is already ending.
+    pub fn cancel(&mut self, job: JobId, now: SystemTime) -> bool {
+        self.advance(now);
+        self.end_early(job, Outcome::Cancelled)
+    }
+
+    /// Ends `job` early with `outcome` (a cancel or a timeout).
+    fn end_early(&mut self, id: JobId, outcome: Outcome) -> bool {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        if rec.ending.is_some() {
+            return false;
+        }
+        match rec.stage.clone() {
+            Stage::Queued { .. } => {
+                self.unqueue(id);
+                self.end(id, outcome);
+            }
+            Stage::Launching {
+                pool,
+                attempt,
+                call,
+                ..
+            } => {
+                rec.ending = Some(outcome);
+                if call.is_none() {
+                    // Waiting to retry: the effect of the last attempt is
+                    // unknown, so settle it by name first.
+                    self.find(id, pool, attempt);
+                }
+            }
+            Stage::Finding { .. } => rec.ending = Some(outcome),
+            Stage::Running {
+                pool,
+                instance,
+                since,
+            } => {
+                self.stop(id, pool, instance, since, outcome);
+            }
+            Stage::Stopping { .. } => return false,
+        }
+        self.place();
+        true
+    }
+
+    /// Hands in the answer to call `id`, at `now`. An answer to a call the
+    /// core no longer waits for (past its deadline, or answered already) is
+    /// ignored; so is an answer of the wrong type, which is treated as lost.
+    pub fn handle_answer(&mut self, id: CallId, answer: Answer, now: SystemTime) {
+        self.advance(now);
+        let Some(purpose) = self.calls.remove(&id) else {
+            return;
+        };
+        match (purpose, answer) {
+            (Purpose::Job(job), Answer::Launched(result)) => self.on_launch(job, id, result),
+            (Purpose::Job(job), Answer::Found(result)) => self.on_find(job, id, result),
+            (Purpose::Job(job), Answer::Destroyed(result)) => self.on_destroy(job, id, result),
+            (Purpose::List { pool, epoch }, Answer::Listed(result)) => {
+                self.on_list(pool, id, epoch, result);
+            }
+            (Purpose::Collect { pool, instance }, Answer::Destroyed(result)) => {
+                self.on_collect(pool, &instance, &result);
+            }
+            (purpose, _) => self.lost(id, purpose),
+        }
+        self.place();
+    }
+
+    /// Does what is due at `now`: calls past their deadline are treated as
+    /// lost, retries and job timeouts that are due fire, and a reconciliation
+    /// runs when `reconcile_every` has passed since the last. Calling it early,
+    /// late or twice is harmless.
+    pub fn handle_timeout(&mut self, now: SystemTime) {
+        self.advance(now);
+        let now = self.now;
+        while let Some(&(at, call)) = self.deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            if let Some(purpose) = self.calls.remove(&call) {
+                self.counts.calls_lost += 1;
+                self.lost(call, purpose);
+            }
+        }
+        while let Some(&(at, job)) = self.retries.first() {
+            if at > now {
+                break;
+            }
+            self.retries.pop_first();
+            self.retry(job, at);
+        }
+        while let Some(&(at, job)) = self.timeouts.first() {
+            if at > now {
+                break;
+            }
+            self.timeouts.pop_first();
+            let due = self
+                .jobs
+                .get(&job)
+                .is_some_and(|rec| rec.deadline == Some(at));
+            if due {
+                self.end_early(
+                    job,
+                    Outcome::Failed {
+                        reason: FailReason::TimedOut,
+                    },
+                );
+            }
+        }
+        if now >= self.next_reconcile {
+            self.reconcile();
+        }
+        self.place();
+    }
+
+    /// The next provider call to make, in the order asked for.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next decision made, in the order made.
+    pub fn poll_decision(&mut self) -> Option<Decision> {
+        self.decisions.pop_front()
+    }
+
+    /// When [`handle_timeout`](Core::handle_timeout) is next needed: the
+    /// earliest call deadline, retry, job timeout, or (while anything is in
+    /// flight, queued, unsettled or orphaned) the next reconciliation. `None`
+    /// when the core is idle. Read it again after every input; it may be in
+    /// the past, and must still be honoured.
+    pub fn poll_timeout(&mut self) -> Option<SystemTime> {
+        while let Some(&(_, call)) = self.deadlines.front() {
+            if self.calls.contains_key(&call) {
+                break;
+            }
+            self.deadlines.pop_front();
+        }
+        let reconcile = (!self.is_idle()).then_some(self.next_reconcile);
+        [
+            self.deadlines.front().map(|d| d.0),
+            self.retries.first().map(|r| r.0),
+            self.timeouts.first().map(|t| t.0),
+            reconcile,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Whether nothing is queued, held, unsettled or orphaned, and every
+    /// pool's inventory has answered: the core waits for nothing.
+    pub fn is_idle(&self) -> bool {
+        self.jobs.is_empty()
+            && self
+                .pools
+                .iter()
+                .all(|pool| pool.ready && pool.dirty_since.is_none() && pool.orphans.is_empty())
+    }
+
+    /// Leases `pool` holds now, launches in flight included.
+    pub fn leases(&self, pool: PoolId) -> u32 {
+        self.pools
+            .get(pool.0)
+            .map_or(0, |pool| pool.leases.len() as u32)
+    }
+
+    /// Jobs waiting for a lease.
+    pub fn queued(&self) -> u64 {
+        self.pools.iter().map(|pool| pool.queued).sum()
+    }
+
+    /// The pool whose lease `job` holds, if it holds one.
+    pub fn lease_of(&self, job: JobId) -> Option<PoolId> {
+        self.jobs.get(&job).and_then(|rec| rec.stage.pool())
+    }
+
+    /// Whether `job` is accepted and has not ended.
+    pub fn knows(&self, job: JobId) -> bool {
+        self.jobs.contains_key(&job)
+    }
+
+    /// The counts of B11: per pool, and totals per outcome.
+    pub fn stats(&self) -> Stats {
+        let c = self.counts;
+        Stats {
+            pools: self
+                .pools
+                .iter()
+                .zip(&self.infos)
+                .map(|(pool, info)| PoolStats {
+                    name: info.name.clone(),
+                    kind: info.kind,
+                    capacity: info.capacity,
+                    leases: pool.leases.len() as u32,
+                    launching: pool.launching,
+                    queued: pool.queued,
+                    orphans: pool.orphans.len() as u32,
+                    ready: pool.ready,
+                })
+                .collect(),
+            queued: self.queued(),
+            accepted: c.accepted,
+            refused: c.refused,
+            finished: c.finished,
+            failed: c.failed,
+            cancelled: c.cancelled,
+            learned: c.learned,
+            adopted: c.adopted,
+            orphans_collected: c.orphans_collected,
+            inventory_errors: c.inventory_errors,
+            calls_lost: c.calls_lost,
+        }
+    }
+
+    // ---- inputs, in detail ----
+
+    fn advance(&mut self, now: SystemTime) {
+        self.now = self.now.max(now);
+        self.epoch += 1;
+    }
+
+    fn on_launch(&mut self, id: JobId, call: CallId, result: Result<Instance, Error>) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let Stage::Launching {
+            pool,
+            attempt,
+            call: Some(waiting),
+            ..
+        } = rec.stage
+        else {
+            return;
+        };
+        if waiting != call {
+            return;
+        }
+        let ending = rec.ending.clone();
+        match result {
+            Ok(instance) => match ending {
+                Some(outcome) => self.stop(id, pool, instance.id, self.epoch, outcome),
+                None => {
+                    self.set_stage(
+                        id,
+                        Stage::Running {
+                            pool,
+                            instance: instance.id.clone(),
+                            since: self.epoch,
+                        },
+                    );
+                    self.decide(Decision::Launched {
+                        job: id,
+                        pool,
+                        instance: instance.id,
+                    });
+                }
+            },
+            Err(err) if err.kind() == ErrorKind::Conflict => self.find(id, pool, attempt),
+            Err(err) if effect_unknown(&err) => {
+                self.mark_dirty(pool);
+                if ending.is_some() {
+                    self.find(id, pool, attempt);
+                } else {
+                    self.back_off(id, pool, attempt + 1, Kind::Launch);
+                }
+            }
+            Err(err) => {
+                let outcome = ending.unwrap_or(Outcome::Failed {
+                    reason: match err.kind() {
+                        ErrorKind::InvalidSpec => FailReason::Invalid(err.to_string()),
+                        _ => FailReason::Refused(err.to_string()),
+                    },
+                });
+                self.end(id, outcome);
+            }
+        }
+    }
+
+    fn on_find(&mut self, id: JobId, call: CallId, result: Result<Option<Instance>, Error>) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let Stage::Finding {
+            pool,
+            attempt,
+            call: Some(waiting),
+            ..
+        } = rec.stage
+        else {
+            return;
+        };
+        if waiting != call {
+            return;
+        }
+        let ending = rec.ending.clone();
+        match (result, ending) {
+            (Ok(Some(instance)), Some(outcome)) => {
+                self.stop(id, pool, instance.id, self.epoch, outcome);
+            }
+            (Ok(Some(instance)), None) => self.adopt(id, pool, &instance),
+            (Ok(None), Some(outcome)) => self.end(id, outcome),
+            // Confirmed absent: launch again, after a pause.
+            (Ok(None), None) => self.back_off(id, pool, attempt + 1, Kind::Launch),
+            (Err(_), _) => self.back_off(id, pool, attempt + 1, Kind::Find),
+        }
+    }
+
+    fn on_destroy(&mut self, id: JobId, call: CallId, result: Result<Teardown, Error>) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let Stage::Stopping {
+            pool,
+            attempt,
+            call: ref mut waiting,
+            ref mut requested,
+            ref outcome,
+            ..
+        } = rec.stage
+        else {
+            return;
+        };
+        if *waiting != Some(call) {
+            return;
+        }
+        let outcome = outcome.clone();
+        match result {
+            Ok(teardown) if teardown.is_confirmed() => self.end(id, outcome),
+            // Asked, not confirmed: the next inventory without it confirms.
+            Ok(_) => {
+                *waiting = None;
+                *requested = true;
+            }
+            // Not this deployment's: nothing of ours to wait for.
+            Err(err) if err.kind() == ErrorKind::NotOwned => self.end(id, outcome),
+            Err(_) => self.back_off(id, pool, attempt + 1, Kind::Destroy),
+        }
+    }
+
+    fn on_collect(
+        &mut self,
+        pool: PoolId,
+        instance: &InstanceId,
+        result: &Result<Teardown, Error>,
+    ) {
+        let Some(orphan) = self.pools[pool.0].orphans.get_mut(instance) else {
+            return;
+        };
+        orphan.collecting = None;
+        if matches!(result, Ok(teardown) if teardown.is_confirmed()) {
+            let Some(orphan) = self.pools[pool.0].orphans.remove(instance) else {
+                return;
+            };
+            self.counts.orphans_collected += 1;
+            self.decide(Decision::Orphan {
+                pool,
+                instance: instance.clone(),
+                name: orphan.name,
+                fate: OrphanFate::Collected,
+            });
+        }
+    }
+
+    /// A call the core stopped waiting for: its effect is unknown.
+    fn lost(&mut self, call: CallId, purpose: Purpose) {
+        match purpose {
+            Purpose::Job(id) => {
+                let Some(rec) = self.jobs.get(&id) else {
+                    return;
+                };
+                if rec.stage.call() != Some(call) {
+                    return;
+                }
+                let unavailable = || Error::unavailable("no answer before the call's deadline");
+                match rec.stage {
+                    Stage::Launching { .. } => self.on_launch(id, call, Err(unavailable())),
+                    Stage::Finding { .. } => self.on_find(id, call, Err(unavailable())),
+                    Stage::Stopping { .. } => self.on_destroy(id, call, Err(unavailable())),
+                    Stage::Queued { .. } | Stage::Running { .. } => {}
+                }
+            }
+            Purpose::List { pool, epoch } => self.on_list(
+                pool,
+                call,
+                epoch,
+                Err(Error::inventory_unavailable(
+                    "no answer before the call's deadline",
+                )),
+            ),
+            Purpose::Collect { pool, instance } => self.on_collect(
+                pool,
+                &instance,
+                &Err(Error::unavailable("no answer before the call's deadline")),
+            ),
+        }
+    }
+
+    fn retry(&mut self, id: JobId, at: SystemTime) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        if rec.stage.retry_at() != Some(at) {
+            return;
+        }
+        match rec.stage.clone() {
+            Stage::Launching { pool, attempt, .. } => {
+                if rec.ending.is_some() {
+                    self.find(id, pool, attempt);
+                } else {
+                    self.launch(id, pool, attempt);
+                }
+            }
+            Stage::Finding { pool, attempt, .. } => self.find(id, pool, attempt),
+            Stage::Stopping {
+                pool,
+                instance,
+                since,
+                attempt,
+                outcome,
+                ..
+            } => self.destroy(id, pool, instance, since, attempt, outcome),
+            Stage::Queued { .. } | Stage::Running { .. } => {}
+        }
+    }
+
+    // ---- reconciliation ----
+
+    fn reconcile(&mut self) {
+        self.next_reconcile = self
+            .now
+            .checked_add(self.settings.reconcile_every)
+            .unwrap_or(self.now);
+        for p in 0..self.pools.len() {
+            let pool = &self.pools[p];
+            let busy = !pool.leases.is_empty()
+                || !pool.ready
+                || pool.dirty_since.is_some()
+                || !pool.orphans.is_empty();
+            if busy && pool.listing.is_none() {
+                self.list(PoolId(p));
+            }
+        }
+    }
+
+    fn on_list(
+        &mut self,
+        pool: PoolId,
+        call: CallId,
+        issued: u64,
+        result: Result<Vec<Instance>, Error>,
+    ) {
+        if self.pools[pool.0].listing == Some(call) {
+            self.pools[pool.0].listing = None;
+        }
+        let mut inventory = match result {
+            Ok(inventory) => inventory,
+            Err(err) => {
+                self.counts.inventory_errors += 1;
+                self.decide(Decision::InventoryError {
+                    pool,
+                    error: err.to_string(),
+                });
+                return;
+            }
+        };
+        // The answer's order is unspecified: decide in a fixed one (B10).
+        inventory.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let first = !self.pools[pool.0].ready;
+        {
+            let p = &mut self.pools[pool.0];
+            p.ready = true;
+            if p.dirty_since.is_some_and(|since| since < issued) {
+                p.dirty_since = None;
+            }
+        }
+        if first {
+            self.may_place = true;
+        }
+        let by_id: FxHashMap<&str, &Instance> =
+            inventory.iter().map(|i| (i.id.as_str(), i)).collect();
+
+        // 1. This pool's leases, in job order.
+        let held: Vec<JobId> = self.pools[pool.0].leases.iter().copied().collect();
+        for id in held {
+            let Some(rec) = self.jobs.get(&id) else {
+                continue;
+            };
+            match rec.stage.clone() {
+                Stage::Running {
+                    instance, since, ..
+                } => match by_id.get(instance.as_str()) {
+                    Some(found) => {
+                        if let State::Stopped { exit_code } = found.state {
+                            self.stop(id, pool, instance, since, Outcome::Finished { exit_code });
+                        }
+                    }
+                    None if since < issued => self.end(
+                        id,
+                        Outcome::Failed {
+                            reason: FailReason::Vanished,
+                        },
+                    ),
+                    None => {}
+                },
+                Stage::Stopping {
+                    instance,
+                    since,
+                    attempt,
+                    call,
+                    retry_at,
+                    requested,
+                    outcome,
+                    ..
+                } => match by_id.get(instance.as_str()) {
+                    None if since < issued => self.end(id, outcome),
+                    Some(_) if requested && call.is_none() && retry_at.is_none() => {
+                        self.destroy(id, pool, instance, since, attempt, outcome);
+                    }
+                    _ => {}
+                },
+                Stage::Launching { call: None, .. } if rec.ending.is_none() => {
+                    let name = id.instance_name();
+                    if let Some(found) = inventory.iter().find(|i| i.name == name) {
+                        self.adopt(id, pool, found);
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        // 2. Instances no lease holds: learned (at start), adopted, or orphans.
+        let mut listed = BTreeSet::new();
+        for instance in &inventory {
+            let job = JobId::from_instance_name(&instance.name);
+            let stage = job.and_then(|id| self.jobs.get(&id)).map(|rec| &rec.stage);
+            match (job, stage) {
+                (Some(id), Some(Stage::Queued { .. })) => {
+                    self.unqueue(id);
+                    self.take_lease(id, pool, Stage::Queued { class: 0, seq: 0 });
+                    self.adopt(id, pool, instance);
+                }
+                (Some(_), Some(_)) => {}
+                (Some(id), None) if first => self.learn(id, pool, instance),
+                _ => {
+                    listed.insert(instance.id.clone());
+                    self.orphan(pool, instance);
+                }
+            }
+        }
+        // Orphans gone by themselves are forgotten.
+        self.pools[pool.0]
+            .orphans
+            .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
+    }
+
+    fn learn(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
+        self.counts.learned += 1;
+        self.jobs.insert(
+            id,
+            Rec {
+                job: Job::new(id, Vec::<String>::new()),
+                stage: Stage::Queued { class: 0, seq: 0 },
+                ending: None,
+                deadline: None,
+            },
+        );
+        self.pools[pool.0].leases.insert(id);
+        self.adopt(id, pool, instance);
+    }
+
+    fn orphan(&mut self, pool: PoolId, instance: &Instance) {
+        let now = self.now;
+        let grace = self.settings.orphan_grace;
+        let orphans = &mut self.pools[pool.0].orphans;
+        let seen = orphans.contains_key(&instance.id);
+        let orphan = orphans
+            .entry(instance.id.clone())
+            .or_insert_with(|| Orphan {
+                name: instance.name.clone(),
+                first_seen: now,
+                collecting: None,
+            });
+        let due = orphan.collecting.is_none()
+            && now.duration_since(orphan.first_seen).unwrap_or_default() >= grace;
+        if !seen {
+            self.decide(Decision::Orphan {
+                pool,
+                instance: instance.id.clone(),
+                name: instance.name.clone(),
+                fate: OrphanFate::Seen,
+            });
+        }
+        if due {
+            let call = self.call(
+                pool,
+                Call::Destroy(instance.id.clone()),
+                Purpose::Collect {
+                    pool,
+                    instance: instance.id.clone(),
+                },
+            );
+            if let Some(orphan) = self.pools[pool.0].orphans.get_mut(&instance.id) {
+                orphan.collecting = Some(call);
+            }
+        }
+    }
+
+    // ---- transitions ----
+
+    /// Makes `instance` back `job`'s lease on `pool`: running, or stopping
+    /// when it has stopped already.
+    fn adopt(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
+        self.counts.adopted += 1;
+        self.decide(Decision::Adopted {
+            job: id,
+            pool,
+            instance: instance.id.clone(),
+        });
+        match instance.state {
+            State::Stopped { exit_code } => self.stop(
+                id,
+                pool,
+                instance.id.clone(),
+                self.epoch,
+                Outcome::Finished { exit_code },
+            ),
+            State::Pending | State::Running => self.set_stage(
+                id,
+                Stage::Running {
+                    pool,
+                    instance: instance.id.clone(),
+                    since: self.epoch,
+                },
+            ),
+        }
+    }
+
+    fn stop(
+        &mut self,
+        id: JobId,
+        pool: PoolId,
+        instance: InstanceId,
+        since: u64,
+        outcome: Outcome,
+    ) {
+        self.destroy(id, pool, instance, since, 0, outcome);
+    }
+
+    fn destroy(
+        &mut self,
+        id: JobId,
+        pool: PoolId,
+        instance: InstanceId,
+        since: u64,
+        attempt: u32,
+        outcome: Outcome,
+    ) {
+        let call = self.call(pool, Call::Destroy(instance.clone()), Purpose::Job(id));
+        self.set_stage(
+            id,
+            Stage::Stopping {
+                pool,
+                instance,
+                since,
+                attempt,
+                call: Some(call),
+                retry_at: None,
+                requested: false,
+                outcome,
+            },
+        );
+    }
+
+    fn launch(&mut self, id: JobId, pool: PoolId, attempt: u32) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let info = &self.infos[pool.0];
+        let spec = Spec {
+            name: id.instance_name(),
+            image: info.image.clone(),
+            command: rec.job.command.clone(),
+            trust: rec.job.trust,
+            resources: info.resources,
+        };
+        let call = self.call(pool, Call::Launch(spec), Purpose::Job(id));
+        self.set_stage(
+            id,
+            Stage::Launching {
+                pool,
+                attempt,
+                call: Some(call),
+                retry_at: None,
+            },
+        );
+    }
+
+    fn find(&mut self, id: JobId, pool: PoolId, attempt: u32) {
+        let call = self.call(pool, Call::Find(id.instance_name()), Purpose::Job(id));
+        self.set_stage(
+            id,
+            Stage::Finding {
+                pool,
+                attempt,
+                call: Some(call),
+                retry_at: None,
+            },
+        );
+    }
+
+    fn back_off(&mut self, id: JobId, pool: PoolId, attempt: u32, kind: Kind) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let at = self
+            .now
+            .checked_add(self.settings.backoff(attempt))
+            .unwrap_or(self.now);
+        let stage = match (kind, rec.stage.clone()) {
+            (Kind::Launch, _) => Stage::Launching {
+                pool,
+                attempt,
+                call: None,
+                retry_at: Some(at),
+            },
+            (Kind::Find, _) => Stage::Finding {
+                pool,
+                attempt,
+                call: None,
+                retry_at: Some(at),
+            },
+            (
+                Kind::Destroy,
+                Stage::Stopping {
+                    instance,
+                    since,
+                    requested,
+                    outcome,
+                    ..
+                },
+            ) => Stage::Stopping {
+                pool,
+                instance,
+                since,
+                attempt,
+                call: None,
+                retry_at: Some(at),
+                requested,
+                outcome,
+            },
+            (Kind::Destroy, _) => return,
+        };
+        self.set_stage(id, stage);
+        self.retries.insert((at, id));
+        self.decide(Decision::Retrying {
+            job: id,
+            pool,
+            attempt,
+            at,
+        });
+    }
+
+    fn list(&mut self, pool: PoolId) {
+        let epoch = self.epoch;
+        let call = self.call(pool, Call::List, Purpose::List { pool, epoch });
+        self.pools[pool.0].listing = Some(call);
+    }
+
+    fn mark_dirty(&mut self, pool: PoolId) {
+        let epoch = self.epoch;
+        let p = &mut self.pools[pool.0];
+        p.dirty_since = Some(p.dirty_since.map_or(epoch, |since| since.max(epoch)));
+    }
+
+    fn call(&mut self, pool: PoolId, call: Call, purpose: Purpose) -> CallId {
+        let id = CallId(self.next_call);
+        self.next_call += 1;
+        let deadline = self
+            .now
+            .checked_add(self.settings.call_timeout)
+            .unwrap_or(self.now);
+        self.calls.insert(id, purpose);
+        self.deadlines.push_back((deadline, id));
+        self.actions.push_back(Action {
+            id,
+            pool,
+            call,
+            deadline,
+        });
+        id
+    }
+
+    /// Moves `job` to `stage`, keeping the pool's launching count true.
+    fn set_stage(&mut self, id: JobId, stage: Stage) {
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let was = rec.stage.is_launching().then(|| rec.stage.pool()).flatten();
+        let now = stage.is_launching().then(|| stage.pool()).flatten();
+        rec.stage = stage;
+        if let Some(pool) = was {
+            self.pools[pool.0].launching -= 1;
+        }
+        if let Some(pool) = now {
+            self.pools[pool.0].launching += 1;
+        }
+    }
+
+    /// Takes a lease on `pool` for `job` (leaving `stage` for the caller to
+    /// replace), arming the job's timeout.
+    fn take_lease(&mut self, id: JobId, pool: PoolId, stage: Stage) {
+        let now = self.now;
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        rec.deadline = rec.job.timeout.and_then(|t| now.checked_add(t));
+        if let Some(at) = rec.deadline {
+            self.timeouts.insert((at, id));
+        }
+        self.pools[pool.0].leases.insert(id);
+        self.set_stage(id, stage);
+    }
+
+    /// Removes a queued job from its queue (lazily: the entry is skipped).
+    fn unqueue(&mut self, id: JobId) {
+        let Some(rec) = self.jobs.get(&id) else {
+            return;
+        };
+        let Stage::Queued { class, .. } = rec.stage else {
+            return;
+        };
+        if let Some(p) = self.classes[class].target.pools().next() {
+            self.pools[p.0].queued -= 1;
+        }
+        // Mark it gone from the queue, then drop dead entries at the head.
+        if let Some(rec) = self.jobs.get_mut(&id) {
+            rec.stage = Stage::Queued {
+                class: usize::MAX,
+                seq: u64::MAX,
+            };
+        }
+        self.settle_head(class);
+    }
+
+    /// Drops entries at the head of `class`'s queue whose job left it, and
+    /// keeps `waiting` keyed by the live head.
+    fn settle_head(&mut self, class: usize) {
+        let Some(&(head, _)) = self.classes[class].queue.front() else {
+            return;
+        };
+        self.waiting.remove(&(head, class));
+        while let Some(&(seq, job)) = self.classes[class].queue.front() {
+            let live = matches!(
+                self.jobs.get(&job).map(|rec| &rec.stage),
+                Some(Stage::Queued { class: c, seq: s }) if *c == class && *s == seq
+            );
+            if live {
+                self.waiting.insert((seq, class));
+                return;
+            }
+            self.classes[class].queue.pop_front();
+        }
+    }
+
+    /// Ends `job` with `outcome`, freeing its lease if it holds one.
+    fn end(&mut self, id: JobId, outcome: Outcome) {
+        let Some(rec) = self.jobs.remove(&id) else {
+            return;
+        };
+        let pool = rec.stage.pool();
+        if let Some(pool) = pool {
+            let p = &mut self.pools[pool.0];
+            p.leases.remove(&id);
+            if rec.stage.is_launching() {
+                p.launching -= 1;
+            }
+            self.may_place = true;
+        }
+        match outcome {
+            Outcome::Finished { .. } => self.counts.finished += 1,
+            Outcome::Failed { .. } => self.counts.failed += 1,
+            Outcome::Cancelled => self.counts.cancelled += 1,
+        }
+        self.decide(Decision::Ended {
+            job: id,
+            pool,
+            outcome,
+        });
+    }
+
+    fn free(&self, pool: PoolId) -> u32 {
+        let p = &self.pools[pool.0];
+        if !p.ready {
+            return 0;
+        }
+        self.infos[pool.0]
+            .capacity
+            .saturating_sub(p.leases.len() as u32)
+    }
+
+    /// Places queued jobs while a pool they want has room: each time the
+    /// oldest head among the queues that can be placed (B4).
+    fn place(&mut self) {
+        if !std::mem::take(&mut self.may_place) {
+            return;
+        }
+        loop {
+            let mut chosen = None;
+            for &(seq, class) in &self.waiting {
+                if let Some(pool) = self.classes[class].target.choose(|p| self.free(p)) {
+                    chosen = Some((seq, class, pool));
+                    break;
+                }
+            }
+            let Some((_, class, pool)) = chosen else {
+                return;
+            };
+            let Some(&(_, id)) = self.classes[class].queue.front() else {
+                return;
+            };
+            self.unqueue(id);
+            self.take_lease(id, pool, Stage::Queued { class, seq: 0 });
+            self.decide(Decision::Placed { job: id, pool });
+            self.launch(id, pool, 0);
+        }
+    }
+
+    fn decide(&mut self, decision: Decision) {
+        trace(&self.infos, &decision);
+        self.decisions.push_back(decision);
+    }
+}
+
+/// Which call a backoff retries.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Launch,
+    Find,
+    Destroy,
+}
+
+/// A pool's info from its configuration and what its provider accepts.
+fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo {
+    let (image, resources) = match provider.settings() {
+        PoolSettings::Docker(docker) => (docker.image.clone(), Resources::default()),
+        PoolSettings::Tart(tart) => (
+            tart.image.clone(),
+            Resources {
+                cpus: tart.cpus.unwrap_or(Resources::default().cpus),
+                memory_mib: tart.memory_mib.unwrap_or(Resources::default().memory_mib),
+            },
+        ),
+        PoolSettings::Firecracker(vm) => (
+            vm.rootfs.display().to_string(),
+            Resources {
+                cpus: vm.vcpus.unwrap_or(1),
+                memory_mib: vm.memory_mib.unwrap_or(Resources::default().memory_mib),
+            },
+        ),
+        _ => (String::new(), Resources::default()),
+    };
+    PoolInfo {
+        name: provider.name().to_owned(),
+        kind: provider.kind().get(),
+        capacity: provider.capacity().get(),
+        accepts,
+        image,
+        resources,
+    }
+}
+
+/// The `tracing` event of one decision, naming the job and the pool (B11).
+fn trace(pools: &[PoolInfo], decision: &Decision) {
+    let name = |pool: &PoolId| pools.get(pool.0).map_or("?", |p| p.name.as_str());
+    match decision {
+        Decision::Placed { job, pool } => {
+            tracing::debug!(target: "billet_scheduler", job = job.0, pool = name(pool), "placed");
+        }
+        Decision::Launched {
+            job,
+            pool,
+            instance,
+        } => tracing::debug!(
+            target: "billet_scheduler",
+            job = job.0, pool = name(pool), instance = instance.as_str(), "launched"
+        ),
+        Decision::Adopted {
+            job,
+            pool,
+            instance,
+        } => tracing::info!(
+            target: "billet_scheduler",
+            job = job.0, pool = name(pool), instance = instance.as_str(), "adopted"
+        ),
+        Decision::Retrying {
+            job, pool, attempt, ..
+        } => tracing::info!(
+            target: "billet_scheduler",
+            job = job.0, pool = name(pool), attempt, "retrying"
+        ),
+        Decision::Ended { job, pool, outcome } => tracing::debug!(
+            target: "billet_scheduler",
+            job = job.0, pool = pool.as_ref().map_or("-", name), %outcome, "ended"
+        ),
+        Decision::Orphan {
+            pool,
+            instance,
+            name: instance_name,
+            fate,
+        } => tracing::info!(
+            target: "billet_scheduler",
+            pool = name(pool), instance = instance.as_str(), name = instance_name.as_str(),
+            fate = ?fate, "orphan"
+        ),
+        Decision::InventoryError { pool, error } => tracing::warn!(
+            target: "billet_scheduler",
+            pool = name(pool), error = error.as_str(), "inventory unavailable; nothing freed"
+        ),
+    }
+}

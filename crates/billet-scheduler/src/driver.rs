@@ -1,0 +1,192 @@
+//! [`Scheduler`]: the core driven as a tokio task, its provider calls made
+//! concurrently, its timing from a [`Clock`].
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use billet_clock::Clock;
+use billet_provider::Provider;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::build::Pools;
+use crate::core::Core;
+use crate::inline::perform;
+use crate::job::{Job, JobId};
+use crate::protocol::{Answer, CallId, Decision};
+use crate::routing::Refusal;
+use crate::stats::Stats;
+
+/// The scheduler's task has stopped: it was shut down, or its runtime ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the scheduler has stopped")]
+pub struct Stopped;
+
+enum Command {
+    Submit(Job, oneshot::Sender<Result<(), Refusal>>),
+    Cancel(JobId, oneshot::Sender<bool>),
+}
+
+/// A running scheduler: a task on the current tokio runtime that owns a
+/// [`Core`] and performs its calls on the pools' providers, concurrently.
+///
+/// # Guarantees
+///
+/// * Inputs reach the core in the order the task receives them, each with
+///   the clock's time; the task drains every output after every input and
+///   re-reads [`Core::poll_timeout`] before it waits again.
+/// * Every decision is delivered by [`next_decision`](Scheduler::next_decision),
+///   in order, none dropped.
+/// * [`stats`](Scheduler::stats) is the core's counts after its last input.
+/// * [`shutdown`](Scheduler::shutdown) stops the task; instances keep
+///   running, and a scheduler built again over the same pools counts and
+///   adopts them (B8).
+#[derive(Debug)]
+pub struct Scheduler {
+    commands: mpsc::UnboundedSender<Command>,
+    decisions: Mutex<mpsc::UnboundedReceiver<Decision>>,
+    stats: Arc<parking_stats::Shared>,
+    task: JoinHandle<()>,
+}
+
+/// The shared copy of the counts, behind a plain mutex held only to copy.
+mod parking_stats {
+    use std::sync::Mutex;
+
+    use crate::stats::Stats;
+
+    #[derive(Debug, Default)]
+    pub(super) struct Shared(Mutex<Stats>);
+
+    impl Shared {
+        pub(super) fn set(&self, stats: Stats) {
+            match self.0.lock() {
+                Ok(mut held) => *held = stats,
+                Err(poisoned) => *poisoned.into_inner() = stats,
+            }
+        }
+
+        pub(super) fn get(&self) -> Stats {
+            match self.0.lock() {
+                Ok(held) => held.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            }
+        }
+    }
+}
+
+type CallFuture = Pin<Box<dyn Future<Output = (CallId, Answer)> + Send>>;
+
+impl Pools {
+    /// Starts the scheduler as a task on the current tokio runtime, timed by
+    /// `clock`. Must be called from inside a runtime.
+    pub fn spawn(&self, clock: Arc<dyn Clock>) -> Scheduler {
+        let core = self.core(clock.now());
+        let providers = self.providers().to_vec();
+        let (commands, inbox) = mpsc::unbounded_channel();
+        let (decided, decisions) = mpsc::unbounded_channel();
+        let stats = Arc::new(parking_stats::Shared::default());
+        stats.set(core.stats());
+        let task = tokio::spawn(run(
+            core,
+            providers,
+            clock,
+            inbox,
+            decided,
+            Arc::clone(&stats),
+        ));
+        Scheduler {
+            commands,
+            decisions: Mutex::new(decisions),
+            stats,
+            task,
+        }
+    }
+}
+
+impl Scheduler {
+    /// Submits `job`: `Ok` once accepted (queued or placed), or the reason
+    /// it is refused (B3).
+    pub async fn submit(&self, job: Job) -> Result<Result<(), Refusal>, Stopped> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Submit(job, reply))
+            .map_err(|_| Stopped)?;
+        answer.await.map_err(|_| Stopped)
+    }
+
+    /// Cancels `job` (B9); `false` when it is unknown, ended or ending.
+    pub async fn cancel(&self, job: JobId) -> Result<bool, Stopped> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Cancel(job, reply))
+            .map_err(|_| Stopped)?;
+        answer.await.map_err(|_| Stopped)
+    }
+
+    /// The next decision, in the order made; `None` once the task stopped and
+    /// every decision was read.
+    pub async fn next_decision(&self) -> Option<Decision> {
+        self.decisions.lock().await.recv().await
+    }
+
+    /// The counts after the core's last input (B11).
+    pub fn stats(&self) -> Stats {
+        self.stats.get()
+    }
+
+    /// Stops the task and waits for it; calls in flight are dropped.
+    pub async fn shutdown(self) {
+        drop(self.commands);
+        let _ = self.task.await;
+    }
+}
+
+async fn run(
+    mut core: Core,
+    providers: Vec<Arc<dyn Provider>>,
+    clock: Arc<dyn Clock>,
+    mut inbox: mpsc::UnboundedReceiver<Command>,
+    decided: mpsc::UnboundedSender<Decision>,
+    stats: Arc<parking_stats::Shared>,
+) {
+    let mut calls: FuturesUnordered<CallFuture> = FuturesUnordered::new();
+    loop {
+        while let Some(action) = core.poll_action() {
+            let provider = Arc::clone(&providers[action.pool.0]);
+            calls.push(Box::pin(async move {
+                (action.id, perform(&*provider, action.call).await)
+            }));
+        }
+        while let Some(decision) = core.poll_decision() {
+            let _ = decided.send(decision);
+        }
+        stats.set(core.stats());
+        let wake = core.poll_timeout();
+        let sleep = async {
+            match wake {
+                Some(at) => clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            command = inbox.recv() => match command {
+                Some(Command::Submit(job, reply)) => {
+                    let _ = reply.send(core.submit(job, clock.now()));
+                }
+                Some(Command::Cancel(job, reply)) => {
+                    let _ = reply.send(core.cancel(job, clock.now()));
+                }
+                None => return,
+            },
+            Some((id, answer)) = calls.next(), if !calls.is_empty() => {
+                core.handle_answer(id, answer, clock.now());
+            }
+            () = sleep => core.handle_timeout(clock.now()),
+        }
+    }
+}

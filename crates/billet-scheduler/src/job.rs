@@ -1,0 +1,233 @@
+//! What a scheduler is asked to run ([`Job`], [`JobId`]) and how each job
+//! ends ([`Outcome`], [`FailReason`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use billet_provider::TrustClass;
+
+/// A job's identity, unique within one deployment for the deployment's life.
+///
+/// The job's instance is named from it ([`JobId::instance_name`]), and a
+/// scheduler that finds an instance so named in its inventory after a restart
+/// knows which job it is ([`JobId::from_instance_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// What every instance name this scheduler gives starts with.
+const NAME_PREFIX: &str = "job-";
+
+impl JobId {
+    /// The name of this job's instance: `job-` and the id in decimal
+    /// (`job-42`). Two jobs never share it; one job's every launch uses it.
+    pub fn instance_name(self) -> String {
+        format!("{NAME_PREFIX}{}", self.0)
+    }
+
+    /// The job whose instance is named `name`, or `None` when the name is not
+    /// one [`JobId::instance_name`] gives (another prefix, a sign, leading
+    /// zeros, anything after the digits): such an instance is no job's.
+    pub fn from_instance_name(name: &str) -> Option<JobId> {
+        let digits = name.strip_prefix(NAME_PREFIX)?;
+        let canonical = !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        if !canonical {
+            return None;
+        }
+        digits.parse().ok().map(JobId)
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One unit of CI work: what to run, where it may run, and for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The job's identity.
+    pub id: JobId,
+    /// Labels routing matches against (`routing.routes[].labels`).
+    pub labels: Vec<String>,
+    /// How far the work is trusted; `Untrusted` and `Unknown` run only on
+    /// pools of `routing.untrusted_kinds` whose provider accepts them.
+    pub trust: TrustClass,
+    /// The command the instance runs (argv).
+    pub command: Vec<String>,
+    /// When set, a job holding its lease longer than this is stopped and ends
+    /// failed ([`FailReason::TimedOut`]). Measured from placement.
+    pub timeout: Option<Duration>,
+}
+
+impl Job {
+    /// A job with no labels, trust `Unknown` (the default) and no timeout.
+    pub fn new<C, S>(id: JobId, command: C) -> Job
+    where
+        C: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Job {
+            id,
+            labels: Vec::new(),
+            trust: TrustClass::default(),
+            command: command.into_iter().map(Into::into).collect(),
+            timeout: None,
+        }
+    }
+
+    /// The same job carrying these labels.
+    #[must_use]
+    pub fn with_labels<L, S>(mut self, labels: L) -> Job
+    where
+        L: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.labels = labels.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same job with this trust class.
+    #[must_use]
+    pub fn with_trust(mut self, trust: TrustClass) -> Job {
+        self.trust = trust;
+        self
+    }
+
+    /// The same job with this timeout.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Job {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// How a job ended. Every job the scheduler accepted ends in exactly one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Its instance ran to the end and stopped with this exit code.
+    Finished {
+        /// The instance's exit code.
+        exit_code: i32,
+    },
+    /// It did not run to the end, for this reason.
+    Failed {
+        /// Why.
+        reason: FailReason,
+    },
+    /// It was cancelled: removed from the queue, or its instance destroyed.
+    Cancelled,
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailReason {
+    /// The provider refused the work (its trust class); the message says why.
+    Refused(String),
+    /// The provider found the spec invalid; the message says why.
+    Invalid(String),
+    /// Its instance was absent from an inventory that answered.
+    Vanished,
+    /// It held its lease longer than its timeout.
+    TimedOut,
+}
+
+impl fmt::Display for FailReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailReason::Refused(why) => write!(f, "refused: {why}"),
+            FailReason::Invalid(why) => write!(f, "invalid: {why}"),
+            FailReason::Vanished => f.write_str("vanished: its instance left the inventory"),
+            FailReason::TimedOut => f.write_str("timed out"),
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Finished { exit_code } => write!(f, "finished (exit code {exit_code})"),
+            Outcome::Failed { reason } => write!(f, "failed ({reason})"),
+            Outcome::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // B5: one instance per lease, named from the job, and the name leads back.
+    #[test]
+    fn b5_instance_names_round_trip() {
+        for id in [0, 1, 42, u64::MAX] {
+            let name = JobId(id).instance_name();
+            assert_eq!(name, format!("job-{id}"));
+            assert_eq!(JobId::from_instance_name(&name), Some(JobId(id)));
+        }
+    }
+
+    // B7: names no job of this scheduler has are nobody's job.
+    #[test]
+    fn b7_foreign_names_are_no_job() {
+        for name in [
+            "",
+            "job-",
+            "job-01",
+            "job-+1",
+            "job--1",
+            "job-1x",
+            "Job-1",
+            "job-1 ",
+            "x-job-1",
+            "job-18446744073709551616",
+            "job-0x1",
+        ] {
+            assert_eq!(JobId::from_instance_name(name), None, "{name:?}");
+        }
+        assert_eq!(JobId::from_instance_name("job-0"), Some(JobId(0)));
+    }
+
+    #[test]
+    fn b9_outcomes_say_what_happened() {
+        assert_eq!(
+            Outcome::Finished { exit_code: 3 }.to_string(),
+            "finished (exit code 3)"
+        );
+        assert_eq!(Outcome::Cancelled.to_string(), "cancelled");
+        let failed = |reason| Outcome::Failed { reason }.to_string();
+        assert_eq!(failed(FailReason::TimedOut), "failed (timed out)");
+        assert_eq!(
+            failed(FailReason::Vanished),
+            "failed (vanished: its instance left the inventory)"
+        );
+        assert_eq!(
+            failed(FailReason::Refused("no".into())),
+            "failed (refused: no)"
+        );
+        assert_eq!(
+            failed(FailReason::Invalid("bad".into())),
+            "failed (invalid: bad)"
+        );
+        assert_eq!(JobId(7).to_string(), "7");
+    }
+
+    #[test]
+    fn b9_job_builder_sets_each_field() {
+        let job = Job::new(JobId(3), ["run", "x"])
+            .with_labels(["linux"])
+            .with_trust(TrustClass::Trusted)
+            .with_timeout(Duration::from_secs(5));
+        assert_eq!(job.id, JobId(3));
+        assert_eq!(job.command, ["run", "x"]);
+        assert_eq!(job.labels, ["linux"]);
+        assert_eq!(job.trust, TrustClass::Trusted);
+        assert_eq!(job.timeout, Some(Duration::from_secs(5)));
+        let plain = Job::new(JobId(4), ["true"]);
+        assert!(plain.labels.is_empty());
+        assert_eq!(plain.trust, TrustClass::Unknown);
+        assert_eq!(plain.timeout, None);
+    }
+}
