@@ -1166,6 +1166,9 @@ impl Core {
         };
         let was = rec.stage.is_launching().then(|| rec.stage.pool()).flatten();
         let now = stage.is_launching().then(|| stage.pool()).flatten();
+        if let Some(at) = rec.stage.retry_at() {
+            self.retries.remove(&(at, id));
+        }
         rec.stage = stage;
         if let Some(pool) = was {
             self.pools[pool.0].launching -= 1;
@@ -1236,6 +1239,12 @@ impl Core {
         let Some(rec) = self.jobs.remove(&id) else {
             return;
         };
+        if let Some(at) = rec.stage.retry_at() {
+            self.retries.remove(&(at, id));
+        }
+        if let Some(at) = rec.deadline {
+            self.timeouts.remove(&(at, id));
+        }
         let pool = rec.stage.pool();
         if let Some(pool) = pool {
             let p = &mut self.pools[pool.0];
