@@ -33,7 +33,8 @@
 //!   inventory that errors frees nothing.
 //! * **Orphans (B7).** An instance no lease holds is adopted when its name is
 //!   a job still queued (or a job waiting to retry its launch), and otherwise
-//!   destroyed once seen for `orphan_grace`.
+//!   destroyed once seen for `orphan_grace`. Until then it counts against
+//!   its pool's room: it uses capacity, whoever started it.
 //! * **Restart (B8).** A new core lists every pool first and places nothing in
 //!   a pool before its inventory answered; instances named after jobs are
 //!   learned (counted against capacity) and end with their real outcome.
@@ -86,6 +87,8 @@ pub struct Core {
     next_reconcile: SystemTime,
     /// Something changed that may let a queued job be placed.
     may_place: bool,
+    /// Jobs that ended in an earlier life: never learned again (B8).
+    ended_before: rustc_hash::FxHashSet<JobId>,
     counts: Counts,
 }
 
@@ -277,6 +280,7 @@ impl Core {
             epoch: 0,
             next_reconcile: now.checked_add(settings.reconcile_every).unwrap_or(now),
             may_place: false,
+            ended_before: Default::default(),
             counts: Counts::default(),
         };
         for p in 0..core.pools.len() {
@@ -359,6 +363,17 @@ impl Core {
             queue: VecDeque::new(),
         });
         class
+    }
+
+    /// Tells a new core that `job` ended in an earlier life of this
+    /// deployment (a durable store knows): an instance named after it found by
+    /// the first inventories is an orphan to collect, not a job to learn (B8).
+    /// Only the first inventories consult it; it is forgotten once every pool
+    /// has answered.
+    pub fn ended_before(&mut self, job: JobId) {
+        if self.pools.iter().any(|pool| !pool.ready) {
+            self.ended_before.insert(job);
+        }
     }
 
     /// Cancels `job` at `now` (B9). A queued job is removed and ends
@@ -721,6 +736,7 @@ impl Core {
                 return;
             };
             self.counts.orphans_collected += 1;
+            self.may_place = true;
             self.decide(Decision::Orphan {
                 pool,
                 instance: instance.clone(),
@@ -908,18 +924,43 @@ impl Core {
                     self.take_lease(id, pool, Stage::Queued { class: 0, seq: 0 });
                     self.adopt(id, pool, instance);
                 }
-                (Some(_), Some(_)) => {}
-                (Some(id), None) if first => self.learn(id, pool, instance),
+                // Backs its job's lease (pools sharing one inventory see
+                // each other's instances): not an orphan.
+                (
+                    Some(_),
+                    Some(
+                        Stage::Running { instance: held, .. }
+                        | Stage::Stopping { instance: held, .. },
+                    ),
+                ) if *held == instance.id => {}
+                // Its job's launch is unsettled: this may be what it makes.
+                // Look again once it has settled.
+                (Some(_), Some(stage)) if stage.is_launching() => self.mark_dirty(pool),
+                // Named after a job whose lease another instance backs.
+                (Some(_), Some(_)) => {
+                    listed.insert(instance.id.clone());
+                    self.orphan(pool, instance);
+                }
+                (Some(id), None) if first && !self.ended_before.contains(&id) => {
+                    self.learn(id, pool, instance);
+                }
                 _ => {
                     listed.insert(instance.id.clone());
                     self.orphan(pool, instance);
                 }
             }
         }
+        if self.pools.iter().all(|pool| pool.ready) {
+            self.ended_before = Default::default();
+        }
         // Orphans gone by themselves are forgotten.
+        let before = self.pools[pool.0].orphans.len();
         self.pools[pool.0]
             .orphans
             .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
+        if self.pools[pool.0].orphans.len() < before {
+            self.may_place = true;
+        }
     }
 
     fn learn(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
@@ -1245,6 +1286,11 @@ impl Core {
         if let Some(at) = rec.deadline {
             self.timeouts.remove(&(at, id));
         }
+        // Until every first inventory has answered, an instance named after
+        // this job must not be learned as a job again (B8).
+        if self.pools.iter().any(|pool| !pool.ready) {
+            self.ended_before.insert(id);
+        }
         let pool = rec.stage.pool();
         if let Some(pool) = pool {
             let p = &mut self.pools[pool.0];
@@ -1271,9 +1317,11 @@ impl Core {
         if !p.ready {
             return 0;
         }
+        // Orphans use capacity too, until they are collected.
         self.infos[pool.0]
             .capacity
             .saturating_sub(p.leases.len() as u32)
+            .saturating_sub(p.orphans.len() as u32)
     }
 
     /// Places queued jobs while a pool they want has room: each time the
