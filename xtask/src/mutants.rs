@@ -46,13 +46,16 @@ use std::process::{Command, ExitCode};
 pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
 
 /// Every crate the gate covers, in the order they run. A crate not (yet) in
-/// the workspace is skipped with a note.
+/// the workspace is skipped with a note. `billet-scheduler`'s mutants are
+/// judged by its own tests: the core's clause and property tests drive it
+/// with no provider, so no other crate's tests are needed.
 pub const COVERED: &[&str] = &[
     "billet-provider",
     "billet-clock",
     "billet-simulated",
     "billet-config",
     "billet-conformance",
+    "billet-scheduler",
 ];
 
 /// The crates `cargo xtask mutants --ci` covers: the two smallest core crates,
@@ -441,8 +444,8 @@ pub const USAGE: &str =
     "usage: cargo xtask mutants [--ci] [--package NAME]... [-- CARGO-MUTANTS-ARGS...]
 
 Mutation testing as a gate: runs the pinned cargo-mutants over the covered crates
-(billet-provider, billet-clock, billet-simulated, billet-config, billet-conformance)
-and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
+(billet-provider, billet-clock, billet-simulated, billet-config, billet-conformance,
+billet-scheduler) and fails on any missed mutant or timeout. Exclusions: .cargo/mutants.toml.
 billet-conformance's mutants run on their own, tested by the tests of
 billet-conformance and billet-simulated (profile `mutants`, no doctests).
 
@@ -467,6 +470,7 @@ mod tests {
             "billet-clock",
             "billet-simulated",
             "billet-config",
+            "billet-scheduler",
             "xtask",
         ]);
 
@@ -478,7 +482,8 @@ mod tests {
                 "billet-provider",
                 "billet-clock",
                 "billet-simulated",
-                "billet-config"
+                "billet-config",
+                "billet-scheduler",
             ]
         );
         assert_eq!(absent, ["billet-conformance"], "noted, not an error");
@@ -497,6 +502,11 @@ mod tests {
         .unwrap();
         assert_eq!(select(&some, &members).0, ["billet-clock", "billet-config"]);
         assert_eq!(some.passthrough, ["--file", "x.rs"]);
+
+        let scheduler = parse_args(&args(&["--package", "billet-scheduler", "--", "--list"]));
+        let scheduler = scheduler.unwrap();
+        assert_eq!(select(&scheduler, &members).0, ["billet-scheduler"]);
+        assert_eq!(scheduler.passthrough, ["--list"]);
 
         for bad in [
             &["--package"][..],
@@ -580,6 +590,50 @@ mod tests {
             "the other crates build as they always did"
         );
         assert_eq!(plan(&["billet-conformance"], Path::new("/t/m")).len(), 1);
+    }
+
+    // The scheduler's mutants are judged by its own tests (its core is tested
+    // without any provider), in the shared run, and it is too slow for CI.
+    #[test]
+    fn the_scheduler_is_judged_by_its_own_tests_outside_ci() {
+        assert!(COVERED.contains(&"billet-scheduler"));
+        assert!(!CI_COVERED.contains(&"billet-scheduler"));
+        let runs = plan(&["billet-config", "billet-scheduler"], Path::new("/t/m"));
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].packages, ["billet-config", "billet-scheduler"]);
+        assert!(runs[0].test_packages.is_empty());
+        let list = parse_args(&args(&["-p", "billet-scheduler", "--", "--list"])).unwrap();
+        let runs = plan(&["billet-scheduler"], Path::new("/t/m"));
+        assert_eq!(
+            mutants_args(&list, &runs[0]),
+            args(&[
+                "mutants",
+                "--package",
+                "billet-scheduler",
+                "--timeout",
+                TEST_TIMEOUT_SECS,
+                "--no-shuffle",
+                "--output",
+                "/t/m",
+                "--list",
+            ])
+        );
+    }
+
+    // Every covered crate is a member of this workspace and is named in the
+    // usage text: a misspelt name would otherwise be skipped with a note.
+    #[test]
+    fn every_covered_crate_is_a_member_and_in_the_usage() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let members = workspace_members(&root).expect("cargo metadata runs");
+        for name in COVERED.iter().chain(CI_COVERED) {
+            assert!(members.iter().any(|m| m == name), "{name} is not a member");
+            assert!(USAGE.contains(name), "the usage does not name {name}");
+        }
+        for (name, by) in TESTED_ALSO_BY {
+            assert!(COVERED.contains(name), "{name}");
+            assert!(by.iter().all(|b| members.iter().any(|m| m == b)), "{by:?}");
+        }
     }
 
     // The profile the suite's run builds with exists in the workspace
