@@ -1,48 +1,4 @@
 //! [`Core`]: the scheduler's every decision, made without I/O (B1).
-//!
-//! The core is a deterministic state machine. It is fed inputs, each with the
-//! time it happened at ([`submit`](Core::submit), [`cancel`](Core::cancel),
-//! [`handle_answer`](Core::handle_answer), [`handle_timeout`](Core::handle_timeout)),
-//! and answers outputs, drained after every input:
-//! [`poll_action`](Core::poll_action) (provider calls to make),
-//! [`poll_decision`](Core::poll_decision) (what it decided), and
-//! [`poll_timeout`](Core::poll_timeout) (when it next needs
-//! [`handle_timeout`](Core::handle_timeout), read again after every input).
-//! It never reads a clock, never calls a provider, never spawns: the same
-//! inputs in the same order give the same outputs (B10).
-//!
-//! # Guarantees
-//!
-//! * **Capacity (B4).** A pool never holds more leases than its capacity by
-//!   this core's placements; a lease is taken when the launch is asked for, so
-//!   launches in flight count. (Instances found in an inventory at start, or
-//!   adopted, are counted where they are, whatever the capacity: they exist.)
-//! * **No head-of-line blocking (B4).** Jobs are queued by [`Target`](crate::Target),
-//!   the pools routing allows them; a job waits only behind jobs of targets
-//!   that want a pool it wants, first come first served. A placement looks at
-//!   the head of each non-empty queue, never at every queued job.
-//! * **Launch (B5).** An error that leaves a launch's effect unknown
-//!   (`Unavailable`, `InventoryUnavailable`, a lost answer) keeps the lease and
-//!   retries with capped backoff; `Conflict` means an earlier attempt happened,
-//!   so the instance is found and adopted; a refusal or an invalid spec ends the
-//!   job failed and frees the lease.
-//! * **Reconcile (B6).** Every `reconcile_every`, each busy pool is listed: a
-//!   stopped instance is destroyed and its job ends finished with the exit
-//!   code; a running lease absent from an inventory that answered (and that
-//!   was asked for after the launch was answered) ends failed (vanished); an
-//!   inventory that errors frees nothing.
-//! * **Orphans (B7).** An instance no lease holds is adopted when its name is
-//!   a job still queued (or a job waiting to retry its launch), and otherwise
-//!   destroyed once seen for `orphan_grace`. Until then it counts against
-//!   its pool's room: it uses capacity, whoever started it.
-//! * **Restart (B8).** A new core lists every pool first and places nothing in
-//!   a pool before its inventory answered; instances named after jobs are
-//!   learned (counted against capacity) and end with their real outcome.
-//! * **Outcomes (B9).** Every job accepted ends exactly once, in one
-//!   [`Decision::Ended`].
-//! * **Time.** A `now` earlier than one already seen is taken as the later
-//!   one: time never goes backwards inside the core. A timeout that fires
-//!   early, late or twice is harmless.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::SystemTime;
@@ -57,7 +13,51 @@ use crate::routing::{PoolId, PoolInfo, Refusal, Target, target};
 use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
 
-/// The scheduler's decisions, without I/O. See the [module docs](self).
+/// The scheduler's every decision, made without I/O (B1).
+///
+/// The core is a deterministic state machine. It is fed inputs, each with the
+/// time it happened at ([`submit`](Core::submit), [`cancel`](Core::cancel),
+/// [`handle_answer`](Core::handle_answer), [`handle_timeout`](Core::handle_timeout)),
+/// and answers outputs, drained after every input:
+/// [`poll_action`](Core::poll_action) (provider calls to make),
+/// [`poll_decision`](Core::poll_decision) (what it decided), and
+/// [`poll_timeout`](Core::poll_timeout) (when it next needs
+/// [`handle_timeout`](Core::handle_timeout), read again after every input).
+/// It never reads a clock, never calls a provider, never spawns: the same
+/// inputs in the same order give the same outputs (B10).
+///
+/// # Guarantees
+///
+/// * **Capacity (B4).** A pool never holds more leases than its capacity by
+///   this core's placements; a lease is taken when the launch is asked for, so
+///   launches in flight count. (Instances found in an inventory at start, or
+///   adopted, are counted where they are, whatever the capacity: they exist.)
+/// * **No head-of-line blocking (B4).** Jobs are queued by [`Target`](crate::Target),
+///   the pools routing allows them; a job waits only behind jobs of targets
+///   that want a pool it wants, first come first served. A placement looks at
+///   the head of each non-empty queue, never at every queued job.
+/// * **Launch (B5).** An error that leaves a launch's effect unknown
+///   (`Unavailable`, `InventoryUnavailable`, a lost answer) keeps the lease and
+///   retries with capped backoff; `Conflict` means an earlier attempt happened,
+///   so the instance is found and adopted; a refusal or an invalid spec ends the
+///   job failed and frees the lease.
+/// * **Reconcile (B6).** Every `reconcile_every`, each busy pool is listed: a
+///   stopped instance is destroyed and its job ends finished with the exit
+///   code; a running lease absent from an inventory that answered (and that
+///   was asked for after the launch was answered) ends failed (vanished); an
+///   inventory that errors frees nothing.
+/// * **Orphans (B7).** An instance no lease holds is adopted when its name is
+///   a job still queued (or a job waiting to retry its launch), and otherwise
+///   destroyed once seen for `orphan_grace`. Until then it counts against
+///   its pool's room: it uses capacity, whoever started it.
+/// * **Restart (B8).** A new core lists every pool first and places nothing in
+///   a pool before its inventory answered; instances named after jobs are
+///   learned (counted against capacity) and end with their real outcome.
+/// * **Outcomes (B9).** Every job accepted ends exactly once, in one
+///   [`Decision::Ended`].
+/// * **Time.** A `now` earlier than one already seen is taken as the later
+///   one: time never goes backwards inside the core. A timeout that fires
+///   early, late or twice is harmless.
 #[derive(Debug)]
 pub struct Core {
     config: Config,
@@ -904,7 +904,7 @@ impl Core {
                     _ => {}
                 },
                 Stage::Launching { call: None, .. } if rec.ending.is_none() => {
-                    let name = id.instance_name();
+                    let name = id.instance_name(&self.infos[pool.0].name);
                     if let Some(found) = inventory.iter().find(|i| i.name == name) {
                         self.adopt(id, pool, found);
                     }
@@ -916,7 +916,19 @@ impl Core {
         // 2. Instances no lease holds: learned (at start), adopted, or orphans.
         let mut listed = BTreeSet::new();
         for instance in &inventory {
-            let job = JobId::from_instance_name(&instance.name);
+            let named = JobId::from_instance_name(&instance.name);
+            let job = match named {
+                // Another configured pool's instance, seen through an
+                // inventory the two share: that pool's own list judges it.
+                Some((_, other)) if other != self.infos[pool.0].name => {
+                    if self.infos.iter().any(|info| info.name == other) {
+                        continue;
+                    }
+                    None
+                }
+                Some((id, _)) => Some(id),
+                None => None,
+            };
             let stage = job.and_then(|id| self.jobs.get(&id)).map(|rec| &rec.stage);
             match (job, stage) {
                 (Some(id), Some(Stage::Queued { .. })) => {
@@ -924,8 +936,7 @@ impl Core {
                     self.take_lease(id, pool, Stage::Queued { class: 0, seq: 0 });
                     self.adopt(id, pool, instance);
                 }
-                // Backs its job's lease (pools sharing one inventory see
-                // each other's instances): not an orphan.
+                // Backs its job's lease.
                 (
                     Some(_),
                     Some(
@@ -933,17 +944,16 @@ impl Core {
                         | Stage::Stopping { instance: held, .. },
                     ),
                 ) if *held == instance.id => {}
-                // Its job's launch is unsettled: this may be what it makes.
-                // Look again once it has settled.
-                (Some(_), Some(stage)) if stage.is_launching() => self.mark_dirty(pool),
-                // Named after a job whose lease another instance backs.
-                (Some(_), Some(_)) => {
-                    listed.insert(instance.id.clone());
-                    self.orphan(pool, instance);
+                // Its job's launch here is unsettled: this may be what it
+                // makes. Look again once it has settled.
+                (Some(_), Some(stage)) if stage.is_launching() && stage.pool() == Some(pool) => {
+                    self.mark_dirty(pool);
                 }
                 (Some(id), None) if first && !self.ended_before.contains(&id) => {
                     self.learn(id, pool, instance);
                 }
+                // Named after a job that ended, or whose lease another
+                // instance backs, or no job's at all.
                 _ => {
                     listed.insert(instance.id.clone());
                     self.orphan(pool, instance);
@@ -1087,7 +1097,7 @@ impl Core {
         };
         let info = &self.infos[pool.0];
         let spec = Spec {
-            name: id.instance_name(),
+            name: id.instance_name(&info.name),
             image: info.image.clone(),
             command: rec.job.command.clone(),
             trust: rec.job.trust,
@@ -1106,7 +1116,8 @@ impl Core {
     }
 
     fn find(&mut self, id: JobId, pool: PoolId, attempt: u32) {
-        let call = self.call(pool, Call::Find(id.instance_name()), Purpose::Job(id));
+        let name = id.instance_name(&self.infos[pool.0].name);
+        let call = self.call(pool, Call::Find(name), Purpose::Job(id));
         self.set_stage(
             id,
             Stage::Finding {

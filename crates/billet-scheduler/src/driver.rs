@@ -38,6 +38,9 @@ enum Command {
 /// * Inputs reach the core in the order the task receives them, each with
 ///   the clock's time; the task drains every output after every input and
 ///   re-reads [`Core::poll_timeout`] before it waits again.
+/// * Provider calls run concurrently, each bounded by its action's deadline:
+///   a call still running then is dropped, and the core, which has treated it
+///   as lost, lets the next inventory settle what it did.
 /// * Every decision is delivered by [`next_decision`](Scheduler::next_decision),
 ///   in order, none dropped.
 /// * [`stats`](Scheduler::stats) is the core's counts after its last input.
@@ -78,7 +81,7 @@ mod parking_stats {
     }
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = (CallId, Answer)> + Send>>;
+type CallFuture = Pin<Box<dyn Future<Output = Option<(CallId, Answer)>> + Send>>;
 
 impl Pools {
     /// Starts the scheduler as a task on the current tokio runtime, timed by
@@ -157,14 +160,22 @@ async fn run(
     loop {
         while let Some(action) = core.poll_action() {
             let provider = Arc::clone(&providers[action.pool.0]);
+            let deadline = clock.sleep_until(action.deadline);
+            // A call still running at its deadline is dropped: the core has
+            // treated it as lost, and its effect, if any, happened by then.
             calls.push(Box::pin(async move {
-                (action.id, perform(&*provider, action.call).await)
+                tokio::select! {
+                    answer = perform(&*provider, action.call) => Some((action.id, answer)),
+                    () = deadline => None,
+                }
             }));
         }
+        // The counts first: whoever reads a decision reads counts that
+        // include it.
+        stats.set(core.stats());
         while let Some(decision) = core.poll_decision() {
             let _ = decided.send(decision);
         }
-        stats.set(core.stats());
         let wake = core.poll_timeout();
         let sleep = async {
             match wake {
@@ -183,8 +194,10 @@ async fn run(
                 }
                 None => return,
             },
-            Some((id, answer)) = calls.next(), if !calls.is_empty() => {
-                core.handle_answer(id, answer, clock.now());
+            Some(answered) = calls.next(), if !calls.is_empty() => {
+                if let Some((id, answer)) = answered {
+                    core.handle_answer(id, answer, clock.now());
+                }
             }
             () = sleep => core.handle_timeout(clock.now()),
         }

@@ -8,9 +8,11 @@ use billet_provider::TrustClass;
 
 /// A job's identity, unique within one deployment for the deployment's life.
 ///
-/// The job's instance is named from it ([`JobId::instance_name`]), and a
-/// scheduler that finds an instance so named in its inventory after a restart
-/// knows which job it is ([`JobId::from_instance_name`]).
+/// The job's instance is named from it and from the pool it runs in
+/// ([`JobId::instance_name`]), and a scheduler that finds an instance so named
+/// in an inventory knows which job, and which pool, it is for
+/// ([`JobId::from_instance_name`]), even when several pools share one
+/// backend's inventory, and after a restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(pub u64);
 
@@ -18,24 +20,27 @@ pub struct JobId(pub u64);
 const NAME_PREFIX: &str = "job-";
 
 impl JobId {
-    /// The name of this job's instance: `job-` and the id in decimal
-    /// (`job-42`). Two jobs never share it; one job's every launch uses it.
-    pub fn instance_name(self) -> String {
-        format!("{NAME_PREFIX}{}", self.0)
+    /// The name of this job's instance in the pool named `pool`: `job-`, the
+    /// id in decimal, `.` and the pool's name (`job-42.linux`). Two jobs never
+    /// share it; one job's every launch in one pool uses it.
+    pub fn instance_name(self, pool: &str) -> String {
+        format!("{NAME_PREFIX}{}.{pool}", self.0)
     }
 
-    /// The job whose instance is named `name`, or `None` when the name is not
-    /// one [`JobId::instance_name`] gives (another prefix, a sign, leading
-    /// zeros, anything after the digits): such an instance is no job's.
-    pub fn from_instance_name(name: &str) -> Option<JobId> {
-        let digits = name.strip_prefix(NAME_PREFIX)?;
+    /// The job and the pool name an instance named `name` is for, or `None`
+    /// when the name is not one [`JobId::instance_name`] gives (another
+    /// prefix, a sign or leading zeros in the id, no pool name): such an
+    /// instance is no job's.
+    pub fn from_instance_name(name: &str) -> Option<(JobId, &str)> {
+        let (digits, pool) = name.strip_prefix(NAME_PREFIX)?.split_once('.')?;
         let canonical = !digits.is_empty()
+            && !pool.is_empty()
             && digits.bytes().all(|b| b.is_ascii_digit())
             && (digits == "0" || !digits.starts_with('0'));
         if !canonical {
             return None;
         }
-        digits.parse().ok().map(JobId)
+        digits.parse().ok().map(|id| (JobId(id), pool))
     }
 }
 
@@ -159,13 +164,16 @@ impl fmt::Display for Outcome {
 mod tests {
     use super::*;
 
-    // B5: one instance per lease, named from the job, and the name leads back.
+    // B5: one instance per lease, named from the job (and its pool), and the
+    // name leads back.
     #[test]
     fn b5_instance_names_round_trip() {
         for id in [0, 1, 42, u64::MAX] {
-            let name = JobId(id).instance_name();
-            assert_eq!(name, format!("job-{id}"));
-            assert_eq!(JobId::from_instance_name(&name), Some(JobId(id)));
+            for pool in ["linux", "a.b", "x"] {
+                let name = JobId(id).instance_name(pool);
+                assert_eq!(name, format!("job-{id}.{pool}"));
+                assert_eq!(JobId::from_instance_name(&name), Some((JobId(id), pool)));
+            }
         }
     }
 
@@ -175,19 +183,21 @@ mod tests {
         for name in [
             "",
             "job-",
-            "job-01",
-            "job-+1",
-            "job--1",
-            "job-1x",
-            "Job-1",
-            "job-1 ",
-            "x-job-1",
-            "job-18446744073709551616",
-            "job-0x1",
+            "job-.a",
+            "job-1",
+            "job-1.",
+            "job-01.a",
+            "job-+1.a",
+            "job--1.a",
+            "job-1x.a",
+            "Job-1.a",
+            "x-job-1.a",
+            "job-18446744073709551616.a",
+            "job-0x1.a",
         ] {
             assert_eq!(JobId::from_instance_name(name), None, "{name:?}");
         }
-        assert_eq!(JobId::from_instance_name("job-0"), Some(JobId(0)));
+        assert_eq!(JobId::from_instance_name("job-0.p"), Some((JobId(0), "p")));
     }
 
     #[test]

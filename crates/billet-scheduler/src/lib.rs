@@ -39,7 +39,7 @@
 //! ").unwrap();
 //! # let provider = Arc::new(Stand);
 //! let pools = Pools::builder(config).provider("linux", provider).build().unwrap();
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
 //! let scheduler = pools.spawn(Arc::new(billet_clock::SystemClock));
 //! let job = Job::new(JobId(1), ["make", "test"]).with_trust(billet_provider::TrustClass::Trusted);
 //! scheduler.submit(job).await.expect("running").expect("accepted");

@@ -67,7 +67,7 @@ fn b1_b8_starts_by_listing_every_pool_and_places_nothing_before() {
     let Call::Launch(spec) = launch.call else {
         unreachable!()
     };
-    assert_eq!(spec.name, "job-1");
+    assert_eq!(spec.name, "job-1.linux");
     assert_eq!(spec.image, "ubuntu");
     assert_eq!(spec.command, run(10, 0));
     assert_eq!(spec.trust, TrustClass::Trusted);
@@ -306,18 +306,18 @@ fn b5_conflict_then_absent_launches_again() {
     world.answer_with(
         launch,
         Answer::Launched(Err(Error::Conflict {
-            name: "job-1".into(),
+            name: "job-1.a".into(),
         })),
     );
     let find = world.calls()[0].clone();
-    assert_eq!(find.call, Call::Find("job-1".into()));
+    assert_eq!(find.call, Call::Find("job-1.a".into()));
     world.answer_with(
         find.id,
         Answer::Found(Err(Error::inventory_unavailable("x"))),
     );
     world.wait(secs(1));
     let find = world.calls()[0].clone();
-    assert_eq!(find.call, Call::Find("job-1".into()));
+    assert_eq!(find.call, Call::Find("job-1.a".into()));
     world.answer_with(find.id, Answer::Found(Ok(None)));
     assert_eq!(world.core.leases(PoolId(0)), 1);
     world.run_until_idle(secs(1_000));
@@ -491,7 +491,7 @@ fn b7_orphans_are_collected_after_the_grace_period() {
     world.submit(job(1, 1_000, 0)).unwrap();
     world.settle();
     let stray = world.fake.plant(0, "someone-else", world.now, secs(10_000));
-    let late = world.fake.plant(0, "job-99", world.now, secs(10_000));
+    let late = world.fake.plant(0, "job-99.a", world.now, secs(10_000));
     world.advance(secs(10));
     assert_eq!(
         world.count(|d| matches!(
@@ -536,7 +536,7 @@ fn b7_an_orphan_named_after_a_queued_job_is_adopted() {
     world.submit(job(1, 50, 0)).unwrap();
     world.submit(job(2, 50, 4)).unwrap();
     world.settle();
-    let planted = world.fake.plant(0, "job-2", world.now, secs(15));
+    let planted = world.fake.plant(0, "job-2.a", world.now, secs(15));
     world.advance(secs(10));
     assert!(world.log.contains(&Decision::Adopted {
         job: JobId(2),
@@ -588,8 +588,8 @@ fn b7_an_instance_left_by_an_errored_launch_is_adopted_from_the_inventory() {
 #[test]
 fn b8_restart_counts_held_instances_first() {
     let mut fake = Fake::default();
-    fake.plant(0, "job-1", t0(), secs(15));
-    fake.plant(0, "job-2", t0(), secs(100));
+    fake.plant(0, "job-1.a", t0(), secs(15));
+    fake.plant(0, "job-2.a", t0(), secs(100));
     let mut world = World::over(core(one_pool(2)), fake);
     // A job submitted before the first inventory answers waits.
     world.submit(job(3, 10, 0)).unwrap();
@@ -617,8 +617,8 @@ fn b8_restart_counts_held_instances_first() {
 #[test]
 fn b8_learned_stopped_instances_and_foreign_names() {
     let mut fake = Fake::default();
-    fake.plant(0, "job-1", t0() - secs(100), secs(10));
-    fake.plant(0, "job-01", t0(), secs(100));
+    fake.plant(0, "job-1.a", t0() - secs(100), secs(10));
+    fake.plant(0, "job-01.a", t0(), secs(100));
     let mut world = World::over(core(one_pool(1)), fake);
     world.settle();
     assert_eq!(world.outcome(1), Some(Outcome::Finished { exit_code: 0 }));
@@ -647,7 +647,7 @@ fn b9_cancel_queued_and_running() {
     assert_eq!(world.outcome(1), None, "ends once the destroy is confirmed");
     world.settle();
     assert_eq!(world.outcome(1), Some(Outcome::Cancelled));
-    assert_eq!(world.fake.by_name(0, "job-1").map(|i| i.id.clone()), None);
+    assert_eq!(world.fake.by_name(0, "job-1.a").map(|i| i.id.clone()), None);
     assert_eq!(
         placed(&world, 3),
         Some(PoolId(0)),
@@ -680,7 +680,7 @@ fn b9_cancel_while_launching() {
     );
     assert!(world.core.cancel(JobId(2), world.now));
     world.collect();
-    assert_eq!(world.calls()[0].call, Call::Find("job-2".into()));
+    assert_eq!(world.calls()[0].call, Call::Find("job-2.a".into()));
     world.settle();
     assert_eq!(world.outcome(2), Some(Outcome::Cancelled));
     assert_eq!(world.fake.count(), 0);
@@ -824,7 +824,7 @@ fn b6_pending_instances_hold_their_lease() {
     let launch = world.calls()[0].clone();
     let pending = Instance {
         id: "p-1".into(),
-        name: "job-1".into(),
+        name: "job-1.a".into(),
         owner: "blue".into(),
         kind: ProviderKind::Docker,
         state: State::Pending,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use billet_provider::{Error, State, TrustClass};
-use billet_scheduler::{Action, Answer, Call, Core, Decision, Job, JobId, Outcome, PoolId};
+use billet_scheduler::{Answer, Call, Core, Decision, Job, JobId, Outcome, PoolId};
 use proptest::prelude::*;
 use support::*;
 
@@ -41,8 +41,8 @@ enum Fate {
     Errored,
     /// Done, the answer never comes.
     DoneButLost,
-    /// Not done, no answer: the call stays in the network, and may be done
-    /// and answered later.
+    /// Not answered now: the call stays in the network, to be answered
+    /// later or settled at its deadline.
     Held,
 }
 
@@ -56,7 +56,9 @@ enum Op {
         timeout: Option<u16>,
     },
     Cancel(u8),
-    Advance(u16),
+    /// Time passes; calls past their deadline are settled: done (coin says
+    /// so) or not, their answers never come.
+    Advance(u16, bool),
     Deliver(u8, Fate),
     DeliverAll,
     Outage(u8, bool),
@@ -76,7 +78,7 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0u8..4, 0u8..8, 1u16..120, -2i8..3, proptest::option::weighted(0.2, 1u16..90))
             .prop_map(|(label, trust, secs, exit, timeout)| Op::Submit { label, trust, secs, exit, timeout }),
         1 => any::<u8>().prop_map(Op::Cancel),
-        4 => (1u16..40).prop_map(Op::Advance),
+        4 => (1u16..40, any::<bool>()).prop_map(|(s, coin)| Op::Advance(s, coin)),
         6 => (any::<u8>(), fate).prop_map(|(k, f)| Op::Deliver(k, f)),
         2 => Just(Op::DeliverAll),
         1 => (0u8..3, any::<bool>()).prop_map(|(p, on)| Op::Outage(p, on)),
@@ -92,8 +94,6 @@ struct Books {
     ended: BTreeMap<u64, Outcome>,
     next: u64,
     capacity: Vec<u32>,
-    /// Calls of a discarded core still in the network.
-    stale: Vec<Action>,
     /// The instance backing each job's lease, as decided.
     backing: BTreeMap<u64, billet_provider::InstanceId>,
 }
@@ -112,7 +112,6 @@ impl Books {
             ended: BTreeMap::new(),
             next: 1,
             capacity,
-            stale: Vec::new(),
             backing: BTreeMap::new(),
         }
     }
@@ -138,7 +137,7 @@ impl Books {
                     // B6: no lease freed while its instance runs: the one
                     // that backed it, or (never backed) any of its name.
                     if let Some(pool) = pool {
-                        let name = job.instance_name();
+                        let name = job.instance_name(["a", "b", "v"][pool.0]);
                         let fake = &self.world.fake;
                         let instance = match self.backing.remove(&job.0) {
                             Some(id) => fake.pools.get(&pool.0).and_then(|p| p.get(&id)),
@@ -182,6 +181,28 @@ impl Books {
         Ok(())
     }
 
+    /// A call's effect, if it has one, happens before its deadline: calls
+    /// past it by `now` are done (or not, by `coin` and the call's id) and
+    /// leave the network unanswered.
+    fn settle_expired(&mut self, now: std::time::SystemTime, coin: bool) {
+        let expired: Vec<_> = self
+            .world
+            .pending
+            .iter()
+            .filter(|(_, action)| action.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            let Some(action) = self.world.pending.remove(&id) else {
+                continue;
+            };
+            if (id.0 % 2 == 0) == coin {
+                let at = action.deadline.max(self.world.now);
+                let _ = self.world.fake.answer(&action, at);
+            }
+        }
+    }
+
     fn deliver(&mut self, k: usize, fate: Fate) {
         let Some(&id) = self
             .world
@@ -218,8 +239,7 @@ impl Books {
                 let _ = self.world.fake.answer(&action, now);
             }
             Fate::Held => {
-                // Back into the network, behind everything else.
-                self.stale.push(action);
+                self.world.pending.insert(id, action);
             }
         }
         self.world.collect();
@@ -270,24 +290,25 @@ impl Books {
                     self.world.collect();
                 }
             }
-            Op::Advance(s) => self.world.wait(Duration::from_secs(u64::from(s))),
-            Op::Deliver(k, fate) => self.deliver(usize::from(k), fate),
-            Op::DeliverAll => {
-                // The network delivers what it held (done, answers lost: their
-                // cores no longer wait), then everything pending.
-                for action in std::mem::take(&mut self.stale) {
-                    let _ = self.world.fake.answer(&action, self.world.now);
-                }
-                self.world.settle();
+            Op::Advance(s, coin) => {
+                let now = self.world.now + Duration::from_secs(u64::from(s));
+                self.settle_expired(now, coin);
+                self.world.wait(Duration::from_secs(u64::from(s)));
             }
+            Op::Deliver(k, fate) => self.deliver(usize::from(k), fate),
+            Op::DeliverAll => self.world.settle(),
             Op::Outage(p, on) => {
                 self.world.fake.down.insert(usize::from(p), on);
             }
             Op::Restart => {
-                // The old core's calls stay in the network; a new core starts
-                // over the same pools, and the store hands it what it knows.
-                self.stale
-                    .extend(std::mem::take(&mut self.world.pending).into_values());
+                // The old core's calls in flight are done or not as it dies;
+                // a new core starts over the same pools, and the store hands
+                // it what it knows.
+                for (id, action) in std::mem::take(&mut self.world.pending) {
+                    if id.0 % 2 == 0 {
+                        let _ = self.world.fake.answer(&action, self.world.now);
+                    }
+                }
                 let mut core = isolating_core_at(self.world.now);
                 for &n in self.ended.keys() {
                     core.ended_before(JobId(n));
@@ -308,9 +329,7 @@ impl Books {
     /// Faults stop; time runs until the core is idle.
     fn drain(&mut self) -> Result<(), TestCaseError> {
         self.world.fake.down.clear();
-        for action in std::mem::take(&mut self.stale) {
-            let _ = self.world.fake.answer(&action, self.world.now);
-        }
+        self.settle_expired(self.world.now, true);
         let from = self.world.log.len();
         self.world.run_until_idle(Duration::from_secs(100_000));
         self.check(from)?;

@@ -1,0 +1,316 @@
+//! The drivers over real providers (the simulated backend): built from a
+//! configuration and one provider per pool (B2), stepped in modelled time
+//! ([`Inline`]), run as a task in real time ([`Scheduler`]), restarted (B8).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use billet_clock::{Clock, ManualClock, SystemClock};
+use billet_config::Config;
+use billet_provider::{Provider, TrustClass};
+use billet_scheduler::{
+    BuildError, Decision, Inline, Job, JobId, Outcome, PoolId, Pools, Settings, Stopped,
+};
+use billet_simulated::{Host, SimulatedProvider, run_for};
+
+const TWO: &str = "
+deployment: {id: blue}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: runner}}
+  - {name: big, kind: docker, capacity: 3, docker: {image: runner}}
+routing:
+  routes: [{labels: [linux], provider: linux}]
+  default_kind: docker
+";
+
+fn config() -> Config {
+    Config::from_yaml_str(TWO).unwrap()
+}
+
+fn simulated(host: &Host, clock: &Arc<dyn Clock>) -> Arc<dyn Provider> {
+    Arc::new(
+        SimulatedProvider::builder("blue")
+            .host(host.clone())
+            .clock(Arc::clone(clock))
+            .build()
+            .unwrap(),
+    )
+}
+
+fn job(n: u64, runs: Duration) -> Job {
+    Job::new(JobId(n), run_for(runs)).with_trust(TrustClass::Trusted)
+}
+
+// B2: one provider per configured name; a name missing, unknown or given
+// twice is an error naming it.
+#[test]
+fn b2_providers_must_match_the_configured_names() {
+    let host = Host::new();
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(SystemTime::UNIX_EPOCH));
+    let p = || simulated(&host, &clock);
+    let missing = Pools::builder(config()).provider("linux", p()).build();
+    assert_eq!(
+        missing.unwrap_err(),
+        BuildError::MissingProvider { name: "big".into() }
+    );
+    let unknown = Pools::builder(config())
+        .provider("linux", p())
+        .provider("big", p())
+        .provider("Big", p())
+        .build();
+    let unknown = unknown.unwrap_err();
+    assert_eq!(unknown, BuildError::UnknownProvider { name: "Big".into() });
+    assert_eq!(
+        unknown.to_string(),
+        "a provider was given under the name \"Big\", which billet.yaml does not configure"
+    );
+    let twice = Pools::builder(config())
+        .provider("linux", p())
+        .provider("linux", p())
+        .provider("big", p())
+        .build();
+    assert_eq!(
+        twice.unwrap_err(),
+        BuildError::DuplicateProvider {
+            name: "linux".into()
+        }
+    );
+    assert!(
+        BuildError::MissingProvider { name: "big".into() }
+            .to_string()
+            .contains("\"big\"")
+    );
+    let pools = Pools::builder(config())
+        .provider("big", p())
+        .provider("linux", p())
+        .settings(Settings {
+            reconcile_every: Duration::from_secs(7),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(pools.providers().len(), 2);
+    assert_eq!(pools.settings().reconcile_every, Duration::from_secs(7));
+    assert_eq!(pools.config().deployment().id(), "blue");
+    // The deployment id is the owner: the simulated providers were built for it.
+    let core = pools.core(SystemTime::UNIX_EPOCH);
+    assert_eq!(core.pools().count(), 2);
+}
+
+fn pools(host: &Host, clock: &Arc<dyn Clock>) -> Pools {
+    Pools::builder(config())
+        .provider("linux", simulated(host, clock))
+        .provider("big", simulated(host, clock))
+        .settings(Settings {
+            reconcile_every: Duration::from_secs(10),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap()
+}
+
+fn drain(inline: &mut Inline, log: &mut Vec<Decision>) {
+    while let Some(decision) = inline.poll_decision() {
+        log.push(decision);
+    }
+}
+
+/// Steps the manual clock from wake-up to wake-up until idle.
+async fn run_to_idle(inline: &mut Inline, clock: &ManualClock, log: &mut Vec<Decision>) {
+    while let Some(at) = inline.next_wakeup() {
+        clock.advance_to(at.max(clock.now())).unwrap();
+        inline.tick().await;
+        drain(inline, log);
+    }
+}
+
+fn ended(log: &[Decision]) -> BTreeMap<u64, Outcome> {
+    let mut ends = BTreeMap::new();
+    for decision in log {
+        if let Decision::Ended { job, outcome, .. } = decision {
+            assert!(
+                ends.insert(job.0, outcome.clone()).is_none(),
+                "job {job} ended twice"
+            );
+        }
+    }
+    ends
+}
+
+// B1, B6: the inline driver in modelled time over the simulated backend:
+// jobs run, finish with their exit code, and leave nothing on the host.
+#[tokio::test]
+async fn b1_inline_over_the_simulated_backend() {
+    let host = Host::new();
+    let manual = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    let pools = pools(&host, &clock);
+    let mut inline = Inline::new(&pools, Arc::clone(&clock));
+    let mut log = Vec::new();
+    inline.start().await;
+    for n in 0..20 {
+        let labels: &[&str] = if n % 2 == 0 { &["linux"] } else { &[] };
+        inline
+            .submit(job(n, Duration::from_secs(30 + n)).with_labels(labels.iter().copied()))
+            .await
+            .unwrap();
+        drain(&mut inline, &mut log);
+        assert!(inline.core().leases(PoolId(0)) <= 2);
+        assert!(inline.core().leases(PoolId(1)) <= 3);
+    }
+    assert_eq!(host.len(), 5);
+    run_to_idle(&mut inline, &manual, &mut log).await;
+    let ends = ended(&log);
+    assert_eq!(ends.len(), 20);
+    assert!(
+        ends.values()
+            .all(|o| *o == Outcome::Finished { exit_code: 0 })
+    );
+    assert!(host.is_empty());
+    // Jobs labelled linux ran only in the linux pool.
+    for decision in &log {
+        if let Decision::Placed { job, pool } = decision
+            && job.0 % 2 == 0
+        {
+            assert_eq!(*pool, PoolId(0), "job {job}");
+        }
+    }
+}
+
+// B8: a scheduler dropped mid-run and built again over the same pools counts
+// what they hold before placing, never over-commits, and the jobs it learns
+// end with their real outcome.
+#[tokio::test]
+async fn b8_restart_over_the_simulated_backend() {
+    let host = Host::new();
+    let manual = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    let pools = pools(&host, &clock);
+    let mut first = Inline::new(&pools, Arc::clone(&clock));
+    let mut log = Vec::new();
+    first.start().await;
+    for n in 0..8 {
+        first
+            .submit(job(n, Duration::from_secs(100)))
+            .await
+            .unwrap();
+    }
+    drain(&mut first, &mut log);
+    assert_eq!(host.len(), 5);
+    let queued: Vec<u64> = (0..8)
+        .filter(|n| first.core().lease_of(JobId(*n)).is_none())
+        .collect();
+    assert_eq!(queued.len(), 3);
+    drop(first);
+    manual.advance(Duration::from_secs(30)).unwrap();
+    let mut second = Inline::new(&pools, Arc::clone(&clock));
+    second.start().await;
+    drain(&mut second, &mut log);
+    let stats = second.core().stats();
+    assert_eq!(stats.learned, 5);
+    assert_eq!(stats.leases(), 5, "counted before anything is placed");
+    for n in &queued {
+        second
+            .submit(job(*n, Duration::from_secs(10)))
+            .await
+            .unwrap();
+    }
+    drain(&mut second, &mut log);
+    assert_eq!(second.core().queued(), 3, "no room: they wait");
+    assert_eq!(host.len(), 5);
+    run_to_idle(&mut second, &manual, &mut log).await;
+    let ends = ended(&log);
+    assert_eq!(ends.len(), 8);
+    assert!(
+        ends.values()
+            .all(|o| *o == Outcome::Finished { exit_code: 0 })
+    );
+    assert!(host.is_empty());
+}
+
+// B1, B9, B11: the task driver in real time: submissions answered, every
+// job ends once, cancel works, counts readable while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b1_the_task_driver_in_real_time() {
+    let host = Host::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = Pools::builder(config())
+        .provider("linux", simulated(&host, &clock))
+        .provider("big", simulated(&host, &clock))
+        .settings(Settings {
+            reconcile_every: Duration::from_millis(20),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    let scheduler = pools.spawn(Arc::clone(&clock));
+    for n in 0..12 {
+        let runs = if n == 11 {
+            Duration::from_secs(3_600)
+        } else {
+            Duration::from_millis(30)
+        };
+        scheduler.submit(job(n, runs)).await.unwrap().unwrap();
+    }
+    let refused = scheduler
+        .submit(Job::new(JobId(99), run_for(Duration::from_millis(1))))
+        .await
+        .unwrap();
+    assert!(refused.is_err(), "unknown trust: no pool may run it");
+    assert_eq!(scheduler.stats().accepted, 12);
+    let mut ends = BTreeMap::new();
+    let mut held: BTreeMap<PoolId, i64> = BTreeMap::new();
+    let mut cancelled = false;
+    while ends.len() < 12 {
+        let Some(decision) = scheduler.next_decision().await else {
+            panic!("the scheduler stopped");
+        };
+        match decision {
+            Decision::Placed { pool, .. } => {
+                let count = held.entry(pool).or_default();
+                *count += 1;
+                assert!(*count <= [2, 3][pool.0], "pool {pool} over capacity");
+            }
+            Decision::Ended { job, pool, outcome } => {
+                if let Some(pool) = pool {
+                    *held.entry(pool).or_default() -= 1;
+                }
+                assert!(ends.insert(job.0, outcome).is_none());
+            }
+            Decision::Launched { job: JobId(11), .. } if !cancelled => {
+                cancelled = scheduler.cancel(JobId(11)).await.unwrap();
+                assert!(cancelled);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ends[&11], Outcome::Cancelled);
+    assert_eq!(
+        ends.values()
+            .filter(|o| **o == Outcome::Finished { exit_code: 0 })
+            .count(),
+        11
+    );
+    let stats = scheduler.stats();
+    assert_eq!((stats.finished, stats.cancelled), (11, 1));
+    assert!(host.is_empty());
+    scheduler.shutdown().await;
+}
+
+// The task driver stops cleanly: calls after shutdown answer `Stopped`.
+#[tokio::test]
+async fn the_task_driver_answers_stopped_once_shut_down() {
+    let host = Host::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let pools = pools(&host, &clock);
+    let scheduler = pools.spawn(Arc::clone(&clock));
+    assert_eq!(scheduler.cancel(JobId(1)).await, Ok(false));
+    let commands = scheduler.stats();
+    assert_eq!(commands.pools.len(), 2);
+    // A handle whose task has ended answers Stopped.
+    let again = pools.spawn(Arc::clone(&clock));
+    again.shutdown().await;
+    scheduler.shutdown().await;
+    assert_eq!(Stopped.to_string(), "the scheduler has stopped");
+}
