@@ -837,3 +837,32 @@ fn b6_pending_instances_hold_their_lease() {
     assert_eq!(world.outcome(1), None);
     assert_eq!(world.core.leases(PoolId(0)), 1);
 }
+
+// B4: first come first served across targets that share a pool: when a pool
+// both want frees up, the older head goes first, whatever target it has.
+#[test]
+fn b4_fcfs_across_targets_sharing_a_pool() {
+    let yaml = "
+deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 1, docker: {image: i}}
+  - {name: v, kind: firecracker, capacity: 1, firecracker: {kernel: /k, rootfs: /r}}
+routing:
+  routes: [{labels: [a], provider: a, fallback_kind: firecracker}]
+  default_kind: firecracker
+";
+    let mut world = World::new(config(yaml));
+    world.settle();
+    world.submit(job(1, 1_000, 0).with_labels(["a"])).unwrap();
+    world.submit(job(2, 5, 0).with_labels(["a"])).unwrap();
+    world.settle();
+    assert_eq!(placed(&world, 1), Some(PoolId(0)));
+    assert_eq!(placed(&world, 2), Some(PoolId(1)), "the fallback");
+    world.submit(job(3, 5, 0)).unwrap();
+    world.submit(job(4, 5, 0).with_labels(["a"])).unwrap();
+    world.settle();
+    world.advance(secs(10));
+    assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
+    assert_eq!(placed(&world, 3), Some(PoolId(1)), "job 3 came first");
+    assert_eq!(placed(&world, 4), None);
+}

@@ -38,6 +38,92 @@ fn simulated(host: &Host, clock: &Arc<dyn Clock>) -> Arc<dyn Provider> {
     )
 }
 
+/// A backend with an isolation boundary, as far as trust goes: it accepts
+/// every trust class (the simulated backend underneath runs the work as if it
+/// were trusted).
+#[derive(Debug)]
+struct Isolating(Arc<dyn Provider>);
+
+#[async_trait::async_trait]
+impl Provider for Isolating {
+    fn kind(&self) -> billet_provider::ProviderKind {
+        billet_provider::ProviderKind::Firecracker
+    }
+    fn accepts(&self, _: TrustClass) -> Result<(), billet_provider::Error> {
+        Ok(())
+    }
+    async fn launch(
+        &self,
+        spec: billet_provider::Spec,
+    ) -> Result<billet_provider::Instance, billet_provider::Error> {
+        self.0.launch(spec.with_trust(TrustClass::Trusted)).await
+    }
+    async fn find(
+        &self,
+        name: &str,
+    ) -> Result<Option<billet_provider::Instance>, billet_provider::Error> {
+        self.0.find(name).await
+    }
+    async fn list(&self) -> Result<Vec<billet_provider::Instance>, billet_provider::Error> {
+        self.0.list().await
+    }
+    async fn destroy(
+        &self,
+        id: &billet_provider::InstanceId,
+    ) -> Result<billet_provider::Teardown, billet_provider::Error> {
+        self.0.destroy(id).await
+    }
+}
+
+// B2, B3: each pool's provider is asked what it accepts: untrusted work goes
+// to the pool whose provider isolates it, and only there.
+#[tokio::test]
+async fn b3_each_pool_asks_its_own_provider_what_it_accepts() {
+    let yaml = "
+deployment: {id: blue}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: runner}}
+  - {name: vm, kind: firecracker, capacity: 2, firecracker: {kernel: /k, rootfs: /r}}
+routing:
+  default_kind: docker
+  routes: [{labels: [pr], provider: linux, fallback_kind: firecracker}]
+  untrusted_kinds: [docker, firecracker]
+";
+    let host = Host::new();
+    let manual = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    let pools = Pools::builder(Config::from_yaml_str(yaml).unwrap())
+        .provider("linux", simulated(&host, &clock))
+        .provider("vm", Arc::new(Isolating(simulated(&host, &clock))))
+        .build()
+        .unwrap();
+    let accepts: Vec<[bool; 3]> = pools
+        .core(manual.now())
+        .pools()
+        .map(|p| p.accepts)
+        .collect();
+    assert_eq!(accepts, [[false, false, true], [true, true, true]]);
+    let mut inline = Inline::new(&pools, Arc::clone(&clock));
+    let mut log = Vec::new();
+    inline.start().await;
+    let untrusted = Job::new(JobId(1), run_for(Duration::from_secs(5)))
+        .with_labels(["pr"])
+        .with_trust(TrustClass::Untrusted);
+    inline.submit(untrusted).await.unwrap();
+    let unknown = Job::new(JobId(2), run_for(Duration::from_secs(5))).with_labels(["x"]);
+    assert!(
+        inline.submit(unknown).await.is_err(),
+        "default kind docker refuses it"
+    );
+    drain(&mut inline, &mut log);
+    assert!(log.contains(&Decision::Placed {
+        job: JobId(1),
+        pool: PoolId(1)
+    }));
+    run_to_idle(&mut inline, &manual, &mut log).await;
+    assert_eq!(ended(&log)[&1], Outcome::Finished { exit_code: 0 });
+}
+
 fn job(n: u64, runs: Duration) -> Job {
     Job::new(JobId(n), run_for(runs)).with_trust(TrustClass::Trusted)
 }
