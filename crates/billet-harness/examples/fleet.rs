@@ -1,10 +1,20 @@
-//! The main job: a simulated fleet scenario through the reference scheduler.
+//! The main job: a simulated fleet scenario through the production scheduler
+//! (`billet-scheduler`, one per deployment, H10), or the harness's reference
+//! scheduler with `--scheduler reference`.
 //!
 //! ```text
 //! cargo run --release --example fleet
+//! cargo run --release --example fleet -- --scheduler reference
 //! cargo run --release --example fleet -- --seed 7 --jobs 200000 --concurrency 5000 --chart fleet.svg
 //! cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000
 //! ```
+//!
+//! The production scheduler's default fleet has three routed pools per
+//! deployment (`linux` docker falling back to firecracker, `vm` firecracker,
+//! `mac` tart), labelled jobs, inventory outages, one restart and two strays;
+//! the reference scheduler's has one pool per deployment, no labels, no
+//! restart and no stray (it can do neither). `--layout`, `--restarts` and
+//! `--strays` change that shape for either.
 //!
 //! Prints the report; exits 1 and prints the seed and the replay command when
 //! an invariant breaks.
@@ -13,10 +23,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
-use billet_harness::scenario::{Fleet, Scenario};
+use billet_harness::scenario::{Fleet, Scenario, Which};
 use billet_harness::trace::Trace;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 // A simulated fleet allocates and frees millions of small strings (every
@@ -29,6 +40,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "fleet", version, about)]
 struct Args {
+    /// The scheduler under test.
+    #[arg(long, value_enum, default_value_t = SchedulerArg::Production)]
+    scheduler: SchedulerArg,
+    /// Every deployment's pools: `routed` (linux, vm, mac, with routes and a
+    /// label mix) or `single` (one docker pool, no labels). Default: routed
+    /// for the production scheduler, single for the reference.
+    #[arg(long, value_enum)]
+    layout: Option<LayoutArg>,
+    /// Restarts of a deployment's scheduler spread over the run. Default: 1
+    /// for the production scheduler, 0 for the reference (which cannot).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    restarts: Option<u64>,
+    /// Stray instances left on the host for the scheduler to collect. Default:
+    /// 2 for the production scheduler, 0 for the reference (which does not
+    /// collect orphans).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    strays: Option<u64>,
     /// The seed of every random draw (with --trace: the outage times); the
     /// same seed gives the same digest.
     #[arg(long, default_value_t = Fleet::default().seed)]
@@ -55,15 +83,43 @@ struct Args {
     chart: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SchedulerArg {
+    /// `billet-scheduler`, one per deployment.
+    Production,
+    /// The harness's reference scheduler.
+    Reference,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LayoutArg {
+    /// Three pools with routes, and labelled jobs.
+    Routed,
+    /// One docker pool, and no labels.
+    Single,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    let shape = match args.scheduler {
+        SchedulerArg::Production => Fleet::production(),
+        SchedulerArg::Reference => Fleet::default(),
+    };
+    let count = |n: Option<u64>, default: usize| n.map_or(default, |n| n as usize);
     let fleet = Fleet {
         seed: args.seed,
         jobs: args.jobs,
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
         deployments: usize::try_from(args.deployments).unwrap_or(1),
         outages: usize::try_from(args.outages).unwrap_or(0),
-        ..Fleet::default()
+        routed: args.layout.map_or(shape.routed, |l| l == LayoutArg::Routed),
+        restarts: count(args.restarts, shape.restarts),
+        strays: count(args.strays, shape.strays),
+        scheduler: match args.scheduler {
+            SchedulerArg::Production => Which::Production,
+            SchedulerArg::Reference => Which::Reference,
+        },
+        ..shape
     };
     let scenario = match &args.trace {
         Some(path) => match Scenario::replay(Trace::new(path), fleet) {
@@ -85,14 +141,18 @@ fn main() -> ExitCode {
     );
     let started = Instant::now();
     let mut shown = false;
-    let result = scenario.run_observed(ReferenceScheduler::new, &mut |p| {
+    let mut observe = |p: billet_harness::run::Progress| {
         if !shown && started.elapsed() > Duration::from_secs(1) {
             bar.set_draw_target(ProgressDrawTarget::stderr());
             shown = true;
         }
         bar.set_length(p.total);
         bar.set_position(p.done);
-    });
+    };
+    let result = match args.scheduler {
+        SchedulerArg::Production => scenario.run_observed(ProductionScheduler::new, &mut observe),
+        SchedulerArg::Reference => scenario.run_observed(ReferenceScheduler::new, &mut observe),
+    };
     bar.finish_and_clear();
 
     match result {

@@ -6,12 +6,20 @@
 //!   one simulated host, a fault schedule of inventory outages, and a
 //!   [`ManualClock`](billet_clock::ManualClock) moved from event to event, so a
 //!   modelled day takes seconds.
+//!   Every deployment shares one [`Layout`](scenario::Layout): its pools
+//!   (configured kinds and shares of its leases) and routing, from which its
+//!   `billet.yaml` is made in code; jobs carry labels and trust. A scenario may
+//!   also restart a deployment's scheduler mid-run and leave stray instances
+//!   on the host for it to collect (H10).
 //! * [`scheduler`]: the [`Scheduler`](scheduler::Scheduler) trait through which a
-//!   scheduler under test plugs in, and [`reference`](mod@reference), the
-//!   harness's own reference scheduler.
-//! * [`run`]: the driver, which checks after every step that capacity is never
-//!   exceeded, that no lease is freed while its instance runs, that every job
-//!   finishes and that nothing leaks; the same seed gives the same trace digest.
+//!   scheduler under test plugs in; [`production`], the production scheduler
+//!   (`billet-scheduler`, one per deployment) behind it (H10); and
+//!   [`reference`](mod@reference), the harness's own reference scheduler (H3).
+//! * [`run`]: the driver, which checks after every step that no pool and no
+//!   deployment is over capacity, that no lease is freed while its instance
+//!   runs, that every job ends in exactly one outcome, that no orphan outlives
+//!   its grace period and that nothing leaks; the same seed gives the same
+//!   trace digest.
 //! * [`report`]: what a run measured, and its chart.
 //! * [`trace`]: recorded workloads in the Standard Workload Format (SWF),
 //!   replayed lazily through the same scenario, scheduler and report (T1, T2).
@@ -22,18 +30,27 @@
 //! # Running a scenario
 //!
 //! ```
+//! use billet_harness::production::ProductionScheduler;
 //! use billet_harness::reference::ReferenceScheduler;
 //! use billet_harness::scenario::{Fleet, Scenario};
 //!
+//! // The reference scheduler's shape: one pool per deployment, no labels.
 //! let scenario = Scenario::fleet(Fleet { jobs: 2_000, concurrency: 100, ..Fleet::default() });
 //! let report = scenario.run(ReferenceScheduler::new).expect("the invariants hold");
 //! assert_eq!(report.finished + report.refused, 2_000);
 //! assert_eq!(report.peak_leases, 100);
 //! println!("{report}");
+//!
+//! // The production scheduler's: three routed pools, labels, a restart, strays.
+//! let fleet = Fleet { jobs: 2_000, concurrency: 100, ..Fleet::production() };
+//! let report = Scenario::fleet(fleet).run(ProductionScheduler::new).expect("the invariants hold");
+//! assert_eq!(report.finished + report.refused, 2_000);
+//! assert_eq!((report.restarts, report.orphans_collected), (1, 2));
 //! ```
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod production;
 pub mod reference;
 pub mod report;
 pub mod run;

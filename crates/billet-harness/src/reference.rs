@@ -8,7 +8,8 @@ use billet_provider::Spec;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::scheduler::{
-    DeploymentHandle, FreeReason, Freed, Launched, Scheduler, SchedulerContext, Step,
+    Change, DeploymentHandle, FreeReason, Freed, Launched, Placed, Scheduler, SchedulerContext,
+    Step,
 };
 use crate::workload::{Job, JobId};
 
@@ -29,6 +30,11 @@ use crate::workload::{Job, JobId};
 ///
 /// Everything it does is deterministic: what it frees and destroys in one
 /// reconciliation is handled in job order, never in hash or inventory order.
+///
+/// It knows no pools, routing or labels: each deployment is one pool (its
+/// first pool's provider, which sees all the deployment's instances, with the
+/// deployment's whole capacity). It cannot restart ([`Scheduler::restart`]
+/// answers unsupported) and does not collect orphans.
 #[derive(Debug)]
 pub struct ReferenceScheduler {
     deployments: Vec<Deployment>,
@@ -79,8 +85,9 @@ impl ReferenceScheduler {
         !self.queue.is_empty() || self.deployments.iter().any(|d| !d.leases.is_empty())
     }
 
-    /// Lists every deployment and frees what its inventory shows done.
-    async fn reconcile(&mut self, step: &mut Step) {
+    /// Lists every deployment and frees what its inventory shows done:
+    /// inventory errors into `errors`, frees into `step`.
+    async fn reconcile(&mut self, errors: &mut Vec<Change>, step: &mut Step) {
         for (index, deployment) in self.deployments.iter_mut().enumerate() {
             if deployment.leases.is_empty() {
                 continue;
@@ -88,7 +95,10 @@ impl ReferenceScheduler {
             let inventory = match deployment.handle.provider.list().await {
                 Ok(inventory) => inventory,
                 Err(_) => {
-                    step.inventory_errors.push(index);
+                    errors.push(Change::InventoryError {
+                        deployment: index,
+                        pool: 0,
+                    });
                     continue;
                 }
             };
@@ -126,12 +136,13 @@ impl ReferenceScheduler {
             }
             for (job, name, reason) in freed {
                 deployment.leases.remove(&name);
-                step.freed.push(Freed {
+                step.changes.push(Change::Freed(Freed {
                     job,
                     deployment: index,
+                    pool: 0,
                     name,
                     reason,
-                });
+                }));
             }
         }
     }
@@ -156,11 +167,16 @@ impl ReferenceScheduler {
             match deployment.handle.provider.launch(spec).await {
                 Ok(instance) => {
                     deployment.leases.insert(job.name, job.id);
-                    step.launched.push(Launched {
+                    step.changes.push(Change::Placed(Placed {
+                        job: job.id,
+                        deployment: index,
+                        pool: 0,
+                    }));
+                    step.changes.push(Change::Launched(Launched {
                         job: job.id,
                         deployment: index,
                         instance: instance.id,
-                    });
+                    }));
                 }
                 Err(_) => {
                     // Try again at the next tick; keep the queue's order.
@@ -186,17 +202,28 @@ impl Scheduler for ReferenceScheduler {
     }
 
     async fn tick(&mut self) -> Step {
+        let mut errors = Vec::new();
         let mut step = Step::default();
         let now = self.clock.now();
         if now >= self.next_reconcile {
-            self.reconcile(&mut step).await;
+            self.reconcile(&mut errors, &mut step).await;
             self.next_reconcile = now + self.reconcile_every;
         }
         self.place(&mut step).await;
+        // The inventory errors first, then the frees, then the placements:
+        // the order the harness has always hashed them in.
+        if !errors.is_empty() {
+            errors.append(&mut step.changes);
+            step.changes = errors;
+        }
         step
     }
 
-    fn next_wakeup(&self) -> Option<SystemTime> {
+    fn name(&self) -> Option<&'static str> {
+        Some("reference")
+    }
+
+    fn next_wakeup(&mut self) -> Option<SystemTime> {
         self.busy().then_some(self.next_reconcile)
     }
 

@@ -20,13 +20,18 @@ use crate::trace::TraceSummary;
 pub struct Report {
     /// The scenario's seed.
     pub seed: u64,
+    /// The scheduler that ran: `production`, `reference`, or `custom`.
+    pub scheduler: String,
+    /// Each deployment's pools: their names, kinds and capacities.
+    pub layout: String,
     /// Deployment count.
     pub deployments: usize,
     /// Leases across all deployments.
     pub capacity: usize,
     /// Jobs that arrived.
     pub submitted: u64,
-    /// Jobs whose lease was freed after their instance finished.
+    /// Jobs that ended, whatever the outcome (see [`Report::outcomes`]): every
+    /// job submitted and not refused at submission ends once.
     pub finished: u64,
     /// Of those, leases freed because the instance was absent rather than stopped.
     pub vanished: u64,
@@ -47,6 +52,22 @@ pub struct Report {
     pub outages_survived: usize,
     /// Inventory reads the scheduler saw fail (and freed nothing for).
     pub inventory_errors: u64,
+    /// How the jobs ended, by outcome.
+    pub outcomes: Outcomes,
+    /// Restarts of a deployment's scheduler done.
+    pub restarts: usize,
+    /// Restarts the scenario asked for that the scheduler could not do (the
+    /// reference scheduler cannot restart): recorded, and the run went on.
+    pub restarts_unsupported: usize,
+    /// Jobs whose lease an existing instance came to back: found in an
+    /// inventory after a restart (B8), or an orphan named after a queued job (B7).
+    pub adopted: u64,
+    /// Stray instances the harness left on the host.
+    pub strays: usize,
+    /// Orphans (instances no lease holds) the scheduler reported seeing, each once.
+    pub orphans_seen: u64,
+    /// Orphans it destroyed after their grace period, each once.
+    pub orphans_collected: u64,
     /// Steps (event times) the harness drove.
     pub steps: u64,
     /// The hash of the run's event trace, in hex: equal for equal runs.
@@ -56,6 +77,35 @@ pub struct Report {
     /// The trace the jobs were replayed from, when they were (T3): its file,
     /// header, and what was and was not replayed.
     pub trace: Option<TraceSummary>,
+}
+
+/// How the jobs that ended ended, by outcome (B9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcomes {
+    /// Their instance ran to the end.
+    pub finished: u64,
+    /// Their instance was absent from an inventory that answered.
+    pub vanished: u64,
+    /// They held their lease longer than their timeout.
+    pub timed_out: u64,
+    /// They were cancelled.
+    pub cancelled: u64,
+    /// The provider refused their launch.
+    pub refused_at_launch: u64,
+    /// The provider found their spec invalid.
+    pub invalid: u64,
+}
+
+impl Outcomes {
+    /// Every job counted, whatever the outcome.
+    pub fn total(&self) -> u64 {
+        self.finished
+            + self.vanished
+            + self.timed_out
+            + self.cancelled
+            + self.refused_at_launch
+            + self.invalid
+    }
 }
 
 /// One point of the report's time series.
@@ -248,11 +298,13 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = &self.queue_wait;
         writeln!(f, "billet fleet scenario (seed {})", self.seed)?;
+        writeln!(f, "scheduler: {}", self.scheduler)?;
         writeln!(
             f,
             "deployments: {} over one host, {} leases in all",
             self.deployments, self.capacity
         )?;
+        writeln!(f, "pools: {}", self.layout)?;
         if let Some(trace) = &self.trace {
             let h = &trace.header;
             let c = &trace.counts;
@@ -288,6 +340,12 @@ impl fmt::Display for Report {
             "jobs: {} submitted, {} finished ({} vanished), {} refused (no deployment accepts their trust class)",
             self.submitted, self.finished, self.vanished, self.refused
         )?;
+        let o = &self.outcomes;
+        writeln!(
+            f,
+            "outcomes: {} finished, {} vanished, {} timed out, {} cancelled, {} refused at launch, {} invalid",
+            o.finished, o.vanished, o.timed_out, o.cancelled, o.refused_at_launch, o.invalid
+        )?;
         writeln!(f, "peak concurrent leases: {}", self.peak_leases)?;
         writeln!(f, "peak queue: {}", self.peak_queue)?;
         writeln!(
@@ -305,6 +363,16 @@ impl fmt::Display for Report {
             f,
             "outages survived: {} ({} inventory reads failed, nothing freed on them)",
             self.outages_survived, self.inventory_errors
+        )?;
+        writeln!(
+            f,
+            "restarts: {} ({} asked for that this scheduler cannot do); {} jobs adopted from an inventory",
+            self.restarts, self.restarts_unsupported, self.adopted
+        )?;
+        writeln!(
+            f,
+            "orphans: {} seen, {} collected ({} strays left on the host by the harness)",
+            self.orphans_seen, self.orphans_collected, self.strays
         )?;
         writeln!(f, "steps: {}", self.steps)?;
         write!(f, "digest: {}", self.digest)

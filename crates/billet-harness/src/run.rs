@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use billet_clock::{Clock, ManualClock};
-use billet_provider::{Error, Provider};
+use billet_provider::{Error, InstanceId, Provider, Spec, TrustClass};
 use billet_simulated::{Host, SimulatedProvider};
 use rustc_hash::FxHashMap;
 use xxhash_rust::xxh3::Xxh3;
 
-use crate::report::{Human, Report, Sample, WaitHistogram};
+use crate::report::{Human, Outcomes, Report, Sample, WaitHistogram};
 use crate::scenario::Scenario;
-use crate::scheduler::{DeploymentHandle, FreeReason, Scheduler, SchedulerContext, Step};
+use crate::scheduler::{
+    Change, DeploymentHandle, FreeReason, OrphanFate, PoolHandle, Scheduler, SchedulerContext, Step,
+};
 use crate::trace::{TraceError, TraceJobs};
 use crate::workload::{Arrivals, Job, JobId};
 
@@ -58,6 +60,48 @@ pub enum Violation {
         /// How many.
         instances: usize,
     },
+    /// A pool held more leases than its capacity (H10).
+    PoolOverCapacity {
+        /// The deployment's name.
+        deployment: String,
+        /// The pool's configured name.
+        pool: String,
+        /// How many leases it held.
+        held: usize,
+        /// Its capacity.
+        capacity: usize,
+    },
+    /// An orphan was still on the host past its grace period and one
+    /// reconcile interval after it was first seen (the time its deployment's
+    /// inventory could not be read added) (H10, B7).
+    OrphanOutlived {
+        /// The deployment's name.
+        deployment: String,
+        /// The instance's name.
+        instance: String,
+        /// When it was first seen, as modelled time since the start.
+        seen: Duration,
+        /// When it should have been gone by, as modelled time since the start.
+        deadline: Duration,
+    },
+    /// A job ended, or was said to, when it was not in flight: it had ended
+    /// already (a second outcome) or was never accepted (H10, B9).
+    NotInFlight {
+        /// The job.
+        job: JobId,
+        /// What the scheduler reported of it.
+        what: String,
+    },
+    /// A job accepted by a deployment was lost across a restart: the new
+    /// scheduler refused it when the durable store handed it over (H10, B8).
+    LostAtRestart {
+        /// The job.
+        job: JobId,
+        /// The deployment's name.
+        deployment: String,
+        /// Why the new scheduler refused it.
+        why: String,
+    },
     /// The scenario itself cannot run.
     InvalidScenario {
         /// Why.
@@ -98,6 +142,40 @@ impl fmt::Display for Violation {
                     "{instances} instances were left on the host after every job was done"
                 )
             }
+            Violation::PoolOverCapacity {
+                deployment,
+                pool,
+                held,
+                capacity,
+            } => write!(
+                f,
+                "pool over capacity: pool {pool} of deployment {deployment} held {held} leases, capacity {capacity}"
+            ),
+            Violation::OrphanOutlived {
+                deployment,
+                instance,
+                seen,
+                deadline,
+            } => write!(
+                f,
+                "orphan {instance} of deployment {deployment}, first seen at +{}, was still on the host after +{}",
+                Human(*seen),
+                Human(*deadline)
+            ),
+            Violation::NotInFlight { job, what } => {
+                write!(
+                    f,
+                    "job {job} is not in flight (it ended already, or was never accepted), but {what}"
+                )
+            }
+            Violation::LostAtRestart {
+                job,
+                deployment,
+                why,
+            } => write!(
+                f,
+                "job {job}, accepted by deployment {deployment}, was lost at its restart: {why}"
+            ),
             Violation::InvalidScenario { reason } => write!(f, "invalid scenario: {reason}"),
             Violation::Trace { error } => write!(f, "the trace cannot be replayed: {error}"),
         }
@@ -150,8 +228,27 @@ impl Source {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JobState {
-    Queued { since: SystemTime },
-    Held { deployment: usize },
+    Queued {
+        since: SystemTime,
+    },
+    Held {
+        deployment: usize,
+        pool: usize,
+    },
+    /// Held by a deployment's scheduler that was restarted: its instance is
+    /// on the host, no scheduler counts it until the new one adopts it.
+    Limbo {
+        deployment: usize,
+    },
+}
+
+/// An orphan the harness watches, from the first time a scheduler saw it.
+#[derive(Debug, Clone)]
+struct Watched {
+    deployment: usize,
+    name: String,
+    seen: SystemTime,
+    deadline: SystemTime,
 }
 
 /// Event kinds hashed into the trace digest.
@@ -166,21 +263,50 @@ enum Event {
     InventoryError = 6,
     OutageStart = 7,
     OutageEnd = 8,
+    Adopted = 9,
+    FreeTimedOut = 10,
+    FreeCancelled = 11,
+    FreeRefused = 12,
+    FreeInvalid = 13,
+    EndedQueued = 14,
+    OrphanSeen = 15,
+    OrphanCollected = 16,
+    Restart = 17,
+    RestartUnsupported = 18,
+    Stray = 19,
 }
 
 struct Driver<'a> {
     scenario: &'a Scenario,
     clock: ManualClock,
     host: Host,
-    /// One provider per deployment, as the harness holds it (to inject outages).
-    faulted: Vec<Arc<SimulatedProvider>>,
+    /// Each deployment's providers, one per pool, as the harness holds them
+    /// (to inject outages).
+    faulted: Vec<Vec<Arc<SimulatedProvider>>>,
     /// One provider per deployment over the same host, never faulted: ground truth.
     oracle: Vec<SimulatedProvider>,
     /// Jobs not yet done, by id: done jobs leave, so this holds what is in
     /// flight (queued or held), never the whole workload (T2).
     jobs: FxHashMap<JobId, JobState>,
+    /// Leases held, by deployment.
     held: Vec<usize>,
+    /// Leases held, by deployment and pool.
+    pool_held: Vec<Vec<usize>>,
+    /// Each pool's capacity, by deployment and pool.
+    pool_caps: Vec<Vec<usize>>,
+    /// Each pool's name, by deployment and pool.
+    pool_names: Vec<Vec<String>>,
+    /// Jobs in limbo (held by a restarted scheduler, not yet adopted), by deployment.
+    limbo: Vec<usize>,
     total_held: usize,
+    /// Strays on the host, by instance id: their deployment.
+    strays: FxHashMap<InstanceId, usize>,
+    /// Strays on the host, by deployment.
+    strays_of: Vec<usize>,
+    /// Orphans seen and not yet collected, by deployment and instance id.
+    watched: std::collections::BTreeMap<(usize, InstanceId), Watched>,
+    /// The scheduler's reconcile interval, for the orphans' deadlines.
+    reconcile_every: Duration,
     report: Report,
     waits: WaitHistogram,
     trace: Xxh3,
@@ -244,10 +370,13 @@ impl Scenario {
         let clock = ManualClock::new(self.start);
         let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
         let host = Host::new();
+        let configs = self.configs().map_err(|reason| self.invalid(reason))?;
         let mut faulted = Vec::new();
         let mut oracle = Vec::new();
         let mut handles = Vec::new();
-        for (index, spec) in self.deployments.iter().enumerate() {
+        let mut pool_caps = Vec::new();
+        let mut pool_names = Vec::new();
+        for (index, (spec, config)) in self.deployments.iter().zip(configs).enumerate() {
             let build_one = || {
                 SimulatedProvider::builder(spec.name.clone())
                     .host(host.clone())
@@ -255,23 +384,51 @@ impl Scenario {
                     .build()
                     .map_err(|err| self.invalid(err.to_string()))
             };
-            let provider = Arc::new(build_one()?);
             oracle.push(build_one()?);
-            let mut seen: Arc<dyn Provider> = provider.clone();
-            if let Some(wrap) = &self.wrap {
-                seen = wrap(index, seen);
+            let capacities = self.layout.split(spec.capacity);
+            let mut providers = Vec::new();
+            let mut pools = Vec::new();
+            for (layout, &capacity) in self.layout.pools.iter().zip(&capacities) {
+                let provider = Arc::new(build_one()?);
+                let mut seen: Arc<dyn Provider> = provider.clone();
+                if let Some(wrap) = &self.wrap {
+                    seen = wrap(index, seen);
+                }
+                providers.push(provider);
+                pools.push(PoolHandle {
+                    name: layout.name.clone(),
+                    kind: layout.kind,
+                    capacity,
+                    provider: seen,
+                });
             }
-            faulted.push(provider);
+            faulted.push(providers);
+            pool_caps.push(capacities);
+            pool_names.push(self.layout.pools.iter().map(|p| p.name.clone()).collect());
             handles.push(DeploymentHandle {
                 name: spec.name.clone(),
-                provider: seen,
+                provider: Arc::clone(&pools[0].provider),
                 capacity: spec.capacity,
+                pools,
+                config,
             });
         }
         let mut scheduler = build(SchedulerContext {
             deployments: handles,
             clock: Arc::clone(&shared_clock),
+            settings: billet_scheduler::Settings {
+                reconcile_every: self.reconcile_every,
+                orphan_grace: self.orphan_grace,
+                ..billet_scheduler::Settings::default()
+            },
         });
+        if !self.strays.is_empty() && !scheduler.collects_orphans() {
+            return Err(self.invalid(format!(
+                "the scenario leaves {} strays on the host, and the {} scheduler does not collect orphans",
+                self.strays.len(),
+                scheduler.name().unwrap_or("custom")
+            )));
+        }
         // A trace's span is not known before it is read: start from a day and
         // let the series thin itself as the run goes on.
         let expected_span = match &self.trace {
@@ -290,9 +447,25 @@ impl Scenario {
             oracle,
             jobs: FxHashMap::default(),
             held: vec![0; self.deployments.len()],
+            pool_held: pool_caps.iter().map(|caps| vec![0; caps.len()]).collect(),
+            pool_caps,
+            pool_names,
+            limbo: vec![0; self.deployments.len()],
             total_held: 0,
+            strays: FxHashMap::default(),
+            strays_of: vec![0; self.deployments.len()],
+            watched: std::collections::BTreeMap::new(),
+            reconcile_every: self.reconcile_every,
             report: Report {
                 seed: self.seed,
+                scheduler: scheduler.name().unwrap_or("custom").to_owned(),
+                layout: self.layout.describe(
+                    &self
+                        .deployments
+                        .iter()
+                        .map(|d| d.capacity)
+                        .collect::<Vec<_>>(),
+                ),
                 deployments: self.deployments.len(),
                 capacity: self.deployments.iter().map(|d| d.capacity).sum(),
                 submitted: 0,
@@ -306,6 +479,13 @@ impl Scenario {
                 wall: Duration::ZERO,
                 outages_survived: 0,
                 inventory_errors: 0,
+                outcomes: Outcomes::default(),
+                restarts: 0,
+                restarts_unsupported: 0,
+                adopted: 0,
+                strays: 0,
+                orphans_seen: 0,
+                orphans_collected: 0,
                 steps: 0,
                 digest: String::new(),
                 series: Vec::new(),
@@ -326,6 +506,7 @@ impl Scenario {
             None => Source::Generated(Box::new(self.workload.arrivals(self.seed, self.start))),
         };
         let source = driver.drive(&mut scheduler, source, progress).await?;
+        driver.report.scheduler = scheduler.name().unwrap_or("custom").to_owned();
         let mut report = driver.report;
         if let Source::Trace(jobs) = &source {
             report.trace = Some(jobs.summary());
@@ -347,18 +528,22 @@ impl Driver<'_> {
         let mut pending = source
             .next_job()
             .map_err(|error| self.fail(Violation::Trace { error }))?;
-        // Outage edges in time order: (when, deployment, starts?).
-        let mut edges: Vec<(SystemTime, usize, bool, usize)> = Vec::new();
+        // Scheduled events in time order: (when, kind, deployment, index).
+        // Kinds: 0 outage start, 1 outage end, 2 stray, 3 restart; at one
+        // instant outages start first, then strays, restarts, and outages end
+        // (the outages' order is the one the harness always had).
+        let mut edges: Vec<(SystemTime, u8, usize, usize)> = Vec::new();
         for (k, o) in self.scenario.outages.iter().enumerate() {
-            edges.push((self.scenario.start + o.at, o.deployment, true, k));
-            edges.push((
-                self.scenario.start + o.at + o.lasting,
-                o.deployment,
-                false,
-                k,
-            ));
+            edges.push((self.scenario.start + o.at, 0, o.deployment, k));
+            edges.push((self.scenario.start + o.at + o.lasting, 1, o.deployment, k));
         }
-        edges.sort_by_key(|e| (e.0, !e.2, e.3));
+        for (k, stray) in self.scenario.strays.iter().enumerate() {
+            edges.push((self.scenario.start + stray.at, 2, stray.deployment, k));
+        }
+        for (k, restart) in self.scenario.restarts.iter().enumerate() {
+            edges.push((self.scenario.start + restart.at, 3, restart.deployment, k));
+        }
+        edges.sort_by_key(|e| (e.0, e.1 == 1, e.1, e.3));
         let mut edge = 0;
         let mut last_arrival = self.scenario.start;
         let announced = match &source {
@@ -395,23 +580,24 @@ impl Driver<'_> {
                 }));
             }
             self.step += 1;
-            while let Some(&(at, deployment, starts, _)) = edges.get(edge) {
+            while let Some(&(at, kind, deployment, k)) = edges.get(edge) {
                 if at > next {
                     break;
                 }
                 edge += 1;
-                let fault = starts.then(|| {
-                    Error::inventory_unavailable(format!(
-                        "scheduled outage of deployment {}",
-                        self.scenario.deployments[deployment].name
-                    ))
-                });
-                self.faulted[deployment].fail_inventory(fault);
-                if starts {
-                    self.record(Event::OutageStart, 0, deployment);
-                } else {
-                    self.report.outages_survived += 1;
-                    self.record(Event::OutageEnd, 0, deployment);
+                match kind {
+                    0 | 1 => self.outage(deployment, kind == 0),
+                    2 => self.stray(deployment, k).await?,
+                    _ => match scheduler.restart(deployment).await {
+                        Ok(()) => {
+                            self.report.restarts += 1;
+                            self.record(Event::Restart, 0, deployment, 0);
+                        }
+                        Err(_) => {
+                            self.report.restarts_unsupported += 1;
+                            self.record(Event::RestartUnsupported, 0, deployment, 0);
+                        }
+                    },
                 }
             }
             while pending.as_ref().is_some_and(|j| j.submitted_at <= next) {
@@ -428,11 +614,11 @@ impl Driver<'_> {
                         since: job.submitted_at,
                     },
                 );
-                self.record(Event::Submit, id, 0);
+                self.record(Event::Submit, id, 0, 0);
                 if !scheduler.submit(job).await {
                     self.jobs.remove(&id);
                     self.report.refused += 1;
-                    self.record(Event::Refuse, id, 0);
+                    self.record(Event::Refuse, id, 0, 0);
                 }
             }
             let step = scheduler.tick().await;
@@ -451,10 +637,16 @@ impl Driver<'_> {
         });
         self.report.modelled = self.elapsed();
         let done = self.report.finished + self.report.refused;
-        if done != submitted || scheduler.queued() > 0 || self.total_held > 0 {
+        let limbo: usize = self.limbo.iter().sum();
+        if done != submitted || scheduler.queued() > 0 || self.total_held > 0 || limbo > 0 {
             return Err(self.fail(Violation::Unfinished {
                 jobs: submitted - done,
-                why: "the scheduler stopped asking for time with work outstanding".to_owned(),
+                why: format!(
+                    "the scheduler stopped asking for time with work outstanding \
+                     ({} queued, {} leases held, {limbo} held by a restarted scheduler and never adopted)",
+                    scheduler.queued(),
+                    self.total_held
+                ),
             }));
         }
         if !self.host.is_empty() {
@@ -465,80 +657,293 @@ impl Driver<'_> {
         Ok(source)
     }
 
+    /// Starts or ends an outage of every pool of `deployment`.
+    fn outage(&mut self, deployment: usize, starts: bool) {
+        let fault = starts.then(|| {
+            Error::inventory_unavailable(format!(
+                "scheduled outage of deployment {}",
+                self.scenario.deployments[deployment].name
+            ))
+        });
+        for provider in &self.faulted[deployment] {
+            provider.fail_inventory(fault.clone());
+        }
+        if starts {
+            self.record(Event::OutageStart, 0, deployment, 0);
+        } else {
+            self.report.outages_survived += 1;
+            self.record(Event::OutageEnd, 0, deployment, 0);
+        }
+    }
+
+    /// Leaves stray number `k` on the host under `deployment`'s owner.
+    async fn stray(&mut self, deployment: usize, k: usize) -> Result<(), RunFailure> {
+        let stray = self.scenario.strays[k];
+        let spec = Spec::new(
+            format!("stray-{k}"),
+            billet_simulated::run_for(stray.lasting),
+        )
+        .with_trust(TrustClass::Trusted);
+        match self.faulted[deployment][0].launch(spec).await {
+            Ok(instance) => {
+                self.strays.insert(instance.id, deployment);
+                self.strays_of[deployment] += 1;
+                self.report.strays += 1;
+                self.record(Event::Stray, k as u64, deployment, 0);
+                Ok(())
+            }
+            Err(err) => Err(self.fail(Violation::InvalidScenario {
+                reason: format!("stray-{k} could not be left on the host: {err}"),
+            })),
+        }
+    }
+
+    /// When an orphan of `deployment` first seen at `seen` must be gone by:
+    /// its grace period, pushed past any outage of the deployment's
+    /// inventory it would end in, and one reconcile interval.
+    fn orphan_deadline(&self, deployment: usize, seen: SystemTime) -> SystemTime {
+        let mut due = seen + self.scenario.orphan_grace;
+        loop {
+            let covering = self.scenario.outages.iter().find(|o| {
+                let start = self.scenario.start + o.at;
+                o.deployment == deployment && start <= due && due < start + o.lasting
+            });
+            match covering {
+                Some(o) => due = self.scenario.start + o.at + o.lasting,
+                None => break,
+            }
+        }
+        due + self.reconcile_every
+    }
+
+    fn not_in_flight(&self, job: JobId, what: String) -> RunFailure {
+        self.fail(Violation::NotInFlight { job, what })
+    }
+
     /// Checks one step against the harness's books and the host's ground truth.
-    async fn check<S: Scheduler>(&mut self, step: &Step, scheduler: &S) -> Result<(), RunFailure> {
+    async fn check<S: Scheduler>(
+        &mut self,
+        step: &Step,
+        scheduler: &mut S,
+    ) -> Result<(), RunFailure> {
         let now = self.clock.now();
-        for &d in &step.inventory_errors {
-            self.report.inventory_errors += 1;
-            self.record(Event::InventoryError, 0, d);
-        }
-        for freed in &step.freed {
-            let state = self.jobs.get(&freed.job).copied();
-            if state
-                != Some(JobState::Held {
-                    deployment: freed.deployment,
-                })
-            {
-                return Err(self.fail(Violation::Inconsistent {
-                    what: format!(
-                        "freed job {} on deployment {} but it was {state:?}",
-                        freed.job, freed.deployment
-                    ),
-                }));
-            }
-            let oracle = &self.oracle[freed.deployment];
-            let running =
-                matches!(oracle.find(&freed.name).await, Ok(Some(i)) if i.state.is_running());
-            if running {
-                return Err(self.fail(Violation::FreedWhileRunning {
-                    job: freed.job,
-                    deployment: self.scenario.deployments[freed.deployment].name.clone(),
-                    instance: freed.name.clone(),
-                }));
-            }
-            self.jobs.remove(&freed.job);
-            self.held[freed.deployment] -= 1;
-            self.total_held -= 1;
-            self.report.finished += 1;
-            let event = match freed.reason {
-                FreeReason::Stopped => Event::FreeStopped,
-                FreeReason::Absent => {
-                    self.report.vanished += 1;
-                    Event::FreeAbsent
+        let deployments = self.held.len();
+        for change in &step.changes {
+            match change {
+                Change::InventoryError { deployment, pool } => {
+                    self.report.inventory_errors += 1;
+                    self.record(Event::InventoryError, 0, *deployment, *pool);
                 }
-            };
-            self.record(event, freed.job, freed.deployment);
-        }
-        for launched in &step.launched {
-            let state = self.jobs.get(&launched.job).copied();
-            let Some(JobState::Queued { since }) = state else {
-                return Err(self.fail(Violation::Inconsistent {
-                    what: format!("launched job {} but it was {state:?}", launched.job),
-                }));
-            };
-            if launched.deployment >= self.held.len() {
-                return Err(self.fail(Violation::Inconsistent {
-                    what: format!(
-                        "launched on deployment {} of {}",
-                        launched.deployment,
-                        self.held.len()
-                    ),
-                }));
+                Change::Placed(placed) => {
+                    let state = self.jobs.get(&placed.job).copied();
+                    let Some(JobState::Queued { since }) = state else {
+                        return Err(self.fail(Violation::Inconsistent {
+                            what: format!("placed job {} but it was {state:?}", placed.job),
+                        }));
+                    };
+                    self.take(placed.job, placed.deployment, placed.pool)?;
+                    self.waits
+                        .record(now.duration_since(since).unwrap_or_default());
+                    self.record(Event::Launch, placed.job, placed.deployment, placed.pool);
+                }
+                Change::Launched(launched) => {
+                    let state = self.jobs.get(&launched.job).copied();
+                    if !matches!(state, Some(JobState::Held { deployment, .. }) if deployment == launched.deployment)
+                    {
+                        return Err(self.fail(Violation::Inconsistent {
+                            what: format!(
+                                "launched job {} on deployment {} but it was {state:?}",
+                                launched.job, launched.deployment
+                            ),
+                        }));
+                    }
+                }
+                Change::Adopted(adopted) => {
+                    let state = self.jobs.get(&adopted.job).copied();
+                    match state {
+                        Some(JobState::Limbo { deployment })
+                            if deployment == adopted.deployment =>
+                        {
+                            self.limbo[deployment] -= 1;
+                            self.take(adopted.job, adopted.deployment, adopted.pool)?;
+                        }
+                        Some(JobState::Queued { since }) => {
+                            self.take(adopted.job, adopted.deployment, adopted.pool)?;
+                            self.waits
+                                .record(now.duration_since(since).unwrap_or_default());
+                        }
+                        Some(JobState::Held { deployment, pool })
+                            if deployment == adopted.deployment && pool == adopted.pool => {}
+                        _ => {
+                            return Err(self.fail(Violation::Inconsistent {
+                                what: format!(
+                                    "adopted job {} on pool {} of deployment {} but it was {state:?}",
+                                    adopted.job, adopted.pool, adopted.deployment
+                                ),
+                            }));
+                        }
+                    }
+                    self.report.adopted += 1;
+                    self.record(
+                        Event::Adopted,
+                        adopted.job,
+                        adopted.deployment,
+                        adopted.pool,
+                    );
+                }
+                Change::Freed(freed) => {
+                    let state = self.jobs.get(&freed.job).copied();
+                    match state {
+                        Some(JobState::Held { deployment, pool })
+                            if deployment == freed.deployment && pool == freed.pool => {}
+                        None => {
+                            return Err(self.not_in_flight(
+                                freed.job,
+                                format!(
+                                    "its lease on pool {} of deployment {} was freed ({:?})",
+                                    freed.pool, freed.deployment, freed.reason
+                                ),
+                            ));
+                        }
+                        Some(state) => {
+                            return Err(self.fail(Violation::Inconsistent {
+                                what: format!(
+                                    "freed job {} on deployment {} but it was {state:?}",
+                                    freed.job, freed.deployment
+                                ),
+                            }));
+                        }
+                    }
+                    let oracle = &self.oracle[freed.deployment];
+                    let running = matches!(oracle.find(&freed.name).await, Ok(Some(i)) if i.state.is_running());
+                    if running {
+                        return Err(self.fail(Violation::FreedWhileRunning {
+                            job: freed.job,
+                            deployment: self.scenario.deployments[freed.deployment].name.clone(),
+                            instance: freed.name.clone(),
+                        }));
+                    }
+                    self.jobs.remove(&freed.job);
+                    self.held[freed.deployment] -= 1;
+                    self.pool_held[freed.deployment][freed.pool] -= 1;
+                    self.total_held -= 1;
+                    self.report.finished += 1;
+                    let event = self.ended(freed.reason);
+                    self.record(event, freed.job, freed.deployment, freed.pool);
+                }
+                Change::Ended {
+                    job,
+                    deployment,
+                    reason,
+                } => {
+                    match self.jobs.get(job).copied() {
+                        Some(JobState::Queued { .. }) => {}
+                        None => {
+                            return Err(self.not_in_flight(
+                                *job,
+                                format!("it ended ({reason:?}) without a lease"),
+                            ));
+                        }
+                        Some(state) => {
+                            return Err(self.fail(Violation::Inconsistent {
+                                what: format!(
+                                    "job {job} ended ({reason:?}) without a lease but it was {state:?}"
+                                ),
+                            }));
+                        }
+                    }
+                    self.jobs.remove(job);
+                    self.report.finished += 1;
+                    self.ended(*reason);
+                    self.record(Event::EndedQueued, *job, *deployment, 0);
+                }
+                Change::Orphan(orphan) => {
+                    let key = (orphan.deployment, orphan.instance.clone());
+                    match orphan.fate {
+                        OrphanFate::Seen => {
+                            if !self.watched.contains_key(&key) {
+                                self.report.orphans_seen += 1;
+                                let deadline = self.orphan_deadline(orphan.deployment, now);
+                                self.watched.insert(
+                                    key,
+                                    Watched {
+                                        deployment: orphan.deployment,
+                                        name: orphan.name.clone(),
+                                        seen: now,
+                                        deadline,
+                                    },
+                                );
+                                self.record(Event::OrphanSeen, 0, orphan.deployment, orphan.pool);
+                            }
+                        }
+                        OrphanFate::Collected => {
+                            // Pools that share an inventory may each report
+                            // the collection of one orphan: count it once.
+                            let first = self.watched.remove(&key).is_some()
+                                || self.strays.contains_key(&orphan.instance);
+                            if first {
+                                self.report.orphans_collected += 1;
+                                self.record(
+                                    Event::OrphanCollected,
+                                    0,
+                                    orphan.deployment,
+                                    orphan.pool,
+                                );
+                            }
+                            if let Some(d) = self.strays.remove(&orphan.instance) {
+                                self.strays_of[d] -= 1;
+                            }
+                        }
+                    }
+                }
+                Change::Restarted { deployment } => {
+                    let d = *deployment;
+                    let mut moved = 0;
+                    for state in self.jobs.values_mut() {
+                        if let JobState::Held { deployment, .. } = *state
+                            && deployment == d
+                        {
+                            *state = JobState::Limbo { deployment };
+                            moved += 1;
+                        }
+                    }
+                    self.limbo[d] += moved;
+                    self.held[d] -= moved;
+                    self.total_held -= moved;
+                    self.pool_held[d].iter_mut().for_each(|n| *n = 0);
+                    // A new scheduler sees its orphans afresh: their grace
+                    // period starts again when it first sees them.
+                    self.watched.retain(|(owner, _), _| *owner != d);
+                }
+                Change::Lost {
+                    job,
+                    deployment,
+                    why,
+                } => {
+                    return Err(self.fail(Violation::LostAtRestart {
+                        job: *job,
+                        deployment: self.scenario.deployments[*deployment].name.clone(),
+                        why: why.clone(),
+                    }));
+                }
             }
-            self.jobs.insert(
-                launched.job,
-                JobState::Held {
-                    deployment: launched.deployment,
-                },
-            );
-            self.held[launched.deployment] += 1;
-            self.total_held += 1;
-            self.waits
-                .record(now.duration_since(since).unwrap_or_default());
-            self.record(Event::Launch, launched.job, launched.deployment);
         }
-        for (d, spec) in self.scenario.deployments.iter().enumerate() {
-            let held = self.held[d].max(self.host.instances_of(&spec.name));
+        for d in 0..deployments {
+            for (p, &held) in self.pool_held[d].iter().enumerate() {
+                let capacity = self.pool_caps[d][p];
+                if held > capacity {
+                    return Err(self.fail(Violation::PoolOverCapacity {
+                        deployment: self.scenario.deployments[d].name.clone(),
+                        pool: self.pool_names[d][p].clone(),
+                        held,
+                        capacity,
+                    }));
+                }
+            }
+            let spec = &self.scenario.deployments[d];
+            // The host's count, less the strays the harness itself left there.
+            let instances = self.host.instances_of(&spec.name) - self.strays_of[d];
+            let held = (self.held[d] + self.limbo[d]).max(instances);
             if held > spec.capacity {
                 return Err(self.fail(Violation::CapacityExceeded {
                     deployment: spec.name.clone(),
@@ -555,6 +960,33 @@ impl Driver<'_> {
                     self.held
                 ),
             }));
+        }
+        if !step.is_empty() && scheduler.pool_leases() != self.pool_held {
+            return Err(self.fail(Violation::Inconsistent {
+                what: format!(
+                    "the scheduler says its pools hold {:?} leases, its reports add up to {:?}",
+                    scheduler.pool_leases(),
+                    self.pool_held
+                ),
+            }));
+        }
+        if let Some((_, w)) = self.watched.iter().find(|(_, w)| now > w.deadline) {
+            let w = w.clone();
+            let still = matches!(self.oracle[w.deployment].find(&w.name).await, Ok(Some(_)));
+            if still {
+                let since =
+                    |t: SystemTime| t.duration_since(self.scenario.start).unwrap_or_default();
+                return Err(self.fail(Violation::OrphanOutlived {
+                    deployment: self.scenario.deployments[w.deployment].name.clone(),
+                    instance: w.name.clone(),
+                    seen: since(w.seen),
+                    deadline: since(w.deadline),
+                }));
+            }
+            // Gone without a collection reported (a restart's new scheduler
+            // may find it gone): stop watching it.
+            self.watched
+                .retain(|_, other| !(other.deployment == w.deployment && other.name == w.name));
         }
         self.report.peak_leases = self.report.peak_leases.max(self.total_held);
         let queued = scheduler.queued();
@@ -584,6 +1016,55 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// Books a lease on `pool` of `deployment` for `job`, refusing a pool
+    /// index the scenario lacks.
+    fn take(&mut self, job: JobId, deployment: usize, pool: usize) -> Result<(), RunFailure> {
+        if deployment >= self.held.len() || pool >= self.pool_held[deployment].len() {
+            return Err(self.fail(Violation::Inconsistent {
+                what: format!(
+                    "job {job} took a lease on pool {pool} of deployment {deployment}, which the scenario lacks"
+                ),
+            }));
+        }
+        self.jobs.insert(job, JobState::Held { deployment, pool });
+        self.held[deployment] += 1;
+        self.pool_held[deployment][pool] += 1;
+        self.total_held += 1;
+        Ok(())
+    }
+
+    /// Counts an outcome; answers the event that records it.
+    fn ended(&mut self, reason: FreeReason) -> Event {
+        let o = &mut self.report.outcomes;
+        match reason {
+            FreeReason::Stopped => {
+                o.finished += 1;
+                Event::FreeStopped
+            }
+            FreeReason::Absent => {
+                self.report.vanished += 1;
+                o.vanished += 1;
+                Event::FreeAbsent
+            }
+            FreeReason::TimedOut => {
+                o.timed_out += 1;
+                Event::FreeTimedOut
+            }
+            FreeReason::Cancelled => {
+                o.cancelled += 1;
+                Event::FreeCancelled
+            }
+            FreeReason::Refused => {
+                o.refused_at_launch += 1;
+                Event::FreeRefused
+            }
+            FreeReason::Invalid => {
+                o.invalid += 1;
+                Event::FreeInvalid
+            }
+        }
+    }
+
     fn elapsed(&self) -> Duration {
         self.clock
             .now()
@@ -591,13 +1072,17 @@ impl Driver<'_> {
             .unwrap_or_default()
     }
 
-    fn record(&mut self, event: Event, job: JobId, deployment: usize) {
+    /// Hashes one event into the digest. The pool goes into the high half of
+    /// the deployment's word, so a run of one pool per deployment hashes as
+    /// the harness always did.
+    fn record(&mut self, event: Event, job: JobId, deployment: usize, pool: usize) {
         let at = self.elapsed().as_nanos() as u64;
+        let place = deployment as u64 | ((pool as u64) << 32);
         let mut bytes = [0u8; 25];
         bytes[0] = event as u8;
         bytes[1..9].copy_from_slice(&at.to_le_bytes());
         bytes[9..17].copy_from_slice(&job.to_le_bytes());
-        bytes[17..25].copy_from_slice(&(deployment as u64).to_le_bytes());
+        bytes[17..25].copy_from_slice(&place.to_le_bytes());
         self.trace.update(&bytes);
     }
 
@@ -607,7 +1092,20 @@ impl Driver<'_> {
             violation,
             at: self.elapsed(),
             step: self.step,
-            replay: self.scenario.replay_command(),
+            replay: replay_for(&self.scenario.replay_command(), &self.report.scheduler),
         }
     }
+}
+
+/// The replay command, naming the scheduler that ran: a fleet's command names
+/// the one its [`Fleet`](crate::scenario::Fleet) was made for, which a run
+/// through the other one corrects.
+fn replay_for(command: &str, scheduler: &str) -> String {
+    for which in ["production", "reference"] {
+        let flag = format!("--scheduler {which}");
+        if which != scheduler && command.contains(&flag) {
+            return command.replace(&flag, &format!("--scheduler {scheduler}"));
+        }
+    }
+    command.to_owned()
 }

@@ -4,12 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use billet_provider::Provider;
+use billet_provider::{Provider, ProviderKind};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::trace::{Trace, TraceError};
-use crate::workload::{RunTime, TrustMix, Workload};
+use crate::workload::{LabelMix, RunTime, TrustMix, Workload};
 
 /// One deployment of a scenario: its identity and its capacity in leases.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +30,240 @@ pub struct Outage {
     pub at: Duration,
     /// How long it lasts.
     pub lasting: Duration,
+}
+
+/// A restart of one deployment's scheduler at `at` (modelled time since the
+/// scenario's start): the scheduler is dropped and a new one built over the
+/// same providers (H10, B8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restart {
+    /// The deployment index.
+    pub deployment: usize,
+    /// When, as an offset from the scenario's start.
+    pub at: Duration,
+}
+
+/// A stray: an instance the harness starts on the host under a deployment's
+/// owner, named after no job (`stray-K`), as a crashed earlier process would
+/// leave one. No lease holds it, so it is an orphan the scheduler must
+/// collect within its grace period (B7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stray {
+    /// The deployment index.
+    pub deployment: usize,
+    /// When it appears, as an offset from the scenario's start.
+    pub at: Duration,
+    /// How long it runs if nobody destroys it.
+    pub lasting: Duration,
+}
+
+/// One pool of every deployment of a scenario: a configured provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolLayout {
+    /// Its configured name.
+    pub name: String,
+    /// Its configured kind (docker, tart or firecracker: the configuration
+    /// refuses the simulated kind; the provider behind it is simulated anyway).
+    pub kind: ProviderKind,
+    /// Its share of the deployment's leases, as a weight.
+    pub share: u32,
+}
+
+/// One route of the scenario's routing (`routing.routes[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteLayout {
+    /// The labels a job must all carry.
+    pub labels: Vec<String>,
+    /// The pool it routes to, by name.
+    pub pool: String,
+    /// The kind whose pools take the job when that pool is full.
+    pub fallback_kind: Option<ProviderKind>,
+}
+
+/// The shape every deployment of a scenario shares: its pools, with their
+/// shares of its leases, and its routing. Each deployment's `billet.yaml` is
+/// made from it in code ([`Layout::config`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The pools, in configuration order.
+    pub pools: Vec<PoolLayout>,
+    /// The routes, in order.
+    pub routes: Vec<RouteLayout>,
+    /// Where jobs no route matches go.
+    pub default_kind: Option<ProviderKind>,
+    /// The kinds that may run untrusted and unclassified jobs.
+    pub untrusted_kinds: Vec<ProviderKind>,
+}
+
+impl Default for Layout {
+    /// One docker pool, `linux`, with all the leases; every job goes there.
+    fn default() -> Self {
+        Layout {
+            pools: vec![PoolLayout {
+                name: "linux".to_owned(),
+                kind: ProviderKind::Docker,
+                share: 1,
+            }],
+            routes: Vec::new(),
+            default_kind: Some(ProviderKind::Docker),
+            untrusted_kinds: Vec::new(),
+        }
+    }
+}
+
+impl Layout {
+    /// Three pools per deployment: `linux` (docker, 60% of the leases, its
+    /// route falling back to firecracker), `vm` (firecracker, 30%) and `mac`
+    /// (tart, 10%); routes `[macos] -> mac`, `[kvm] -> vm`, `[linux] -> linux`
+    /// (fallback firecracker); `default_kind: docker`; `untrusted_kinds:
+    /// [firecracker]` (the simulated providers refuse untrusted work anyway).
+    /// [`LabelMix::routed`] is the label mix made for it.
+    pub fn routed() -> Self {
+        let pool = |name: &str, kind, share| PoolLayout {
+            name: name.to_owned(),
+            kind,
+            share,
+        };
+        let route = |label: &str, pool: &str, fallback_kind| RouteLayout {
+            labels: vec![label.to_owned()],
+            pool: pool.to_owned(),
+            fallback_kind,
+        };
+        Layout {
+            pools: vec![
+                pool("linux", ProviderKind::Docker, 6),
+                pool("vm", ProviderKind::Firecracker, 3),
+                pool("mac", ProviderKind::Tart, 1),
+            ],
+            routes: vec![
+                route("macos", "mac", None),
+                route("kvm", "vm", None),
+                route("linux", "linux", Some(ProviderKind::Firecracker)),
+            ],
+            default_kind: Some(ProviderKind::Docker),
+            untrusted_kinds: vec![ProviderKind::Firecracker],
+        }
+    }
+
+    /// Each pool's capacity out of a deployment's `capacity`, by share:
+    /// `capacity * share / total` rounded down, the leases left over given one
+    /// each to the pools in order. They add up to `capacity` exactly.
+    pub fn split(&self, capacity: usize) -> Vec<usize> {
+        let total: u64 = self.pools.iter().map(|p| u64::from(p.share)).sum();
+        if total == 0 {
+            return vec![0; self.pools.len()];
+        }
+        let mut caps: Vec<usize> = self
+            .pools
+            .iter()
+            .map(|p| (capacity as u128 * u128::from(p.share) / u128::from(total)) as usize)
+            .collect();
+        let mut left = capacity - caps.iter().sum::<usize>();
+        for (cap, pool) in caps.iter_mut().zip(&self.pools) {
+            if left == 0 {
+                break;
+            }
+            if pool.share > 0 {
+                *cap += 1;
+                left -= 1;
+            }
+        }
+        caps
+    }
+
+    /// The pools of deployments of these capacities, for a report:
+    /// `linux (docker) 300, vm (firecracker) 150 per deployment of 500`, each
+    /// distinct deployment size once.
+    pub fn describe(&self, capacities: &[usize]) -> String {
+        let mut sizes: Vec<usize> = capacities.to_vec();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        sizes.dedup();
+        let described: Vec<String> = sizes
+            .iter()
+            .map(|&capacity| {
+                let pools: Vec<String> = self
+                    .pools
+                    .iter()
+                    .zip(self.split(capacity))
+                    .map(|(pool, cap)| format!("{} ({}) {cap}", pool.name, pool.kind))
+                    .collect();
+                format!("{} per deployment of {capacity}", pools.join(", "))
+            })
+            .collect();
+        described.join("; ")
+    }
+
+    /// The `billet.yaml` of deployment `id` with these pool capacities, as text.
+    pub fn yaml(&self, id: &str, capacities: &[usize]) -> String {
+        let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+        let mut yaml = format!("deployment: {{id: {}}}\nproviders:\n", quote(id));
+        for (pool, capacity) in self.pools.iter().zip(capacities) {
+            let settings = match pool.kind {
+                ProviderKind::Docker => "docker: {image: runner}".to_owned(),
+                ProviderKind::Tart => "tart: {image: macos-runner}".to_owned(),
+                ProviderKind::Firecracker => {
+                    "firecracker: {kernel: /var/lib/billet/vmlinux, rootfs: /var/lib/billet/rootfs.ext4}"
+                        .to_owned()
+                }
+                other => format!("{other}: {{}}"),
+            };
+            yaml += &format!(
+                "  - {{name: {}, kind: {}, capacity: {capacity}, {settings}}}\n",
+                quote(&pool.name),
+                pool.kind
+            );
+        }
+        yaml += "routing:\n";
+        if !self.routes.is_empty() {
+            yaml += "  routes:\n";
+            for route in &self.routes {
+                let labels: Vec<String> = route.labels.iter().map(|l| quote(l)).collect();
+                yaml += &format!(
+                    "    - {{labels: [{}], provider: {}",
+                    labels.join(", "),
+                    quote(&route.pool)
+                );
+                if let Some(kind) = route.fallback_kind {
+                    yaml += &format!(", fallback_kind: {kind}");
+                }
+                yaml += "}\n";
+            }
+        }
+        if let Some(kind) = self.default_kind {
+            yaml += &format!("  default_kind: {kind}\n");
+        }
+        if !self.untrusted_kinds.is_empty() {
+            let kinds: Vec<&str> = self.untrusted_kinds.iter().map(|k| k.as_str()).collect();
+            yaml += &format!("  untrusted_kinds: [{}]\n", kinds.join(", "));
+        }
+        yaml
+    }
+
+    /// The configuration of deployment `id` holding `capacity` leases, made in
+    /// code (H10); `Ok(None)` when `capacity` is zero (a deployment with no
+    /// lease has no valid configuration, and no scheduler). Errors: a pool
+    /// would get no lease, or `billet-config` refuses the file (a simulated
+    /// kind, say); the message says which.
+    pub fn config(
+        &self,
+        id: &str,
+        capacity: usize,
+    ) -> Result<Option<billet_config::Config>, String> {
+        if capacity == 0 {
+            return Ok(None);
+        }
+        let capacities = self.split(capacity);
+        if let Some((pool, _)) = self.pools.iter().zip(&capacities).find(|(_, c)| **c == 0) {
+            return Err(format!(
+                "deployment {id}'s {capacity} leases leave pool {} none: give it more leases or change the layout",
+                pool.name
+            ));
+        }
+        let yaml = self.yaml(id, &capacities);
+        billet_config::Config::from_yaml_str(&yaml)
+            .map(Some)
+            .map_err(|err| format!("deployment {id}'s configuration is refused: {err}\n{yaml}"))
+    }
 }
 
 /// Wraps a deployment's provider before the scheduler sees it: the seam for
@@ -53,8 +287,17 @@ pub struct Scenario {
     pub trace: Option<Trace>,
     /// The deployments, all over one simulated host.
     pub deployments: Vec<DeploymentSpec>,
-    /// The inventory outages.
+    /// The inventory outages: every pool of the deployment at once.
     pub outages: Vec<Outage>,
+    /// The pools and routing every deployment shares.
+    pub layout: Layout,
+    /// Restarts of a deployment's scheduler.
+    pub restarts: Vec<Restart>,
+    /// Stray instances left on the host for the scheduler to collect.
+    pub strays: Vec<Stray>,
+    /// How long an orphan may stay before the scheduler destroys it, for
+    /// schedulers that collect orphans (B7).
+    pub orphan_grace: Duration,
     /// Where modelled time starts.
     pub start: SystemTime,
     /// The scheduler's reconciliation interval, for schedulers that take one.
@@ -77,10 +320,34 @@ impl fmt::Debug for Scenario {
             .field("trace", &self.trace)
             .field("deployments", &self.deployments)
             .field("outages", &self.outages)
+            .field("layout", &self.layout)
+            .field("restarts", &self.restarts)
+            .field("strays", &self.strays)
+            .field("orphan_grace", &self.orphan_grace)
             .field("start", &self.start)
             .field("reconcile_every", &self.reconcile_every)
             .field("wrapped", &self.wrap.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// Which scheduler a fleet is meant for: only the replay command printed on a
+/// failure and the fleet's shape depend on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Which {
+    /// The production scheduler, `billet-scheduler` (H10).
+    Production,
+    /// The harness's reference scheduler (H3).
+    Reference,
+}
+
+impl Which {
+    /// The name the fleet example's `--scheduler` flag takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Which::Production => "production",
+            Which::Reference => "reference",
+        }
     }
 }
 
@@ -110,9 +377,22 @@ pub struct Fleet {
     /// When unset, run times keep a ten-minute median and the arrival rate
     /// follows from `load`.
     pub arrivals_over: Option<Duration>,
+    /// Which scheduler the fleet is for: named in the replay command.
+    pub scheduler: Which,
+    /// Whether every deployment has three routed pools ([`Layout::routed`])
+    /// and jobs carry [`LabelMix::routed`] labels; otherwise one pool and no labels.
+    pub routed: bool,
+    /// Restarts of a deployment's scheduler spread over the run, on
+    /// deployments in turn, each two minutes into the outage of that
+    /// deployment nearest in time when there is one.
+    pub restarts: usize,
+    /// Stray instances spread over the run, on deployments in turn.
+    pub strays: usize,
 }
 
 impl Default for Fleet {
+    /// The reference scheduler's fleet: one pool per deployment, no labels,
+    /// no restart, no stray.
     fn default() -> Self {
         Fleet {
             seed: 42,
@@ -123,7 +403,37 @@ impl Default for Fleet {
             load: 0.97,
             untrusted_share: 0.02,
             arrivals_over: None,
+            scheduler: Which::Reference,
+            routed: false,
+            restarts: 0,
+            strays: 0,
         }
+    }
+}
+
+impl Fleet {
+    /// The production scheduler's fleet (H10): as [`Fleet::default`], with
+    /// three routed pools per deployment and labelled jobs, one restart and
+    /// two strays.
+    pub fn production() -> Self {
+        Fleet {
+            scheduler: Which::Production,
+            routed: true,
+            restarts: 1,
+            strays: 2,
+            ..Fleet::default()
+        }
+    }
+
+    /// The flags of the fleet example that give this fleet's shape.
+    fn flags(&self) -> String {
+        format!(
+            "--scheduler {} --layout {} --restarts {} --strays {}",
+            self.scheduler.as_str(),
+            if self.routed { "routed" } else { "single" },
+            self.restarts,
+            self.strays
+        )
     }
 }
 
@@ -143,6 +453,10 @@ impl Scenario {
                 capacity: 100,
             }],
             outages: Vec::new(),
+            layout: Layout::default(),
+            restarts: Vec::new(),
+            strays: Vec::new(),
+            orphan_grace: Duration::from_secs(300),
             start: SystemTime::UNIX_EPOCH + DEFAULT_START,
             reconcile_every: Duration::from_secs(60),
             drain_limit: Duration::from_secs(30 * 24 * 3600),
@@ -179,13 +493,27 @@ impl Scenario {
             Duration::try_from_secs_f64(fleet.jobs as f64 / per_second.max(f64::MIN_POSITIVE))
                 .unwrap_or(Duration::MAX);
         let untrusted = fleet.untrusted_share.clamp(0.0, 1.0);
-        let outages = (0..fleet.outages)
+        let outages: Vec<Outage> = (0..fleet.outages)
             .map(|k| Outage {
                 deployment: k % deployments,
                 at: span.mul_f64((k + 1) as f64 / (fleet.outages + 1) as f64),
                 lasting: Duration::from_secs(300),
             })
             .collect();
+        let restarts = restarts(fleet.restarts, deployments, span, &outages);
+        let strays = (0..fleet.strays)
+            .map(|k| Stray {
+                deployment: k % deployments,
+                at: span.mul_f64((k + 1) as f64 / (fleet.strays + 1) as f64)
+                    + Duration::from_secs(60),
+                lasting: Duration::from_secs(86_400),
+            })
+            .collect();
+        let (layout, labels) = if fleet.routed {
+            (Layout::routed(), LabelMix::routed())
+        } else {
+            (Layout::default(), LabelMix::NONE)
+        };
         Scenario {
             workload: Workload {
                 jobs: fleet.jobs,
@@ -197,12 +525,21 @@ impl Scenario {
                     unknown: untrusted / 2.0,
                 },
                 name_prefix: "job-".to_owned(),
+                labels,
             },
             deployments: deployment_specs(&split),
             outages,
+            layout,
+            restarts,
+            strays,
             replay: Some(format!(
-                "cargo run --release --example fleet -- --seed {} --jobs {} --concurrency {} --deployments {} --outages {}",
-                fleet.seed, fleet.jobs, fleet.concurrency, deployments, fleet.outages
+                "cargo run --release --example fleet -- --seed {} --jobs {} --concurrency {} --deployments {} --outages {} {}",
+                fleet.seed,
+                fleet.jobs,
+                fleet.concurrency,
+                deployments,
+                fleet.outages,
+                fleet.flags()
             )),
             ..Scenario::new(fleet.seed)
         }
@@ -224,12 +561,15 @@ impl Scenario {
     pub fn replay(trace: Trace, fleet: Fleet) -> Result<Self, TraceError> {
         let deployments = fleet.deployments.max(1);
         let split = split_leases(fleet.concurrency, deployments);
-        let outages = if fleet.outages == 0 {
+        let needs_span = fleet.outages > 0 || fleet.restarts > 0 || fleet.strays > 0;
+        let span = if needs_span {
+            trace.scan()?.counts.submit_span()
+        } else {
             // Still fail early on a trace that cannot be opened.
             drop(trace.open()?);
-            Vec::new()
-        } else {
-            let span = trace.scan()?.counts.submit_span();
+            Duration::ZERO
+        };
+        let outages = {
             let mut rng = ChaCha8Rng::seed_from_u64(fleet.seed);
             let mut times: Vec<Duration> = (0..fleet.outages)
                 .map(|_| Duration::from_secs(rng.random_range(0..=span.as_secs())))
@@ -243,20 +583,38 @@ impl Scenario {
                     at,
                     lasting: Duration::from_secs(300),
                 })
-                .collect()
+                .collect::<Vec<_>>()
         };
         let replay = format!(
-            "cargo run --release --example fleet -- --trace {} --seed {} --concurrency {} --deployments {} --outages {}",
+            "cargo run --release --example fleet -- --trace {} --seed {} --concurrency {} --deployments {} --outages {} {}",
             trace.name(),
             fleet.seed,
             fleet.concurrency,
             deployments,
-            fleet.outages
+            fleet.outages,
+            fleet.flags()
         );
+        // A trace's jobs carry no labels: every one takes the default route.
+        let layout = if fleet.routed {
+            Layout::routed()
+        } else {
+            Layout::default()
+        };
+        let restarts = restarts(fleet.restarts, deployments, span, &outages);
+        let strays = (0..fleet.strays)
+            .map(|k| Stray {
+                deployment: k % deployments,
+                at: span.mul_f64((k + 1) as f64 / (fleet.strays + 1) as f64),
+                lasting: Duration::from_secs(86_400),
+            })
+            .collect();
         Ok(Scenario {
             trace: Some(trace),
             deployments: deployment_specs(&split),
             outages,
+            layout,
+            restarts,
+            strays,
             replay: Some(replay),
             ..Scenario::new(fleet.seed)
         })
@@ -302,6 +660,36 @@ impl Scenario {
         self
     }
 
+    /// The same scenario with this layout for every deployment.
+    #[must_use]
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// The same scenario with one more restart.
+    #[must_use]
+    pub fn with_restart(mut self, restart: Restart) -> Self {
+        self.restarts.push(restart);
+        self
+    }
+
+    /// The same scenario with one more stray.
+    #[must_use]
+    pub fn with_stray(mut self, stray: Stray) -> Self {
+        self.strays.push(stray);
+        self
+    }
+
+    /// The configuration of every deployment, made in code from the layout
+    /// (`None` for a deployment with no lease), or why one cannot be made.
+    pub fn configs(&self) -> Result<Vec<Option<billet_config::Config>>, String> {
+        self.deployments
+            .iter()
+            .map(|d| self.layout.config(&d.name, d.capacity))
+            .collect()
+    }
+
     /// The same scenario with a fixed run time for every job.
     #[must_use]
     pub fn with_run_time(mut self, run_time: RunTime) -> Self {
@@ -338,7 +726,23 @@ impl Scenario {
                 self.deployments.len()
             ));
         }
-        Ok(())
+        let n = self.deployments.len();
+        if let Some(r) = self.restarts.iter().find(|r| r.deployment >= n) {
+            return Err(format!(
+                "restart at +{:?} names deployment {} of {n}",
+                r.at, r.deployment
+            ));
+        }
+        if let Some(s) = self.strays.iter().find(|s| s.deployment >= n) {
+            return Err(format!(
+                "stray at +{:?} names deployment {} of {n}",
+                s.at, s.deployment
+            ));
+        }
+        if self.layout.pools.is_empty() {
+            return Err("the layout has no pool".to_owned());
+        }
+        self.configs().map(drop)
     }
 
     /// The command that replays this scenario, or a sentence saying how.
@@ -368,6 +772,27 @@ pub fn split_leases(leases: usize, deployments: usize) -> Vec<usize> {
     let (each, extra) = (leases / deployments, leases % deployments);
     (0..deployments)
         .map(|i| each + usize::from(i < extra))
+        .collect()
+}
+
+/// `count` restarts spread over `span`, on deployments in turn; a restart
+/// whose deployment has an outage is moved two minutes into the one nearest
+/// in time, so a new scheduler meets an inventory it cannot read (B8).
+fn restarts(count: usize, deployments: usize, span: Duration, outages: &[Outage]) -> Vec<Restart> {
+    (0..count)
+        .map(|k| {
+            let deployment = (k + 1) % deployments;
+            let at = span.mul_f64((k + 1) as f64 / (count + 1) as f64);
+            let nearest = outages
+                .iter()
+                .filter(|o| o.deployment == deployment)
+                .min_by_key(|o| o.at.abs_diff(at));
+            let at = match nearest {
+                Some(o) => o.at + (o.lasting / 2).min(Duration::from_secs(120)),
+                None => at,
+            };
+            Restart { deployment, at }
+        })
         .collect()
 }
 

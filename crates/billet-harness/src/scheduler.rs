@@ -1,25 +1,51 @@
 //! The [`Scheduler`] trait: how a scheduler under test plugs into a scenario.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use billet_clock::Clock;
-use billet_provider::{InstanceId, Provider};
+use billet_provider::{InstanceId, Provider, ProviderKind};
 
 use crate::workload::{Job, JobId};
 
+/// One pool of a deployment: a configured provider with its capacity. In a
+/// scenario every pool of a deployment is a simulated provider built for the
+/// deployment's owner over the one shared host, so the pools of one
+/// deployment see each other's instances in their inventories.
+#[derive(Debug, Clone)]
+pub struct PoolHandle {
+    /// The configured name (`providers[].name`).
+    pub name: String,
+    /// The configured kind, which routing matches against (the provider
+    /// itself is simulated whatever this says).
+    pub kind: ProviderKind,
+    /// The most leases the pool may hold at once.
+    pub capacity: usize,
+    /// Its backend: a simulated provider over the shared host, possibly wrapped.
+    pub provider: Arc<dyn Provider>,
+}
+
 /// One deployment as a scheduler sees it: its name (the owner identity), its
-/// provider, and how many leases it may hold at once.
+/// pools, its configuration, and how many leases it may hold at once.
 #[derive(Debug, Clone)]
 pub struct DeploymentHandle {
     /// The deployment identity, as written on its instances.
     pub name: String,
-    /// Its backend. In a scenario, a simulated provider over the shared host,
-    /// possibly wrapped.
+    /// The provider of its first pool. Every pool of a deployment is built for
+    /// the same owner over the same host, so this one provider sees (and can
+    /// destroy) all of the deployment's instances: a scheduler that knows no
+    /// pools (the reference) runs the deployment as one pool through it.
     pub provider: Arc<dyn Provider>,
-    /// The most leases it may hold at once.
+    /// The most leases it may hold at once: the sum of its pools' capacities.
     pub capacity: usize,
+    /// Its pools, in configuration order (at least one when `capacity > 0`).
+    pub pools: Vec<PoolHandle>,
+    /// Its `billet.yaml`, made in code from the scenario's layout; `None`
+    /// when the deployment has no lease at all (no valid configuration has a
+    /// pool of capacity zero).
+    pub config: Option<billet_config::Config>,
 }
 
 /// What the harness gives a scheduler when it builds one.
@@ -30,7 +56,23 @@ pub struct SchedulerContext {
     /// The scenario's clock. The harness moves it; the scheduler only reads it
     /// (or sleeps on it).
     pub clock: Arc<dyn Clock>,
+    /// The scenario's scheduler settings (its reconcile interval and orphan
+    /// grace period), for schedulers that take them.
+    pub settings: billet_scheduler::Settings,
 }
+
+/// A restart the scheduler under test cannot do: the run records it and goes
+/// on with the scheduler it has (never silently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartUnsupported;
+
+impl fmt::Display for RestartUnsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("this scheduler cannot be restarted")
+    }
+}
+
+impl std::error::Error for RestartUnsupported {}
 
 /// A scheduler under test.
 ///
@@ -38,41 +80,159 @@ pub struct SchedulerContext {
 /// then calls [`tick`](Scheduler::tick); it also ticks at every other event
 /// (a wake-up the scheduler asked for, an outage starting or ending, a sleeper
 /// on the clock reaching its deadline). The scheduler tells the harness what
-/// it did in each tick, and the harness checks that against the host.
+/// it did, in the order it did it, in the [`Step`] each tick answers (what it
+/// did inside [`submit`](Scheduler::submit) or
+/// [`restart`](Scheduler::restart) is reported by the next tick), and the
+/// harness checks that against the host.
 #[async_trait]
 pub trait Scheduler: Send {
     /// Accepts a job that has just arrived. Answers `false` when it refuses
-    /// the job outright (no deployment accepts its trust class): a refused job
-    /// is done and never placed.
+    /// the job outright (no deployment accepts its trust class, no route
+    /// takes its labels): a refused job is done and never placed.
     async fn submit(&mut self, job: Job) -> bool;
 
     /// Does whatever work is due at the clock's current time (placing queued
-    /// jobs, reconciling inventories) and reports it.
+    /// jobs, reconciling inventories) and reports it, with whatever was done
+    /// since the last tick.
     async fn tick(&mut self) -> Step;
 
     /// When the scheduler next needs a tick even if nothing arrives: its next
     /// reconciliation, say. `None` when it has nothing to wait for.
-    fn next_wakeup(&self) -> Option<SystemTime>;
+    fn next_wakeup(&mut self) -> Option<SystemTime>;
 
     /// How many jobs wait for placement.
     fn queued(&self) -> usize;
 
     /// How many leases each deployment holds, by deployment index.
     fn leases(&self) -> Vec<usize>;
+
+    /// How many leases each pool holds, by deployment index and then pool
+    /// index. A scheduler that knows no pools holds each deployment's leases
+    /// in its first pool (the default).
+    fn pool_leases(&self) -> Vec<Vec<usize>> {
+        self.leases().into_iter().map(|held| vec![held]).collect()
+    }
+
+    /// Drops deployment `deployment`'s scheduler and builds a new one over
+    /// the same providers, as a process restart would: what the old one held
+    /// is the new one's to find in the inventories (B8), and the jobs it had
+    /// accepted and not placed are handed to the new one again (the harness
+    /// plays the durable store). Reported by the next tick, which starts with
+    /// [`Change::Restarted`]. The default: unsupported.
+    async fn restart(&mut self, deployment: usize) -> Result<(), RestartUnsupported> {
+        let _ = deployment;
+        Err(RestartUnsupported)
+    }
+
+    /// The scheduler's name as the fleet example's `--scheduler` flag takes
+    /// it (`production`, `reference`), printed in the report; `None` for
+    /// other schedulers (the default), reported as `custom`.
+    fn name(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether the scheduler destroys orphans (instances of its deployment
+    /// that no lease holds) once their grace period is over (B7). A scenario
+    /// that leaves strays on the host runs only with one that does. The
+    /// default: it does not.
+    fn collects_orphans(&self) -> bool {
+        false
+    }
 }
 
-/// What a scheduler did in one tick.
+/// What a scheduler did in one tick, in the order it did it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {
-    /// Jobs placed and launched: each now holds a lease.
-    pub launched: Vec<Launched>,
-    /// Leases given up: each job's capacity is free again.
-    pub freed: Vec<Freed>,
-    /// Deployments whose inventory could not be read, so nothing was freed there.
-    pub inventory_errors: Vec<usize>,
+    /// Every change, in order.
+    pub changes: Vec<Change>,
 }
 
-/// A job placed on a deployment, whose instance was launched.
+impl Step {
+    /// Jobs placed: each now holds a lease.
+    pub fn placed(&self) -> impl Iterator<Item = &Placed> {
+        self.changes.iter().filter_map(|c| match c {
+            Change::Placed(p) => Some(p),
+            _ => None,
+        })
+    }
+
+    /// Leases given up.
+    pub fn freed(&self) -> impl Iterator<Item = &Freed> {
+        self.changes.iter().filter_map(|c| match c {
+            Change::Freed(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    /// Whether nothing happened.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+}
+
+/// One thing a scheduler did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A job took a lease on a pool (its launch asked for): it holds it until
+    /// [`Change::Freed`]. Its queue wait ends here.
+    Placed(Placed),
+    /// A placed job's instance was launched.
+    Launched(Launched),
+    /// A job's lease is now backed by an instance that already existed: an
+    /// instance found in an inventory after a restart (B8), or an orphan named
+    /// after a job still queued (B7). A job not holding a lease takes one.
+    Adopted(Adopted),
+    /// A job's lease was given up, and the job ended.
+    Freed(Freed),
+    /// A job ended without ever holding a lease (cancelled while queued).
+    Ended {
+        /// The job.
+        job: JobId,
+        /// The deployment index.
+        deployment: usize,
+        /// How it ended.
+        reason: FreeReason,
+    },
+    /// A pool's inventory could not be read, so nothing was freed there.
+    InventoryError {
+        /// The deployment index.
+        deployment: usize,
+        /// The pool index.
+        pool: usize,
+    },
+    /// An orphan (an instance of the deployment no lease holds) was seen or
+    /// collected (B7).
+    Orphan(OrphanChange),
+    /// The deployment's scheduler was dropped and a new one built: the leases
+    /// the old one held are nobody's until the new one adopts them.
+    Restarted {
+        /// The deployment index.
+        deployment: usize,
+    },
+    /// A job the durable store handed to a new scheduler after a restart was
+    /// refused by it: the job is lost, which the harness reports.
+    Lost {
+        /// The job.
+        job: JobId,
+        /// The deployment index.
+        deployment: usize,
+        /// Why the new scheduler refused it.
+        why: String,
+    },
+}
+
+/// A job placed on a pool of a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// The job.
+    pub job: JobId,
+    /// The deployment index.
+    pub deployment: usize,
+    /// The pool index within the deployment.
+    pub pool: usize,
+}
+
+/// A placed job whose instance was launched.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launched {
     /// The job.
@@ -83,13 +243,35 @@ pub struct Launched {
     pub instance: InstanceId,
 }
 
-/// Why a lease was given up.
+/// An existing instance now backing a job's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adopted {
+    /// The job.
+    pub job: JobId,
+    /// The deployment index.
+    pub deployment: usize,
+    /// The pool index whose lease it holds.
+    pub pool: usize,
+    /// The instance's id.
+    pub instance: InstanceId,
+}
+
+/// Why a lease was given up (or a job ended), that is how the job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FreeReason {
-    /// The inventory showed the instance stopped, and it was destroyed.
+    /// The inventory showed the instance stopped, and it was destroyed: the
+    /// job finished, with this exit code.
     Stopped,
-    /// The instance was absent from an inventory that answered.
+    /// The instance was absent from an inventory that answered (vanished).
     Absent,
+    /// The job held its lease longer than its timeout: its instance was destroyed.
+    TimedOut,
+    /// The job was cancelled (its instance destroyed, if it had one).
+    Cancelled,
+    /// The provider refused the launch.
+    Refused,
+    /// The provider found the spec invalid.
+    Invalid,
 }
 
 /// A lease given up.
@@ -99,8 +281,34 @@ pub struct Freed {
     pub job: JobId,
     /// The deployment index.
     pub deployment: usize,
+    /// The pool index within the deployment.
+    pub pool: usize,
     /// The name of the job's instance, so the harness can look it up.
     pub name: String,
     /// Why it was given up.
     pub reason: FreeReason,
+}
+
+/// What became of an orphan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OrphanFate {
+    /// First seen in a pool's inventory.
+    Seen,
+    /// Destroyed after its grace period.
+    Collected,
+}
+
+/// An orphan seen or collected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrphanChange {
+    /// The deployment index.
+    pub deployment: usize,
+    /// The pool whose inventory showed it.
+    pub pool: usize,
+    /// The instance's id.
+    pub instance: InstanceId,
+    /// The instance's name.
+    pub name: String,
+    /// What became of it.
+    pub fate: OrphanFate,
 }

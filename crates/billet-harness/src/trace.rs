@@ -745,6 +745,7 @@ impl TraceJobs {
                     command: billet_simulated::run_for(run_time),
                     run_time,
                     trust: TrustClass::Trusted,
+                    labels: Vec::new(),
                     submitted_at,
                 }));
             }

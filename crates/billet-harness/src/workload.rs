@@ -23,6 +23,9 @@ pub struct Job {
     pub run_time: Duration,
     /// Its trust class.
     pub trust: TrustClass,
+    /// The labels routing matches against (none for a trace's jobs: the
+    /// default route).
+    pub labels: Vec<String>,
     /// When it arrived, by the scenario's clock.
     pub submitted_at: SystemTime,
 }
@@ -115,6 +118,81 @@ impl TrustMix {
     }
 }
 
+/// The labels jobs carry: label sets with weights (they need not sum to one).
+/// Empty: every job carries no label.
+///
+/// Labels are drawn from a random stream of their own (seeded from the
+/// workload's seed), so a workload with labels has the same arrivals, run
+/// times and trust classes as the same workload without.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelMix {
+    /// Each label set and its weight.
+    pub sets: Vec<(Vec<String>, f64)>,
+}
+
+impl LabelMix {
+    /// No labels on any job.
+    pub const NONE: LabelMix = LabelMix { sets: Vec::new() };
+
+    /// A mix of these label sets with these weights.
+    pub fn of<'a>(sets: impl IntoIterator<Item = (&'a [&'a str], f64)>) -> Self {
+        LabelMix {
+            sets: sets
+                .into_iter()
+                .map(|(labels, weight)| (labels.iter().map(|l| (*l).to_owned()).collect(), weight))
+                .collect(),
+        }
+    }
+
+    /// The mix made for [`Layout::routed`](crate::scenario::Layout::routed):
+    /// half the jobs `[linux]`, 15% `[kvm]`, 10% `[macos]`, 5% `[linux,
+    /// gpu]` (the linux route: every label of a route must be on the job, not
+    /// the other way round) and 20% no label (the default route).
+    pub fn routed() -> Self {
+        LabelMix::of([
+            (&["linux"][..], 0.50),
+            (&["kvm"][..], 0.15),
+            (&["macos"][..], 0.10),
+            (&["linux", "gpu"][..], 0.05),
+            (&[][..], 0.20),
+        ])
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let weights = self.sets.iter().map(|(_, w)| *w);
+        if self.sets.is_empty() {
+            return Ok(());
+        }
+        if weights.clone().any(|w| !w.is_finite() || w < 0.0) || weights.sum::<f64>() <= 0.0 {
+            return Err(format!(
+                "label mix {self:?}: weights must be finite, non-negative and not all zero"
+            ));
+        }
+        Ok(())
+    }
+
+    fn total(&self) -> f64 {
+        self.sets.iter().map(|(_, w)| *w).sum()
+    }
+
+    /// The label set a uniform draw `pick` in `[0, total)` falls on.
+    fn pick(&self, pick: f64) -> Vec<String> {
+        let mut acc = 0.0;
+        for (labels, weight) in &self.sets {
+            acc += weight;
+            if pick < acc {
+                return labels.clone();
+            }
+        }
+        self.sets
+            .iter()
+            .rev()
+            .find(|(_, w)| *w > 0.0)
+            .map(|(labels, _)| labels.clone())
+            .unwrap_or_default()
+    }
+}
+
 /// A seeded workload: how many jobs arrive, how often, how long they run,
 /// how they are classified and named.
 ///
@@ -131,6 +209,8 @@ pub struct Workload {
     pub trust: TrustMix,
     /// The prefix of every job's name; the job number follows it.
     pub name_prefix: String,
+    /// The labels the jobs carry.
+    pub labels: LabelMix,
 }
 
 impl Default for Workload {
@@ -146,6 +226,7 @@ impl Default for Workload {
             },
             trust: TrustMix::ALL_TRUSTED,
             name_prefix: "job-".to_owned(),
+            labels: LabelMix::NONE,
         }
     }
 }
@@ -160,13 +241,15 @@ impl Workload {
             ));
         }
         self.run_time.validate()?;
-        self.trust.validate()
+        self.trust.validate()?;
+        self.labels.validate()
     }
 
     /// The jobs of this workload for `seed`, in arrival order, starting at `start`.
     pub(crate) fn arrivals(&self, seed: u64, start: SystemTime) -> Arrivals {
         Arrivals {
             rng: ChaCha8Rng::seed_from_u64(seed),
+            labels: ChaCha8Rng::seed_from_u64(seed ^ LABEL_STREAM),
             next_id: 0,
             at: start,
             gap: Exp::new(self.arrivals_per_minute / 60.0).ok(),
@@ -181,10 +264,14 @@ impl Workload {
     }
 }
 
+/// Mixed into the seed of the labels' own random stream.
+const LABEL_STREAM: u64 = 0x6c61_6265_6c73_2121;
+
 /// The stream of a workload's jobs, generated lazily so a million jobs cost
 /// no memory up front.
 pub(crate) struct Arrivals {
     rng: ChaCha8Rng,
+    labels: ChaCha8Rng,
     next_id: JobId,
     at: SystemTime,
     gap: Option<Exp<f64>>,
@@ -221,6 +308,12 @@ impl Iterator for Arrivals {
         } else {
             TrustClass::Unknown
         };
+        let labels = &self.workload.labels;
+        let labels = if labels.sets.is_empty() {
+            Vec::new()
+        } else {
+            labels.pick(self.labels.random::<f64>() * labels.total())
+        };
         let id = self.next_id;
         self.next_id += 1;
         Some(Job {
@@ -229,6 +322,7 @@ impl Iterator for Arrivals {
             command: billet_simulated::run_for(run_time),
             run_time,
             trust,
+            labels,
             submitted_at: self.at,
         })
     }

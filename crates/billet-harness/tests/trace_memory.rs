@@ -51,7 +51,7 @@ impl Scheduler for Hoarding {
     async fn tick(&mut self) -> Step {
         self.inner.tick().await
     }
-    fn next_wakeup(&self) -> Option<SystemTime> {
+    fn next_wakeup(&mut self) -> Option<SystemTime> {
         self.inner.next_wakeup()
     }
     fn queued(&self) -> usize {

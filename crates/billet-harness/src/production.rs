@@ -1,0 +1,384 @@
+//! [`ProductionScheduler`]: the production scheduler, `billet-scheduler`,
+//! driven through the harness's [`Scheduler`] trait (H10).
+//!
+//! Each deployment of a scenario is one `billet-scheduler`, an
+//! [`Inline`] driver over [`Pools`] built from the deployment's own
+//! [`billet_config::Config`] (made in code from the scenario's
+//! [`Layout`](crate::scenario::Layout)) with the scenario's simulated
+//! providers injected under the configured pool names, all over the one
+//! shared host and the one [`ManualClock`](billet_clock::ManualClock). Every
+//! decision the scheduler makes is translated into a [`Change`] for the
+//! harness to check against the host.
+//!
+//! What the harness adds, since a scenario has several deployments and one
+//! stream of jobs:
+//!
+//! * **Which deployment takes a job** (the harness's dispatcher, not part of
+//!   `billet-scheduler`): the one with the most room, counted as its capacity
+//!   less its leases and its queue, ties going to the first. The deployment's
+//!   scheduler routes it to a pool (B3) or refuses it.
+//! * **The durable store**: the jobs each deployment accepted and has not
+//!   placed, in the order accepted. A [`restart`](Scheduler::restart) drops
+//!   the deployment's `Inline`, builds a new one over the same [`Pools`],
+//!   starts it (it reads every inventory first and learns what is running,
+//!   B8), then hands it those jobs again, in order.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use billet_clock::Clock;
+use billet_scheduler::{
+    BuildError, Decision, FailReason, Inline, JobId as CoreJobId, OrphanFate as CoreFate, Outcome,
+    PoolId, Pools,
+};
+use rustc_hash::FxHashMap;
+
+use crate::scheduler::{
+    Adopted, Change, FreeReason, Freed, Launched, OrphanChange, OrphanFate, Placed,
+    RestartUnsupported, Scheduler, SchedulerContext, Step,
+};
+use crate::workload::Job;
+
+/// The production scheduler, one [`Inline`] per deployment. See the
+/// [module docs](self).
+#[derive(Debug)]
+pub struct ProductionScheduler {
+    clock: Arc<dyn Clock>,
+    /// By deployment index; `None` for a deployment with no lease (it has no
+    /// valid configuration, so no scheduler, and never takes a job).
+    deployments: Vec<Option<Deployment>>,
+    /// Pools per deployment, for the counts of a deployment with none.
+    pool_counts: Vec<usize>,
+    /// What was done since the last tick, in order.
+    changes: Vec<Change>,
+}
+
+#[derive(Debug)]
+struct Deployment {
+    pools: Pools,
+    /// The configured pool names, by pool index: an instance's name is the
+    /// job's and its pool's (`job-42.linux`).
+    pool_names: Vec<String>,
+    inline: Inline,
+    capacity: u64,
+    /// The durable store: accepted and not yet placed, by acceptance order.
+    store: BTreeMap<u64, billet_scheduler::Job>,
+    seq_of: FxHashMap<CoreJobId, u64>,
+    next_seq: u64,
+}
+
+impl Deployment {
+    fn leases(&self) -> u64 {
+        let core = self.inline.core();
+        (0..core.pools().len())
+            .map(|p| u64::from(core.leases(PoolId(p))))
+            .sum()
+    }
+
+    fn store(&mut self, job: billet_scheduler::Job) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.seq_of.insert(job.id, seq);
+        self.store.insert(seq, job);
+    }
+
+    fn unstore(&mut self, job: CoreJobId) {
+        if let Some(seq) = self.seq_of.remove(&job) {
+            self.store.remove(&seq);
+        }
+    }
+
+    /// Translates every decision made so far into changes for the harness.
+    fn drain(&mut self, index: usize, changes: &mut Vec<Change>) {
+        while let Some(decision) = self.inline.poll_decision() {
+            match decision {
+                Decision::Placed { job, pool } => {
+                    self.unstore(job);
+                    changes.push(Change::Placed(Placed {
+                        job: job.0,
+                        deployment: index,
+                        pool: pool.0,
+                    }));
+                }
+                Decision::Launched { job, instance, .. } => {
+                    changes.push(Change::Launched(Launched {
+                        job: job.0,
+                        deployment: index,
+                        instance,
+                    }));
+                }
+                Decision::Adopted {
+                    job,
+                    pool,
+                    instance,
+                } => {
+                    self.unstore(job);
+                    changes.push(Change::Adopted(Adopted {
+                        job: job.0,
+                        deployment: index,
+                        pool: pool.0,
+                        instance,
+                    }));
+                }
+                Decision::Retrying { .. } => {}
+                Decision::Ended { job, pool, outcome } => {
+                    self.unstore(job);
+                    let reason = reason(&outcome);
+                    changes.push(match pool {
+                        Some(pool) => Change::Freed(Freed {
+                            job: job.0,
+                            deployment: index,
+                            pool: pool.0,
+                            name: job.instance_name(&self.pool_names[pool.0]),
+                            reason,
+                        }),
+                        None => Change::Ended {
+                            job: job.0,
+                            deployment: index,
+                            reason,
+                        },
+                    });
+                }
+                Decision::Orphan {
+                    pool,
+                    instance,
+                    name,
+                    fate,
+                } => changes.push(Change::Orphan(OrphanChange {
+                    deployment: index,
+                    pool: pool.0,
+                    instance,
+                    name,
+                    fate: match fate {
+                        CoreFate::Seen => OrphanFate::Seen,
+                        CoreFate::Collected => OrphanFate::Collected,
+                    },
+                })),
+                Decision::InventoryError { pool, .. } => changes.push(Change::InventoryError {
+                    deployment: index,
+                    pool: pool.0,
+                }),
+            }
+        }
+    }
+}
+
+/// How the harness counts an outcome.
+fn reason(outcome: &Outcome) -> FreeReason {
+    match outcome {
+        Outcome::Finished { .. } => FreeReason::Stopped,
+        Outcome::Failed { reason } => match reason {
+            FailReason::Vanished => FreeReason::Absent,
+            FailReason::TimedOut => FreeReason::TimedOut,
+            FailReason::Refused(_) => FreeReason::Refused,
+            FailReason::Invalid(_) => FreeReason::Invalid,
+        },
+        Outcome::Cancelled => FreeReason::Cancelled,
+    }
+}
+
+impl ProductionScheduler {
+    /// One `billet-scheduler` per deployment of the context, built from its
+    /// configuration and its pools' providers, with the context's settings.
+    ///
+    /// Panics when a deployment's providers do not match its configuration:
+    /// the harness makes both from one layout, so that is a harness bug. Use
+    /// [`ProductionScheduler::try_new`] to see the error instead.
+    pub fn new(ctx: SchedulerContext) -> Self {
+        match Self::try_new(ctx) {
+            Ok(scheduler) => scheduler,
+            Err(err) => panic!("the harness built a deployment its scheduler refuses: {err}"),
+        }
+    }
+
+    /// [`ProductionScheduler::new`], answering the scheduler's [`BuildError`]
+    /// (B2) instead of panicking.
+    pub fn try_new(ctx: SchedulerContext) -> Result<Self, BuildError> {
+        let mut deployments = Vec::with_capacity(ctx.deployments.len());
+        let mut pool_counts = Vec::with_capacity(ctx.deployments.len());
+        for handle in ctx.deployments {
+            pool_counts.push(handle.pools.len());
+            let Some(config) = handle.config else {
+                deployments.push(None);
+                continue;
+            };
+            let mut builder = Pools::builder(config).settings(ctx.settings);
+            for pool in handle.pools {
+                builder = builder.provider(pool.name, pool.provider);
+            }
+            let pools = builder.build()?;
+            let pool_names = pools
+                .config()
+                .providers()
+                .iter()
+                .map(|p| p.name().to_owned())
+                .collect();
+            let inline = Inline::new(&pools, Arc::clone(&ctx.clock));
+            deployments.push(Some(Deployment {
+                pools,
+                pool_names,
+                inline,
+                capacity: handle.capacity as u64,
+                store: BTreeMap::new(),
+                seq_of: FxHashMap::default(),
+                next_seq: 0,
+            }));
+        }
+        Ok(ProductionScheduler {
+            clock: ctx.clock,
+            deployments,
+            pool_counts,
+            changes: Vec::new(),
+        })
+    }
+
+    /// Deployment `index`'s scheduler, to read its counts (`core().stats()`,
+    /// B11); `None` for a deployment with no lease.
+    pub fn inline(&self, index: usize) -> Option<&Inline> {
+        self.deployments
+            .get(index)
+            .and_then(|d| d.as_ref())
+            .map(|d| &d.inline)
+    }
+
+    /// How many jobs deployment `index`'s durable store holds: accepted and
+    /// not yet placed.
+    pub fn stored(&self, index: usize) -> usize {
+        self.deployments
+            .get(index)
+            .and_then(|d| d.as_ref())
+            .map_or(0, |d| d.store.len())
+    }
+
+    /// The deployment the dispatcher gives the next job: the most room
+    /// (capacity less leases and queue), ties to the first.
+    fn choose(&self) -> Option<usize> {
+        let mut best: Option<(usize, i128)> = None;
+        for (index, deployment) in self.deployments.iter().enumerate() {
+            let Some(d) = deployment else { continue };
+            let room = i128::from(d.capacity)
+                - i128::from(d.leases())
+                - i128::from(d.inline.core().queued());
+            if best.is_none_or(|(_, most)| room > most) {
+                best = Some((index, room));
+            }
+        }
+        best.map(|(index, _)| index)
+    }
+}
+
+#[async_trait]
+impl Scheduler for ProductionScheduler {
+    async fn submit(&mut self, job: Job) -> bool {
+        let Some(index) = self.choose() else {
+            return false;
+        };
+        let Some(d) = self.deployments[index].as_mut() else {
+            return false;
+        };
+        let job = billet_scheduler::Job::new(CoreJobId(job.id), job.command)
+            .with_labels(job.labels)
+            .with_trust(job.trust);
+        let id = job.id;
+        // Stored before it is submitted: a job placed at once leaves the
+        // store again with its `Placed` decision.
+        d.store(job.clone());
+        let accepted = d.inline.submit(job).await.is_ok();
+        if !accepted {
+            d.unstore(id);
+        }
+        d.drain(index, &mut self.changes);
+        accepted
+    }
+
+    async fn tick(&mut self) -> Step {
+        for (index, deployment) in self.deployments.iter_mut().enumerate() {
+            if let Some(d) = deployment {
+                d.inline.tick().await;
+                d.drain(index, &mut self.changes);
+            }
+        }
+        Step {
+            changes: std::mem::take(&mut self.changes),
+        }
+    }
+
+    fn next_wakeup(&mut self) -> Option<SystemTime> {
+        self.deployments
+            .iter_mut()
+            .flatten()
+            .filter_map(|d| d.inline.next_wakeup())
+            .min()
+    }
+
+    fn queued(&self) -> usize {
+        self.deployments
+            .iter()
+            .flatten()
+            .map(|d| d.inline.core().queued() as usize)
+            .sum()
+    }
+
+    fn leases(&self) -> Vec<usize> {
+        self.deployments
+            .iter()
+            .map(|d| d.as_ref().map_or(0, |d| d.leases() as usize))
+            .collect()
+    }
+
+    fn pool_leases(&self) -> Vec<Vec<usize>> {
+        self.deployments
+            .iter()
+            .zip(&self.pool_counts)
+            .map(|(d, &pools)| match d {
+                Some(d) => {
+                    let core = d.inline.core();
+                    (0..core.pools().len())
+                        .map(|p| core.leases(PoolId(p)) as usize)
+                        .collect()
+                }
+                None => vec![0; pools],
+            })
+            .collect()
+    }
+
+    async fn restart(&mut self, index: usize) -> Result<(), RestartUnsupported> {
+        let Some(Some(d)) = self.deployments.get_mut(index) else {
+            // A deployment with no lease has no scheduler to restart.
+            return Ok(());
+        };
+        // Whatever the old scheduler decided was drained after its last call.
+        self.changes.push(Change::Restarted { deployment: index });
+        d.inline = Inline::new(&d.pools, Arc::clone(&self.clock));
+        d.inline.start().await;
+        d.drain(index, &mut self.changes);
+        // The durable store hands the new scheduler every job accepted and
+        // not placed, in the order they were accepted.
+        let jobs = std::mem::take(&mut d.store);
+        d.seq_of.clear();
+        for job in jobs.into_values() {
+            let id = job.id;
+            d.store(job.clone());
+            if let Err(refusal) = d.inline.submit(job).await {
+                d.unstore(id);
+                self.changes.push(Change::Lost {
+                    job: id.0,
+                    deployment: index,
+                    why: refusal.to_string(),
+                });
+            }
+            d.drain(index, &mut self.changes);
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> Option<&'static str> {
+        Some("production")
+    }
+
+    fn collects_orphans(&self) -> bool {
+        true
+    }
+}
