@@ -120,6 +120,34 @@ fn x2_a_production_crate_depending_on_a_test_only_crate_that_leads_to_simulated_
 }
 
 #[test]
+fn x2_the_harness_may_depend_on_the_scheduler_never_the_reverse() {
+    // X2, X3: the workspace's own shape: the test-only harness takes simulated and the
+    // production scheduler as normal dependencies, and passes; the scheduler taking the
+    // harness fails.
+    let scheduler = r#"billet-scheduler = { path = "../billet-scheduler", version = "0.1.0" }"#;
+    let fixture = Fixture::new()
+        .production("billet-scheduler", &format!("[dev-dependencies]\n{SIM}\n"))
+        .test_only(
+            "billet-harness",
+            &format!("[dependencies]\n{SIM}\n{scheduler}\n"),
+        );
+    let run = deps(&fixture);
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout,
+        "deps: ok: no production crate depends on billet-simulated (3 workspace crates checked)\n"
+    );
+    let reverse = deps(&broken::through_test_only());
+    assert_eq!(
+        reverse.code,
+        Some(1),
+        "{}{}",
+        reverse.stdout,
+        reverse.stderr
+    );
+}
+
+#[test]
 fn x2_a_publishable_test_only_crate_fails() {
     // X2, X3: a test-only crate must be `publish = false`
     let run = deps(&broken::publishable_test_only());
