@@ -204,7 +204,10 @@ fn drain(inline: &mut Inline, log: &mut Vec<Decision>) {
 
 /// Steps the manual clock from wake-up to wake-up until idle.
 async fn run_to_idle(inline: &mut Inline, clock: &ManualClock, log: &mut Vec<Decision>) {
+    let mut steps = 0u32;
     while let Some(at) = inline.next_wakeup() {
+        steps += 1;
+        assert!(steps < 100_000, "the scheduler never settles");
         clock.advance_to(at.max(clock.now())).unwrap();
         inline.tick().await;
         drain(inline, log);
@@ -349,7 +352,9 @@ async fn b1_the_task_driver_in_real_time() {
     let mut held: BTreeMap<PoolId, i64> = BTreeMap::new();
     let mut cancelled = false;
     while ends.len() < 12 {
-        let Some(decision) = scheduler.next_decision().await else {
+        // A bound on a hang, not on speed: a minute for jobs of 30 ms.
+        let next = tokio::time::timeout(Duration::from_secs(60), scheduler.next_decision());
+        let Some(decision) = next.await.expect("a decision within a minute") else {
             panic!("the scheduler stopped");
         };
         match decision {

@@ -246,7 +246,10 @@ impl World {
     /// Answers every pending call (and those they lead to) in call order.
     pub fn settle(&mut self) {
         self.collect();
+        let mut answered = 0u32;
         while let Some((id, action)) = self.pending.pop_first() {
+            answered += 1;
+            assert!(answered < 1_000_000, "the core never stops asking");
             let answer = self.fake.answer(&action, self.now);
             self.core.handle_answer(id, answer, self.now);
             self.collect();
@@ -283,10 +286,13 @@ impl World {
     pub fn run_until_idle(&mut self, limit: Duration) {
         let end = self.now + limit;
         self.settle();
+        let mut steps = 0u32;
         while let Some(at) = self.core.poll_timeout() {
             if at > end {
                 break;
             }
+            steps += 1;
+            assert!(steps < 100_000, "the core never settles: it asks for {at:?} again and again");
             self.now = self.now.max(at);
             self.core.handle_timeout(self.now);
             self.settle();
