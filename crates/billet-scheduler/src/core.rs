@@ -1,6 +1,7 @@
 //! [`Core`]: the scheduler's every decision, made without I/O (B1).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_config::{Config, Settings as PoolSettings};
@@ -72,10 +73,12 @@ pub struct Core {
     /// Classes with jobs waiting, by the sequence number of their head.
     waiting: BTreeSet<(u64, usize)>,
     next_seq: u64,
-    calls: FxHashMap<CallId, Purpose>,
-    /// Call deadlines in the order the calls were made: `now` never goes
-    /// back and the timeout is fixed, so this is in deadline order too.
-    deadlines: VecDeque<(SystemTime, CallId)>,
+    /// Calls not yet answered or expired, by id from `first_call`, each with
+    /// its deadline. Made in id order with `now` never going back and a
+    /// fixed timeout, they are in deadline order too; answered ones are
+    /// `None` until the front passes them.
+    calls: VecDeque<(SystemTime, Option<Purpose>)>,
+    first_call: u64,
     retries: BTreeSet<(SystemTime, JobId)>,
     timeouts: BTreeSet<(SystemTime, JobId)>,
     next_call: u64,
@@ -142,6 +145,8 @@ struct Rec {
     ending: Option<Outcome>,
     /// When the job times out, if it has a timeout and holds a lease.
     deadline: Option<SystemTime>,
+    /// The spec of its instance, from placement until the launch settles.
+    spec: Option<Arc<Spec>>,
 }
 
 #[derive(Debug, Clone)]
@@ -269,8 +274,8 @@ impl Core {
             class_of: BTreeMap::new(),
             waiting: BTreeSet::new(),
             next_seq: 0,
-            calls: FxHashMap::default(),
-            deadlines: VecDeque::new(),
+            calls: VecDeque::new(),
+            first_call: 0,
             retries: BTreeSet::new(),
             timeouts: BTreeSet::new(),
             next_call: 0,
@@ -338,6 +343,7 @@ impl Core {
                 stage: Stage::Queued { class, seq },
                 ending: None,
                 deadline: None,
+                spec: None,
             },
         );
         let queue = &mut self.classes[class].queue;
@@ -431,7 +437,7 @@ impl Core {
     /// ignored; so is an answer of the wrong type, which is treated as lost.
     pub fn handle_answer(&mut self, id: CallId, answer: Answer, now: SystemTime) {
         self.advance(now);
-        let Some(purpose) = self.calls.remove(&id) else {
+        let Some(purpose) = self.take_call(id) else {
             return;
         };
         match (purpose, answer) {
@@ -456,12 +462,12 @@ impl Core {
     pub fn handle_timeout(&mut self, now: SystemTime) {
         self.advance(now);
         let now = self.now;
-        while let Some(&(at, call)) = self.deadlines.front() {
+        while let Some(&(at, _)) = self.calls.front() {
             if at > now {
                 break;
             }
-            self.deadlines.pop_front();
-            if let Some(purpose) = self.calls.remove(&call) {
+            let call = CallId(self.first_call);
+            if let Some(purpose) = self.take_call(call) {
                 self.counts.calls_lost += 1;
                 self.lost(call, purpose);
             }
@@ -513,15 +519,9 @@ impl Core {
     /// when the core is idle. Read it again after every input; it may be in
     /// the past, and must still be honoured.
     pub fn poll_timeout(&mut self) -> Option<SystemTime> {
-        while let Some(&(_, call)) = self.deadlines.front() {
-            if self.calls.contains_key(&call) {
-                break;
-            }
-            self.deadlines.pop_front();
-        }
         let reconcile = (!self.is_idle()).then_some(self.next_reconcile);
         [
-            self.deadlines.front().map(|d| d.0),
+            self.calls.front().map(|d| d.0),
             self.retries.first().map(|r| r.0),
             self.timeouts.first().map(|t| t.0),
             reconcile,
@@ -982,6 +982,7 @@ impl Core {
                 stage: Stage::Queued { class: 0, seq: 0 },
                 ending: None,
                 deadline: None,
+                spec: None,
             },
         );
         self.pools[pool.0].leases.insert(id);
@@ -1091,17 +1092,19 @@ impl Core {
         );
     }
 
+    /// Asks for `job`'s launch again (a retry), with the spec its placement
+    /// built.
     fn launch(&mut self, id: JobId, pool: PoolId, attempt: u32) {
-        let Some(rec) = self.jobs.get(&id) else {
+        let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
-        let info = &self.infos[pool.0];
-        let spec = Spec {
-            name: id.instance_name(&info.name),
-            image: info.image.clone(),
-            command: rec.job.command.clone(),
-            trust: rec.job.trust,
-            resources: info.resources,
+        let spec = match &rec.spec {
+            Some(spec) => Arc::clone(spec),
+            None => {
+                let spec = Arc::new(spec_for(&self.infos[pool.0], id, &mut rec.job));
+                rec.spec = Some(Arc::clone(&spec));
+                spec
+            }
         };
         let call = self.call(pool, Call::Launch(spec), Purpose::Job(id));
         self.set_stage(
@@ -1181,6 +1184,18 @@ impl Core {
         });
     }
 
+    /// Stops waiting for call `id`: its purpose, if the core still waited.
+    fn take_call(&mut self, id: CallId) -> Option<Purpose> {
+        let index = usize::try_from(id.0.checked_sub(self.first_call)?).ok()?;
+        let purpose = self.calls.get_mut(index)?.1.take();
+        // Keep the front a call still waited for.
+        while self.calls.front().is_some_and(|(_, p)| p.is_none()) {
+            self.calls.pop_front();
+            self.first_call += 1;
+        }
+        purpose
+    }
+
     fn list(&mut self, pool: PoolId) {
         let epoch = self.epoch;
         let call = self.call(pool, Call::List, Purpose::List { pool, epoch });
@@ -1200,8 +1215,7 @@ impl Core {
             .now
             .checked_add(self.settings.call_timeout)
             .unwrap_or(self.now);
-        self.calls.insert(id, purpose);
-        self.deadlines.push_back((deadline, id));
+        self.calls.push_back((deadline, Some(purpose)));
         self.actions.push_back(Action {
             id,
             pool,
@@ -1218,6 +1232,10 @@ impl Core {
         };
         let was = rec.stage.is_launching().then(|| rec.stage.pool()).flatten();
         let now = stage.is_launching().then(|| stage.pool()).flatten();
+        if matches!(stage, Stage::Running { .. } | Stage::Stopping { .. }) {
+            // Launched: the spec is needed no more.
+            rec.spec = None;
+        }
         if let Some(at) = rec.stage.retry_at() {
             self.retries.remove(&(at, id));
         }
@@ -1341,25 +1359,55 @@ impl Core {
         if !std::mem::take(&mut self.may_place) {
             return;
         }
-        loop {
-            let mut chosen = None;
-            for &(seq, class) in &self.waiting {
-                if let Some(pool) = self.classes[class].target.choose(|p| self.free(p)) {
-                    chosen = Some((seq, class, pool));
-                    break;
+        // Room only shrinks while placing, so a queue whose head finds none
+        // is blocked for the whole pass: set aside, put back at the end.
+        let mut blocked = Vec::new();
+        while let Some(&(seq, class)) = self.waiting.first() {
+            match self.classes[class].target.choose(|p| self.free(p)) {
+                Some(pool) => self.place_head(class, pool),
+                None => {
+                    self.waiting.pop_first();
+                    blocked.push((seq, class));
                 }
             }
-            let Some((_, class, pool)) = chosen else {
-                return;
-            };
-            let Some(&(_, id)) = self.classes[class].queue.front() else {
-                return;
-            };
-            self.unqueue(id);
-            self.take_lease(id, pool, Stage::Queued { class, seq: 0 });
-            self.decide(Decision::Placed { job: id, pool });
-            self.launch(id, pool, 0);
         }
+        self.waiting.extend(blocked);
+    }
+
+    /// Takes the head of `class`'s queue onto `pool`: a lease, its timeout,
+    /// its spec, and the launch asked for.
+    fn place_head(&mut self, class: usize, pool: PoolId) {
+        let Some((seq, id)) = self.classes[class].queue.pop_front() else {
+            return;
+        };
+        self.waiting.remove(&(seq, class));
+        if let Some(first) = self.classes[class].target.pools().next() {
+            self.pools[first.0].queued -= 1;
+        }
+        self.settle_head(class);
+        let now = self.now;
+        let call = CallId(self.next_call);
+        let Some(rec) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        rec.deadline = rec.job.timeout.and_then(|t| now.checked_add(t));
+        if let Some(at) = rec.deadline {
+            self.timeouts.insert((at, id));
+        }
+        let spec = Arc::new(spec_for(&self.infos[pool.0], id, &mut rec.job));
+        rec.spec = Some(Arc::clone(&spec));
+        rec.stage = Stage::Launching {
+            pool,
+            attempt: 0,
+            call: Some(call),
+            retry_at: None,
+        };
+        let p = &mut self.pools[pool.0];
+        p.leases.insert(id);
+        p.launching += 1;
+        self.decide(Decision::Placed { job: id, pool });
+        let made = self.call(pool, Call::Launch(spec), Purpose::Job(id));
+        debug_assert_eq!(made, call);
     }
 
     fn decide(&mut self, decision: Decision) {
@@ -1374,6 +1422,18 @@ enum Kind {
     Launch,
     Find,
     Destroy,
+}
+
+/// The spec of `job`'s instance in the pool `info`; its command moves into
+/// the spec, which the core keeps until the launch is settled.
+fn spec_for(info: &PoolInfo, id: JobId, job: &mut Job) -> Spec {
+    Spec {
+        name: id.instance_name(&info.name),
+        image: info.image.clone(),
+        command: std::mem::take(&mut job.command),
+        trust: job.trust,
+        resources: info.resources,
+    }
 }
 
 /// A pool's info from its configuration and what its provider accepts.

@@ -292,7 +292,10 @@ impl World {
                 break;
             }
             steps += 1;
-            assert!(steps < 100_000, "the core never settles: it asks for {at:?} again and again");
+            assert!(
+                steps < 100_000,
+                "the core never settles: it asks for {at:?} again and again"
+            );
             self.now = self.now.max(at);
             self.core.handle_timeout(self.now);
             self.settle();
