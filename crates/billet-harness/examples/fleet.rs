@@ -13,8 +13,9 @@
 //! deployment (`linux` docker falling back to firecracker, `vm` firecracker,
 //! `mac` tart), labelled jobs, inventory outages, one restart and two strays;
 //! the reference scheduler's has one pool per deployment, no labels, no
-//! restart and no stray (it can do neither). `--layout`, `--restarts` and
-//! `--strays` change that shape for either.
+//! restart and no stray (it can do neither). A trace's jobs carry no labels,
+//! so a replay gives each deployment one pool by default. `--layout`,
+//! `--restarts` and `--strays` change that shape for either.
 //!
 //! Prints the report; exits 1 and prints the seed and the replay command when
 //! an invariant breaks.
@@ -45,7 +46,9 @@ struct Args {
     scheduler: SchedulerArg,
     /// Every deployment's pools: `routed` (linux, vm, mac, with routes and a
     /// label mix) or `single` (one docker pool, no labels). Default: routed
-    /// for the production scheduler, single for the reference.
+    /// for the production scheduler's generated fleet; single for the
+    /// reference, and for a trace (its jobs carry no labels, so all of them
+    /// take the default route, to the docker pool alone).
     #[arg(long, value_enum)]
     layout: Option<LayoutArg>,
     /// Restarts of a deployment's scheduler spread over the run. Default: 1
@@ -112,7 +115,11 @@ fn main() -> ExitCode {
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
         deployments: usize::try_from(args.deployments).unwrap_or(1),
         outages: usize::try_from(args.outages).unwrap_or(0),
-        routed: args.layout.map_or(shape.routed, |l| l == LayoutArg::Routed),
+        routed: args
+            .layout
+            .map_or(shape.routed && args.trace.is_none(), |l| {
+                l == LayoutArg::Routed
+            }),
         restarts: count(args.restarts, shape.restarts),
         strays: count(args.strays, shape.strays),
         scheduler: match args.scheduler {

@@ -350,7 +350,10 @@ impl Scheduler for ProductionScheduler {
             return Ok(());
         };
         // Whatever the old scheduler decided was drained after its last call.
-        self.changes.push(Change::Restarted { deployment: index });
+        self.changes.push(Change::Restarted {
+            deployment: index,
+            handed_over: d.store.len(),
+        });
         d.inline = Inline::new(&d.pools, Arc::clone(&self.clock));
         d.inline.start().await;
         d.drain(index, &mut self.changes);

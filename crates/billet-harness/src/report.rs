@@ -59,6 +59,9 @@ pub struct Report {
     /// Restarts the scenario asked for that the scheduler could not do (the
     /// reference scheduler cannot restart): recorded, and the run went on.
     pub restarts_unsupported: usize,
+    /// Jobs handed to a restarted deployment's new scheduler by the durable
+    /// store: accepted by the old one and not yet placed.
+    pub handed_over: u64,
     /// Jobs whose lease an existing instance came to back: found in an
     /// inventory after a restart (B8), or an orphan named after a queued job (B7).
     pub adopted: u64,
@@ -366,8 +369,8 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "restarts: {} ({} asked for that this scheduler cannot do); {} jobs adopted from an inventory",
-            self.restarts, self.restarts_unsupported, self.adopted
+            "restarts: {} ({} asked for that this scheduler cannot do); {} queued jobs handed over, {} jobs adopted from an inventory",
+            self.restarts, self.restarts_unsupported, self.handed_over, self.adopted
         )?;
         writeln!(
             f,

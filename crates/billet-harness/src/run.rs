@@ -67,23 +67,14 @@ pub enum Violation {
         /// The pool's configured name.
         pool: String,
         /// How many leases it held.
-        held: usize,
+        held: u32,
         /// Its capacity.
-        capacity: usize,
+        capacity: u32,
     },
     /// An orphan was still on the host past its grace period and one
     /// reconcile interval after it was first seen (the time its deployment's
     /// inventory could not be read added) (H10, B7).
-    OrphanOutlived {
-        /// The deployment's name.
-        deployment: String,
-        /// The instance's name.
-        instance: String,
-        /// When it was first seen, as modelled time since the start.
-        seen: Duration,
-        /// When it should have been gone by, as modelled time since the start.
-        deadline: Duration,
-    },
+    OrphanOutlived(Box<Outlived>),
     /// A job ended, or was said to, when it was not in flight: it had ended
     /// already (a second outcome) or was never accepted (H10, B9).
     NotInFlight {
@@ -151,16 +142,13 @@ impl fmt::Display for Violation {
                 f,
                 "pool over capacity: pool {pool} of deployment {deployment} held {held} leases, capacity {capacity}"
             ),
-            Violation::OrphanOutlived {
-                deployment,
-                instance,
-                seen,
-                deadline,
-            } => write!(
+            Violation::OrphanOutlived(o) => write!(
                 f,
-                "orphan {instance} of deployment {deployment}, first seen at +{}, was still on the host after +{}",
-                Human(*seen),
-                Human(*deadline)
+                "orphan {} of deployment {}, first seen at +{}, was still on the host after +{}",
+                o.instance,
+                o.deployment,
+                Human(o.seen),
+                Human(o.deadline)
             ),
             Violation::NotInFlight { job, what } => {
                 write!(
@@ -180,6 +168,19 @@ impl fmt::Display for Violation {
             Violation::Trace { error } => write!(f, "the trace cannot be replayed: {error}"),
         }
     }
+}
+
+/// An orphan that outlived its grace period: [`Violation::OrphanOutlived`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outlived {
+    /// The deployment's name.
+    pub deployment: String,
+    /// The instance's name.
+    pub instance: String,
+    /// When it was first seen, as modelled time since the start.
+    pub seen: Duration,
+    /// When it should have been gone by, as modelled time since the start.
+    pub deadline: Duration,
 }
 
 /// A run that broke an invariant: what, when, and how to replay it.
@@ -482,6 +483,7 @@ impl Scenario {
                 outcomes: Outcomes::default(),
                 restarts: 0,
                 restarts_unsupported: 0,
+                handed_over: 0,
                 adopted: 0,
                 strays: 0,
                 orphans_seen: 0,
@@ -896,7 +898,11 @@ impl Driver<'_> {
                         }
                     }
                 }
-                Change::Restarted { deployment } => {
+                Change::Restarted {
+                    deployment,
+                    handed_over,
+                } => {
+                    self.report.handed_over += *handed_over as u64;
                     let d = *deployment;
                     let mut moved = 0;
                     for state in self.jobs.values_mut() {
@@ -935,8 +941,8 @@ impl Driver<'_> {
                     return Err(self.fail(Violation::PoolOverCapacity {
                         deployment: self.scenario.deployments[d].name.clone(),
                         pool: self.pool_names[d][p].clone(),
-                        held,
-                        capacity,
+                        held: u32::try_from(held).unwrap_or(u32::MAX),
+                        capacity: u32::try_from(capacity).unwrap_or(u32::MAX),
                     }));
                 }
             }
@@ -976,12 +982,12 @@ impl Driver<'_> {
             if still {
                 let since =
                     |t: SystemTime| t.duration_since(self.scenario.start).unwrap_or_default();
-                return Err(self.fail(Violation::OrphanOutlived {
+                return Err(self.fail(Violation::OrphanOutlived(Box::new(Outlived {
                     deployment: self.scenario.deployments[w.deployment].name.clone(),
                     instance: w.name.clone(),
                     seen: since(w.seen),
                     deadline: since(w.deadline),
-                }));
+                }))));
             }
             // Gone without a collection reported (a restart's new scheduler
             // may find it gone): stop watching it.

@@ -208,6 +208,9 @@ pub enum Change {
     Restarted {
         /// The deployment index.
         deployment: usize,
+        /// How many jobs the durable store handed to the new scheduler:
+        /// accepted by the old one and not placed.
+        handed_over: usize,
     },
     /// A job the durable store handed to a new scheduler after a restart was
     /// refused by it: the job is lost, which the harness reports.

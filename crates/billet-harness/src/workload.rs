@@ -367,6 +367,50 @@ mod tests {
         );
     }
 
+    // H10: jobs carry labels drawn from the mix, from a stream of their own:
+    // the same workload with and without labels has the same arrivals, run
+    // times and trust classes.
+    #[test]
+    fn h10_labels_are_drawn_from_their_own_stream() {
+        let plain = Workload {
+            jobs: 2_000,
+            trust: TrustMix {
+                trusted: 0.9,
+                untrusted: 0.05,
+                unknown: 0.05,
+            },
+            ..Workload::default()
+        };
+        let labelled = Workload {
+            labels: LabelMix::routed(),
+            ..plain.clone()
+        };
+        let start = SystemTime::UNIX_EPOCH;
+        let a: Vec<Job> = plain.arrivals(3, start).collect();
+        let b: Vec<Job> = labelled.arrivals(3, start).collect();
+        assert!(a.iter().all(|j| j.labels.is_empty()));
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!(
+                (x.submitted_at, x.run_time, x.trust),
+                (y.submitted_at, y.run_time, y.trust)
+            );
+        }
+        let share = |labels: &[&str]| {
+            b.iter().filter(|j| j.labels == labels).count() as f64 / b.len() as f64
+        };
+        assert!((share(&["linux"]) - 0.5).abs() < 0.05);
+        assert!((share(&["macos"]) - 0.1).abs() < 0.03);
+        assert!((share(&[]) - 0.2).abs() < 0.04);
+        assert!(share(&["linux", "gpu"]) > 0.0 && share(&["kvm"]) > 0.0);
+        let again: Vec<Job> = labelled.arrivals(3, start).collect();
+        assert_eq!(b, again);
+        let bad = Workload {
+            labels: LabelMix::of([(&["x"][..], -1.0)]),
+            ..Workload::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+
     // H2: a workload that cannot be generated is refused with a reason.
     #[test]
     fn h2_bad_workloads_are_refused() {

@@ -80,7 +80,8 @@ impl<S: Scheduler> Scheduler for Recording<S> {
                 let at = now.duration_since(self.start).unwrap();
                 log.placed.push((p.job, p.deployment, at));
                 let arrived = self.arrived.remove(&p.job).unwrap();
-                log.waits.push((p.job, now.duration_since(arrived).unwrap()));
+                log.waits
+                    .push((p.job, now.duration_since(arrived).unwrap()));
             }
         }
         step
@@ -151,12 +152,24 @@ fn assert_agree(what: &str, scenario: &Scenario) -> Report {
         );
     }
     assert_eq!(
-        (production.queue_wait, production.peak_queue, production.peak_leases),
-        (reference.queue_wait, reference.peak_queue, reference.peak_leases),
+        (
+            production.queue_wait,
+            production.peak_queue,
+            production.peak_leases
+        ),
+        (
+            reference.queue_wait,
+            reference.peak_queue,
+            reference.peak_leases
+        ),
         "{what}"
     );
     assert_eq!(
-        (production.submitted, production.finished, production.refused),
+        (
+            production.submitted,
+            production.finished,
+            production.refused
+        ),
         (reference.submitted, reference.finished, reference.refused),
         "{what}"
     );
@@ -188,7 +201,10 @@ fn h10_production_agrees_with_reference_on_generated_workloads() {
         let scenario = agreeing(seed, load, 3_000, 150);
         let report = assert_agree(&format!("seed {seed}, load {load}"), &scenario);
         assert_eq!(report.finished + report.refused, 3_000);
-        assert!(report.inventory_errors > 0, "the outages were seen: {report}");
+        assert!(
+            report.inventory_errors > 0,
+            "the outages were seen: {report}"
+        );
         if load > 1.0 {
             assert!(report.peak_queue > 100, "a queue built: {report}");
         }

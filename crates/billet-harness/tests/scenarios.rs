@@ -293,6 +293,31 @@ fn h5_h6_default_fleet_report_and_chart() {
     );
 }
 
+// H6, H10: the fleet example's default, the production fleet: at least 1,000
+// concurrent leases over two deployments of three routed pools, labelled
+// jobs, three outages, one restart and two strays, every invariant kept.
+#[test]
+fn h6_h10_default_production_fleet() {
+    let fleet = Fleet::production();
+    assert!(fleet.concurrency >= 1_000 && fleet.outages >= 3 && fleet.deployments == 2);
+    assert!(fleet.routed && fleet.restarts == 1 && fleet.strays == 2);
+    let report = Scenario::fleet(fleet)
+        .run(billet_harness::production::ProductionScheduler::new)
+        .unwrap();
+    assert!(report.peak_leases >= 1_000, "{report}");
+    assert_eq!(report.finished + report.refused, fleet.jobs);
+    assert_eq!(report.outages_survived, 3);
+    assert_eq!(
+        (report.restarts, report.orphans_collected),
+        (1, 2),
+        "{report}"
+    );
+    assert!(
+        report.adopted > 0 && report.inventory_errors > 0,
+        "{report}"
+    );
+}
+
 /// The LCG trace shipped with the repository (T4).
 const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
 
