@@ -9,8 +9,8 @@
 //! at and over capacity), and the LCG trace shipped in `data/LCG.swf.gz`. In
 //! this debug-mode test the trace is replayed up to its first 20,000 records
 //! (onto 500 leases, so its bursts queue); the whole trace (188,041 jobs onto
-//! 2,000 leases) is compared the same way by the `replay` bench under
-//! `cargo bench -p billet-harness --bench replay`.
+//! 2,000 leases) is compared the same way by the `production_replay` bench
+//! under `cargo bench -p billet-harness --bench production_replay`.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -213,7 +213,8 @@ fn h10_production_agrees_with_reference_on_generated_workloads() {
 
 // H10: the LCG trace's first 20,000 records onto 500 leases, through four
 // outages: its bursts queue jobs for hours, and the two schedulers still place
-// every job at the same modelled time. (The whole trace: the `replay` bench.)
+// every job at the same modelled time. (The whole trace: the
+// `production_replay` bench.)
 #[test]
 fn h10_production_agrees_with_reference_on_the_lcg_trace() {
     let scenario = Scenario::replay(
