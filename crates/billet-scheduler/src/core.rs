@@ -854,7 +854,10 @@ impl Core {
         {
             let p = &mut self.pools[pool.0];
             p.ready = true;
-            if p.dirty_since.is_some_and(|since| since < issued) {
+            // Asked for at or after the epoch it was dirtied in (lists are
+            // asked for after the call results of their input): it shows
+            // what that left.
+            if p.dirty_since.is_some_and(|since| since <= issued) {
                 p.dirty_since = None;
             }
         }
@@ -903,7 +906,9 @@ impl Core {
                     }
                     _ => {}
                 },
-                Stage::Launching { call: None, .. } if rec.ending.is_none() => {
+                // Waiting to retry (an end asked for meanwhile is settled by
+                // a find at once, so this job has none).
+                Stage::Launching { call: None, .. } => {
                     let name = id.instance_name(&self.infos[pool.0].name);
                     if let Some(found) = inventory.iter().find(|i| i.name == name) {
                         self.adopt(id, pool, found);

@@ -460,7 +460,7 @@ fn b6_vanished_and_inventory_errors() {
 // instance: its absence there is not a vanishing.
 #[test]
 fn b6_a_list_older_than_the_launch_does_not_vanish_it() {
-    let mut world = World::new(one_pool(1));
+    let mut world = world_with(one_pool(1), 60);
     world.settle();
     world.submit(job(1, 100, 0)).unwrap();
     world.collect();
@@ -865,4 +865,287 @@ routing:
     assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
     assert_eq!(placed(&world, 3), Some(PoolId(1)), "job 3 came first");
     assert_eq!(placed(&world, 4), None);
+}
+
+/// A world whose calls time out after `call_timeout`.
+fn world_with(config: billet_config::Config, call_timeout: u64) -> World {
+    let settings = billet_scheduler::Settings {
+        call_timeout: secs(call_timeout),
+        ..settings()
+    };
+    World::over(
+        Core::new(config, |_| [false, false, true], settings, t0()),
+        Fake::default(),
+    )
+}
+
+/// The retries decided for `job`: (attempt, delay from `from`).
+fn retries(world: &World, job: u64) -> Vec<(u32, u64)> {
+    world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Retrying {
+                job: j,
+                attempt,
+                at,
+                ..
+            } if *j == JobId(job) => Some((*attempt, at.duration_since(t0()).unwrap().as_secs())),
+            _ => None,
+        })
+        .collect()
+}
+
+// B5: finds after a conflict back off too, doubling; a find that answers
+// nothing leads to a relaunch after the next delay.
+#[test]
+fn b5_finds_back_off_and_count_attempts() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.submit(job(1, 100, 0)).unwrap();
+    world.collect();
+    let launch = world.calls()[0].id;
+    world.answer_with(
+        launch,
+        Answer::Launched(Err(Error::Conflict {
+            name: "job-1.a".into(),
+        })),
+    );
+    for wait in [1, 2] {
+        let find = world.calls()[0].id;
+        world.answer_with(find, Answer::Found(Err(Error::unavailable("x"))));
+        world.wait(secs(wait));
+    }
+    let find = world.calls()[0].clone();
+    assert_eq!(find.call, Call::Find("job-1.a".into()));
+    world.answer_with(find.id, Answer::Found(Ok(None)));
+    // Launched again after 4 s more.
+    assert_eq!(retries(&world, 1), [(1, 1), (2, 3), (3, 7)]);
+    world.wait(secs(4));
+    assert!(matches!(world.calls()[0].call, Call::Launch(_)));
+}
+
+// B6: destroys that error back off, doubling; a destroy answered NotOwned
+// ends the job at once (the instance is not this deployment's to wait for).
+#[test]
+fn b6_destroy_errors_back_off_and_not_owned_ends() {
+    let mut world = World::new(one_pool(2));
+    world.settle();
+    world.submit(job(1, 100, 0)).unwrap();
+    world.submit(job(2, 100, 0)).unwrap();
+    world.settle();
+    assert!(world.core.cancel(JobId(1), world.now));
+    assert!(world.core.cancel(JobId(2), world.now));
+    world.collect();
+    let calls = world.calls();
+    world.answer_with(
+        calls[1].id,
+        Answer::Destroyed(Err(Error::NotOwned {
+            id: "i-2".into(),
+            owner: "green".into(),
+        })),
+    );
+    assert_eq!(world.outcome(2), Some(Outcome::Cancelled));
+    assert_eq!(world.core.leases(PoolId(0)), 1);
+    world.answer_with(calls[0].id, Answer::Destroyed(Err(Error::unavailable("x"))));
+    for wait in [1, 2] {
+        world.wait(secs(wait));
+        let destroy = world.calls()[0].id;
+        world.answer_with(destroy, Answer::Destroyed(Err(Error::unavailable("x"))));
+    }
+    assert_eq!(retries(&world, 1), [(1, 1), (2, 3), (3, 7)]);
+    assert_eq!(world.outcome(1), None);
+}
+
+// B6: a reconciliation lists only pools with something to settle, and never
+// a pool whose list is still in flight.
+#[test]
+fn b6_reconcile_lists_busy_pools_once() {
+    let yaml = "
+deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 1, docker: {image: i}}
+  - {name: b, kind: docker, capacity: 1, docker: {image: i}}
+routing: {routes: [{labels: [a], provider: a}], default_kind: docker}
+";
+    let mut world = world_with(config(yaml), 60);
+    world.settle();
+    world.submit(job(1, 100, 0).with_labels(["a"])).unwrap();
+    world.settle();
+    world.wait(secs(10));
+    let lists: Vec<PoolId> = world.calls().iter().map(|a| a.pool).collect();
+    assert_eq!(lists, [PoolId(0)], "the idle pool b is not listed");
+    // Unanswered, still in flight at the next reconciliation: not asked twice.
+    world.wait(secs(10));
+    assert_eq!(world.calls().len(), 1);
+    world.settle();
+    world.wait(secs(10));
+    assert_eq!(world.calls().len(), 1);
+}
+
+// B6: an inventory asked for when a lost launch's deadline passed shows what
+// that launch left; once it has, nothing is left to settle.
+#[test]
+fn b6_a_list_at_the_deadline_settles_a_lost_launch() {
+    let mut world = world_with(one_pool(1), 10);
+    world.settle();
+    world.submit(job(1, 100, 0)).unwrap();
+    world.collect();
+    assert!(world.core.cancel(JobId(1), world.now));
+    world.pending.clear();
+    world.wait(secs(10));
+    // The lost launch is settled by a find; the reconciliation lists the pool.
+    world.settle();
+    assert_eq!(world.outcome(1), Some(Outcome::Cancelled));
+    assert!(world.core.is_idle());
+    assert_eq!(world.core.poll_timeout(), None);
+}
+
+// B6: a job stopping (its destroy in flight) whose instance an inventory
+// older than its launch does not show is not freed; a list that shows it
+// while the destroy is in flight asks for no second destroy.
+#[test]
+fn b6_stopping_jobs_wait_for_their_destroy() {
+    let mut world = world_with(one_pool(1), 60);
+    world.settle();
+    world.submit(job(1, 100, 0)).unwrap();
+    world.collect();
+    let launch = world.calls()[0].clone();
+    world.wait(secs(10));
+    let list = world
+        .calls()
+        .into_iter()
+        .find(|a| a.call == Call::List)
+        .unwrap();
+    let empty = world.fake.answer(&list, world.now);
+    let launched = world.fake.answer(&launch, world.now);
+    world.answer_with(launch.id, launched);
+    assert!(world.core.cancel(JobId(1), world.now));
+    world.collect();
+    world.answer_with(list.id, empty);
+    assert_eq!(world.outcome(1), None, "the destroy is not confirmed yet");
+    assert_eq!(world.core.leases(PoolId(0)), 1);
+    let destroys = |world: &World| {
+        world
+            .calls()
+            .iter()
+            .filter(|a| matches!(a.call, Call::Destroy(_)))
+            .count()
+    };
+    assert_eq!(destroys(&world), 1);
+    world.wait(secs(10));
+    let list = world
+        .calls()
+        .into_iter()
+        .find(|a| a.call == Call::List)
+        .unwrap();
+    let shown = world.fake.answer(&list, world.now);
+    world.answer_with(list.id, shown);
+    assert_eq!(
+        destroys(&world),
+        1,
+        "no second destroy while one is in flight"
+    );
+    // The destroy errors: it waits for its backoff, even when listed again.
+    let destroy = world
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Destroy(_)))
+        .unwrap();
+    world.answer_with(destroy.id, Answer::Destroyed(Err(Error::unavailable("x"))));
+    let list_now = |world: &mut World| {
+        world.core.handle_timeout(world.now + secs(10));
+        world.now += secs(10);
+        world.collect();
+        let list = world
+            .calls()
+            .into_iter()
+            .find(|a| a.call == Call::List)
+            .unwrap();
+        let shown = world.fake.answer(&list, world.now);
+        world.answer_with(list.id, shown);
+    };
+    assert_eq!(destroys(&world), 0);
+    // Its retry fires first (1 s), at the same handle_timeout; answered
+    // Requested, the next list that shows it asks again, once.
+    list_now(&mut world);
+    let destroy = world
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Destroy(_)))
+        .unwrap();
+    world.answer_with(destroy.id, Answer::Destroyed(Ok(Teardown::Requested)));
+    assert_eq!(destroys(&world), 0);
+    list_now(&mut world);
+    assert_eq!(destroys(&world), 1);
+}
+
+// B7: an instance named for another configured pool is that pool's to judge
+// (pools may share one inventory); one named for a pool the configuration
+// lacks is an orphan.
+#[test]
+fn b7_names_for_other_pools() {
+    let yaml = "
+deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 2, docker: {image: i}}
+  - {name: b, kind: docker, capacity: 2, docker: {image: i}}
+routing: {default_kind: docker}
+";
+    let mut fake = Fake::default();
+    fake.plant(0, "job-5.b", t0(), secs(1_000));
+    fake.plant(0, "job-6.gone", t0(), secs(1_000));
+    fake.plant(1, "job-5.b", t0(), secs(1_000));
+    let mut world = World::over(core(config(yaml)), fake);
+    world.settle();
+    let orphans: Vec<String> = world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Orphan { name, pool, .. } => Some(format!("{name}@{pool}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(orphans, ["job-6.gone@#0"]);
+    assert_eq!(world.core.stats().learned, 1);
+    assert_eq!(world.core.lease_of(JobId(5)), Some(PoolId(1)));
+}
+
+// B7: while a job's launch in this pool is in flight, an instance with its
+// name is what that launch makes, not an orphan; one named for a pool where
+// the job does not hold its lease is an orphan.
+#[test]
+fn b7_in_flight_launches_and_leases_elsewhere() {
+    let yaml = "
+deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 2, docker: {image: i}}
+  - {name: b, kind: docker, capacity: 2, docker: {image: i}}
+routing: {routes: [{labels: [b], provider: b}], default_kind: docker}
+";
+    let mut world = world_with(config(yaml), 60);
+    world.settle();
+    world.submit(job(1, 1_000, 0)).unwrap();
+    world.submit(job(2, 1_000, 0).with_labels(["b"])).unwrap();
+    world.collect();
+    let launches = world.calls();
+    // Job 1's launch happens, its answer is slow; job 2 runs in b.
+    let made = world.fake.answer(&launches[0], world.now);
+    world.pending.remove(&launches[0].id);
+    let ran = world.fake.answer(&launches[1], world.now);
+    world.answer_with(launches[1].id, ran);
+    world.fake.plant(0, "job-2.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    let orphans: Vec<String> = world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Orphan { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(orphans, ["job-2.a"]);
+    world.answer_with(launches[0].id, made);
+    assert_eq!(world.outcome(1), None);
+    assert_eq!(world.core.stats().pools[0].orphans, 1);
 }
