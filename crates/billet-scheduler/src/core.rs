@@ -147,6 +147,9 @@ struct Rec {
     deadline: Option<SystemTime>,
     /// The spec of its instance, from placement until the launch settles.
     spec: Option<Arc<Spec>>,
+    /// Learned from an inventory (B8) and not handed over since: when its
+    /// instance started.
+    learned: Option<SystemTime>,
 }
 
 #[derive(Debug, Clone)]
@@ -311,11 +314,28 @@ impl Core {
 
     /// Accepts `job` at `now`, or refuses it with the reason (B3): no pool
     /// could ever take it, or a job with its id has not ended yet. A refused
-    /// job records nothing. An accepted job is placed at once when a pool it
+    /// job records nothing. A job this core learned from an inventory at
+    /// start (B8) is accepted again: it keeps its instance and lease, and
+    /// takes the details given (its timeout counted from its instance's
+    /// start), so whoever keeps the jobs can hand every unfinished one over
+    /// after a restart. An accepted job is placed at once when a pool it
     /// may run on has room and nothing it waits behind is queued.
     pub fn submit(&mut self, job: Job, now: SystemTime) -> Result<(), Refusal> {
         self.advance(now);
-        if self.jobs.contains_key(&job.id) {
+        if let Some(rec) = self.jobs.get_mut(&job.id) {
+            // A job learned from an inventory (B8), handed over again by
+            // whoever keeps the jobs: it gets its details back, its timeout
+            // counted from its instance's start.
+            if let Some(started) = rec.learned.take() {
+                let id = job.id;
+                rec.deadline = job.timeout.and_then(|t| started.checked_add(t));
+                rec.job = job;
+                if let Some(at) = rec.deadline {
+                    self.timeouts.insert((at, id));
+                }
+                self.counts.accepted += 1;
+                return Ok(());
+            }
             self.counts.refused += 1;
             return Err(Refusal::Duplicate { id: job.id.0 });
         }
@@ -344,6 +364,7 @@ impl Core {
                 ending: None,
                 deadline: None,
                 spec: None,
+                learned: None,
             },
         );
         let queue = &mut self.classes[class].queue;
@@ -514,12 +535,14 @@ impl Core {
     }
 
     /// When [`handle_timeout`](Core::handle_timeout) is next needed: the
-    /// earliest call deadline, retry, job timeout, or (while anything is in
-    /// flight, queued, unsettled or orphaned) the next reconciliation. `None`
-    /// when the core is idle. Read it again after every input; it may be in
-    /// the past, and must still be honoured.
+    /// earliest call deadline, retry, job timeout or reconciliation. Always
+    /// `Some`: reconciliation never stops, so a stray that appears while
+    /// nothing runs is found too. (A caller stepping modelled time may stop
+    /// once [`is_idle`](Core::is_idle); [`Inline::next_wakeup`](crate::Inline::next_wakeup)
+    /// does.) Read it again after every input; it may be in the past, and
+    /// must still be honoured.
     pub fn poll_timeout(&mut self) -> Option<SystemTime> {
-        let reconcile = (!self.is_idle()).then_some(self.next_reconcile);
+        let reconcile = Some(self.next_reconcile);
         [
             self.calls.front().map(|d| d.0),
             self.retries.first().map(|r| r.0),
@@ -731,18 +754,27 @@ impl Core {
             return;
         };
         orphan.collecting = None;
-        if matches!(result, Ok(teardown) if teardown.is_confirmed()) {
-            let Some(orphan) = self.pools[pool.0].orphans.remove(instance) else {
-                return;
-            };
-            self.counts.orphans_collected += 1;
-            self.may_place = true;
-            self.decide(Decision::Orphan {
-                pool,
-                instance: instance.clone(),
-                name: orphan.name,
-                fate: OrphanFate::Collected,
-            });
+        match result {
+            Ok(Teardown::Stopped) => {
+                let Some(orphan) = self.pools[pool.0].orphans.remove(instance) else {
+                    return;
+                };
+                self.counts.orphans_collected += 1;
+                self.may_place = true;
+                self.decide(Decision::Orphan {
+                    pool,
+                    instance: instance.clone(),
+                    name: orphan.name,
+                    fate: OrphanFate::Collected,
+                });
+            }
+            // Confirmed gone, but not by this call (pools sharing one
+            // inventory each try): forgotten, counted once by whoever removed it.
+            Ok(Teardown::Absent) => {
+                self.pools[pool.0].orphans.remove(instance);
+                self.may_place = true;
+            }
+            Ok(Teardown::Requested) | Err(_) => {}
         }
     }
 
@@ -815,13 +847,11 @@ impl Core {
             .now
             .checked_add(self.settings.reconcile_every)
             .unwrap_or(self.now);
+        // Every pool, busy or not: an instance nobody launched (a stray) is
+        // found wherever it appears (B6, B7). A pool whose list is still in
+        // flight is not asked twice.
         for p in 0..self.pools.len() {
-            let pool = &self.pools[p];
-            let busy = !pool.leases.is_empty()
-                || !pool.ready
-                || pool.dirty_since.is_some()
-                || !pool.orphans.is_empty();
-            if busy && pool.listing.is_none() {
+            if self.pools[p].listing.is_none() {
                 self.list(PoolId(p));
             }
         }
@@ -837,7 +867,7 @@ impl Core {
         if self.pools[pool.0].listing == Some(call) {
             self.pools[pool.0].listing = None;
         }
-        let mut inventory = match result {
+        let inventory = match result {
             Ok(inventory) => inventory,
             Err(err) => {
                 self.counts.inventory_errors += 1;
@@ -848,8 +878,6 @@ impl Core {
                 return;
             }
         };
-        // The answer's order is unspecified: decide in a fixed one (B10).
-        inventory.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         let first = !self.pools[pool.0].ready;
         {
             let p = &mut self.pools[pool.0];
@@ -864,93 +892,145 @@ impl Core {
         if first {
             self.may_place = true;
         }
-        let by_id: FxHashMap<&str, &Instance> =
-            inventory.iter().map(|i| (i.id.as_str(), i)).collect();
 
-        // 1. This pool's leases, in job order.
-        let held: Vec<JobId> = self.pools[pool.0].leases.iter().copied().collect();
-        for id in held {
-            let Some(rec) = self.jobs.get(&id) else {
-                continue;
+        // One pass over the answer, in whatever order it came: the instances
+        // backing this pool's launched leases are counted (and the stopped
+        // ones noted); the rest are set aside. Decisions are then made in job
+        // or instance order, never in the answer's (B10).
+        let here = self.infos[pool.0].name.clone();
+        let mut backing = 0usize;
+        let mut stopped: Vec<(JobId, i32)> = Vec::new();
+        let mut others: Vec<&Instance> = Vec::new();
+        let mut again: Vec<JobId> = Vec::new();
+        for instance in &inventory {
+            let job = match JobId::from_instance_name(&instance.name) {
+                Some((id, named)) if named == here.as_str() => Some(id),
+                // Another configured pool's instance, seen through an
+                // inventory the two share: that pool's own list judges it.
+                Some((_, named)) if self.infos.iter().any(|info| info.name == named) => continue,
+                _ => None,
             };
-            match rec.stage.clone() {
-                Stage::Running {
-                    instance, since, ..
-                } => match by_id.get(instance.as_str()) {
-                    Some(found) => {
-                        if let State::Stopped { exit_code } = found.state {
-                            self.stop(id, pool, instance, since, Outcome::Finished { exit_code });
-                        }
+            let backs = job.and_then(|id| self.jobs.get(&id)).map(|rec| &rec.stage);
+            match backs {
+                Some(Stage::Running {
+                    pool: p,
+                    instance: held,
+                    ..
+                }) if *p == pool && *held == instance.id => {
+                    backing += 1;
+                    if let (Some(id), State::Stopped { exit_code }) = (job, instance.state) {
+                        stopped.push((id, exit_code));
                     }
-                    None if since < issued => self.end(
-                        id,
-                        Outcome::Failed {
-                            reason: FailReason::Vanished,
-                        },
-                    ),
-                    None => {}
-                },
-                Stage::Stopping {
-                    instance,
-                    since,
-                    attempt,
+                }
+                Some(Stage::Stopping {
+                    pool: p,
+                    instance: held,
                     call,
                     retry_at,
                     requested,
-                    outcome,
                     ..
-                } => match by_id.get(instance.as_str()) {
-                    None if since < issued => self.end(id, outcome),
-                    Some(_) if requested && call.is_none() && retry_at.is_none() => {
-                        self.destroy(id, pool, instance, since, attempt, outcome);
-                    }
-                    _ => {}
-                },
-                // Waiting to retry (an end asked for meanwhile is settled by
-                // a find at once, so this job has none).
-                Stage::Launching { call: None, .. } => {
-                    let name = id.instance_name(&self.infos[pool.0].name);
-                    if let Some(found) = inventory.iter().find(|i| i.name == name) {
-                        self.adopt(id, pool, found);
+                }) if *p == pool && *held == instance.id => {
+                    backing += 1;
+                    // Asked to go, not confirmed, and still here: ask again.
+                    if *requested && call.is_none() && retry_at.is_none() {
+                        again.extend(job);
                     }
                 }
-                _ => {}
+                _ => others.push(instance),
             }
         }
 
-        // 2. Instances no lease holds: learned (at start), adopted, or orphans.
-        let mut listed = BTreeSet::new();
-        for instance in &inventory {
-            let named = JobId::from_instance_name(&instance.name);
-            let job = match named {
-                // Another configured pool's instance, seen through an
-                // inventory the two share: that pool's own list judges it.
-                Some((_, other)) if other != self.infos[pool.0].name => {
-                    if self.infos.iter().any(|info| info.name == other) {
-                        continue;
+        // 1. Launched leases whose instance has stopped: destroyed, finished.
+        stopped.sort_unstable();
+        for (id, exit_code) in stopped {
+            if let Some(Stage::Running {
+                instance, since, ..
+            }) = self.jobs.get(&id).map(|rec| rec.stage.clone())
+            {
+                self.stop(id, pool, instance, since, Outcome::Finished { exit_code });
+            }
+        }
+
+        again.sort_unstable();
+        for id in again {
+            if let Some(Stage::Stopping {
+                instance,
+                since,
+                attempt,
+                outcome,
+                ..
+            }) = self.jobs.get(&id).map(|rec| rec.stage.clone())
+            {
+                self.destroy(id, pool, instance, since, attempt, outcome);
+            }
+        }
+
+        // 2. Launched leases whose instance the answer lacks, looked for only
+        // when fewer instances backed leases than there are launched leases.
+        let launched = {
+            let p = &self.pools[pool.0];
+            p.leases.len() - p.launching as usize
+        };
+        if backing < launched {
+            let present: rustc_hash::FxHashSet<&str> =
+                inventory.iter().map(|i| i.id.as_str()).collect();
+            let held: Vec<JobId> = self.pools[pool.0].leases.iter().copied().collect();
+            for id in held {
+                let Some(rec) = self.jobs.get(&id) else {
+                    continue;
+                };
+                let gone = match &rec.stage {
+                    Stage::Running {
+                        instance, since, ..
+                    } if *since < issued && !present.contains(instance.as_str()) => {
+                        Some(Outcome::Failed {
+                            reason: FailReason::Vanished,
+                        })
                     }
-                    None
+                    Stage::Stopping {
+                        instance,
+                        since,
+                        outcome,
+                        ..
+                    } if *since < issued && !present.contains(instance.as_str()) => {
+                        Some(outcome.clone())
+                    }
+                    _ => None,
+                };
+                if let Some(outcome) = gone {
+                    self.end(id, outcome);
                 }
-                Some((id, _)) => Some(id),
-                None => None,
+            }
+        }
+
+        // 3. Instances that back no launched lease: a waiting retry adopting
+        // what its lost launch made, learned (at start), adopted, or orphans.
+        others.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let mut listed = BTreeSet::new();
+        for instance in others {
+            let job = match JobId::from_instance_name(&instance.name) {
+                Some((id, named)) if named == here.as_str() => Some(id),
+                _ => None,
             };
-            let stage = job.and_then(|id| self.jobs.get(&id)).map(|rec| &rec.stage);
+            let stage = job
+                .and_then(|id| self.jobs.get(&id))
+                .map(|rec| rec.stage.clone());
             match (job, stage) {
+                (
+                    Some(id),
+                    Some(Stage::Launching {
+                        pool: p,
+                        call: None,
+                        ..
+                    }),
+                ) if p == pool => self.adopt(id, pool, instance),
                 (Some(id), Some(Stage::Queued { .. })) => {
                     self.unqueue(id);
                     self.take_lease(id, pool, Stage::Queued { class: 0, seq: 0 });
                     self.adopt(id, pool, instance);
                 }
-                // Backs its job's lease.
-                (
-                    Some(_),
-                    Some(
-                        Stage::Running { instance: held, .. }
-                        | Stage::Stopping { instance: held, .. },
-                    ),
-                ) if *held == instance.id => {}
-                // Its job's launch here is unsettled: this may be what it
-                // makes. Look again once it has settled.
+                // May be what its unsettled launch here makes: look again once
+                // that has settled.
                 (Some(_), Some(stage)) if stage.is_launching() && stage.pool() == Some(pool) => {
                     self.mark_dirty(pool);
                 }
@@ -965,7 +1045,7 @@ impl Core {
                 }
             }
         }
-        if self.pools.iter().all(|pool| pool.ready) {
+        if first && self.pools.iter().all(|pool| pool.ready) {
             self.ended_before = Default::default();
         }
         // Orphans gone by themselves are forgotten.
@@ -988,6 +1068,7 @@ impl Core {
                 ending: None,
                 deadline: None,
                 spec: None,
+                learned: Some(instance.started_at),
             },
         );
         self.pools[pool.0].leases.insert(id);

@@ -75,8 +75,14 @@ impl Inline {
         self.drain().await;
     }
 
-    /// When [`tick`](Inline::tick) is next needed; `None` when idle.
+    /// When [`tick`](Inline::tick) is next needed; `None` once the core is
+    /// idle ([`Core::is_idle`]): nothing queued, held, unsettled or orphaned.
+    /// The next input finds a reconciliation due if one is, so a stray that
+    /// appears meanwhile is found at the first tick after it.
     pub fn next_wakeup(&mut self) -> Option<SystemTime> {
+        if self.core.is_idle() {
+            return None;
+        }
         self.core.poll_timeout()
     }
 

@@ -689,7 +689,9 @@ fn b9_cancel_while_launching() {
     assert_eq!(world.core.poll_timeout(), Some(t0() + secs(10)));
     world.run_until_idle(secs(100));
     assert!(world.core.is_idle());
-    assert_eq!(world.core.poll_timeout(), None);
+    // Idle, it still reconciles every interval (strays are found).
+    let next = world.core.poll_timeout().unwrap();
+    assert!(next > world.now && next <= world.now + secs(10));
 }
 
 // B9: a job's timeout destroys its instance once exceeded.
@@ -713,7 +715,9 @@ fn b9_timeout_destroys_the_instance() {
     );
     assert_eq!(world.fake.count(), 0);
     assert!(world.core.is_idle());
-    assert_eq!(world.core.poll_timeout(), None);
+    // Idle, it still reconciles every interval (strays are found).
+    let next = world.core.poll_timeout().unwrap();
+    assert!(next > world.now && next <= world.now + secs(10));
 }
 
 // B10: the same events in the same order give the same decisions, whatever
@@ -957,10 +961,10 @@ fn b6_destroy_errors_back_off_and_not_owned_ends() {
     assert_eq!(world.outcome(1), None);
 }
 
-// B6: a reconciliation lists only pools with something to settle, and never
-// a pool whose list is still in flight.
+// B6: a reconciliation lists every pool, busy or not, and never a pool whose
+// list is still in flight.
 #[test]
-fn b6_reconcile_lists_busy_pools_once() {
+fn b6_reconcile_lists_every_pool_once() {
     let yaml = "
 deployment: {id: blue}
 providers:
@@ -974,13 +978,13 @@ routing: {routes: [{labels: [a], provider: a}], default_kind: docker}
     world.settle();
     world.wait(secs(10));
     let lists: Vec<PoolId> = world.calls().iter().map(|a| a.pool).collect();
-    assert_eq!(lists, [PoolId(0)], "the idle pool b is not listed");
+    assert_eq!(lists, [PoolId(0), PoolId(1)], "the idle pool b too");
     // Unanswered, still in flight at the next reconciliation: not asked twice.
     world.wait(secs(10));
-    assert_eq!(world.calls().len(), 1);
+    assert_eq!(world.calls().len(), 2);
     world.settle();
     world.wait(secs(10));
-    assert_eq!(world.calls().len(), 1);
+    assert_eq!(world.calls().len(), 2);
 }
 
 // B6: an inventory asked for when a lost launch's deadline passed shows what
@@ -998,7 +1002,9 @@ fn b6_a_list_at_the_deadline_settles_a_lost_launch() {
     world.settle();
     assert_eq!(world.outcome(1), Some(Outcome::Cancelled));
     assert!(world.core.is_idle());
-    assert_eq!(world.core.poll_timeout(), None);
+    // Idle, it still reconciles every interval (strays are found).
+    let next = world.core.poll_timeout().unwrap();
+    assert!(next > world.now && next <= world.now + secs(10));
 }
 
 // B6: a job stopping (its destroy in flight) whose instance an inventory
@@ -1148,4 +1154,109 @@ routing: {routes: [{labels: [b], provider: b}], default_kind: docker}
     world.answer_with(launches[0].id, made);
     assert_eq!(world.outcome(1), None);
     assert_eq!(world.core.stats().pools[0].orphans, 1);
+}
+
+// B8: a job learned at start, handed over again by whoever keeps the jobs,
+// gets its details back: its timeout counts from its instance's start.
+#[test]
+fn b8_learned_jobs_take_their_details_back() {
+    let mut fake = Fake::default();
+    fake.plant(0, "job-1.a", t0() - secs(100), secs(1_000));
+    let mut world = World::over(core(one_pool(1)), fake);
+    world.settle();
+    assert_eq!(world.core.stats().learned, 1);
+    world
+        .submit(job(1, 1_000, 0).with_timeout(secs(150)))
+        .unwrap();
+    assert_eq!(world.core.stats().accepted, 1);
+    assert_eq!(
+        world.submit(job(1, 1_000, 0)).unwrap_err(),
+        Refusal::Duplicate { id: 1 },
+        "handed over once"
+    );
+    world.collect();
+    assert!(
+        world.calls().is_empty(),
+        "nothing launched: it runs already"
+    );
+    world.advance(secs(49));
+    assert_eq!(world.outcome(1), None);
+    world.advance(secs(1));
+    assert_eq!(
+        world.outcome(1),
+        Some(Outcome::Failed {
+            reason: FailReason::TimedOut
+        })
+    );
+    // Without a timeout, a handed-over job just runs on.
+    let mut fake = Fake::default();
+    fake.plant(0, "job-2.a", t0() - secs(100), secs(150));
+    let mut world = World::over(core(one_pool(1)), fake);
+    world.settle();
+    world.submit(job(2, 1, 0)).unwrap();
+    world.run_until_idle(secs(1_000));
+    assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
+}
+
+// B6, B7: reconciliation never stops: a stray that appears while nothing
+// runs is found at the next interval and collected after its grace period.
+#[test]
+fn b7_a_stray_that_appears_while_idle_is_collected() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    assert!(world.core.is_idle());
+    world.fake.plant(0, "stray", world.now, secs(100_000));
+    world.advance(secs(10));
+    assert_eq!(
+        world.count(|d| matches!(
+            d,
+            Decision::Orphan {
+                fate: OrphanFate::Seen,
+                ..
+            }
+        )),
+        1
+    );
+    assert!(!world.core.is_idle());
+    world.run_until_idle(secs(1_000));
+    assert_eq!(world.fake.count(), 0);
+    assert_eq!(world.core.stats().orphans_collected, 1);
+    assert!(world.core.is_idle());
+}
+
+// B7: an orphan someone else removed first (pools sharing one inventory each
+// try) is forgotten, not counted as collected here.
+#[test]
+fn b7_an_orphan_removed_by_another_is_not_counted() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.fake.plant(0, "stray", world.now, secs(100_000));
+    for _ in 0..3 {
+        world.advance(secs(10));
+    }
+    world.wait(secs(10));
+    let list = world.calls()[0].clone();
+    let shown = world.fake.answer(&list, world.now);
+    world.answer_with(list.id, shown);
+    let collect = world
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Destroy(_)));
+    let Some(collect) = collect else {
+        panic!("the orphan is collected after its grace period");
+    };
+    world.fake.pools.clear();
+    world.answer_with(collect.id, Answer::Destroyed(Ok(Teardown::Absent)));
+    let stats = world.core.stats();
+    assert_eq!((stats.orphans_collected, stats.pools[0].orphans), (0, 0));
+    assert_eq!(
+        world.count(|d| matches!(
+            d,
+            Decision::Orphan {
+                fate: OrphanFate::Collected,
+                ..
+            }
+        )),
+        0
+    );
 }

@@ -287,7 +287,10 @@ impl World {
         let end = self.now + limit;
         self.settle();
         let mut steps = 0u32;
-        while let Some(at) = self.core.poll_timeout() {
+        while !self.core.is_idle() {
+            let Some(at) = self.core.poll_timeout() else {
+                break;
+            };
             if at > end {
                 break;
             }
