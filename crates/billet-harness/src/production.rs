@@ -18,12 +18,15 @@
 //!   less its leases and its queue, ties going to the first. The deployment's
 //!   scheduler routes it to a pool (B3) or refuses it.
 //! * **The durable store**: the jobs each deployment accepted and has not
-//!   placed, in the order accepted. A [`restart`](Scheduler::restart) drops
-//!   the deployment's `Inline`, builds a new one over the same [`Pools`],
-//!   starts it (it reads every inventory first and learns what is running,
-//!   B8), then hands it those jobs again, in order.
+//!   placed, in the order accepted, which the store of a real service would
+//!   hold; here they are read from the scheduler's own queue
+//!   ([`Core::queued_jobs`](billet_scheduler::Core::queued_jobs)) at the
+//!   moment of the restart, before it is dropped. A
+//!   [`restart`](Scheduler::restart) drops the deployment's `Inline`, builds
+//!   a new one over the same [`Pools`], starts it (it reads every inventory
+//!   first and learns what is running, B8), then hands it those jobs again,
+//!   in order.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -33,7 +36,6 @@ use billet_scheduler::{
     BuildError, Decision, FailReason, Inline, JobId as CoreJobId, OrphanFate as CoreFate, Outcome,
     PoolId, Pools,
 };
-use rustc_hash::FxHashMap;
 
 use crate::scheduler::{
     Adopted, Change, FreeReason, Freed, Launched, OrphanChange, OrphanFate, Placed,
@@ -63,10 +65,6 @@ struct Deployment {
     pool_names: Vec<String>,
     inline: Inline,
     capacity: u64,
-    /// The durable store: accepted and not yet placed, by acceptance order.
-    store: BTreeMap<u64, billet_scheduler::Job>,
-    seq_of: FxHashMap<CoreJobId, u64>,
-    next_seq: u64,
 }
 
 impl Deployment {
@@ -77,25 +75,11 @@ impl Deployment {
             .sum()
     }
 
-    fn store(&mut self, job: billet_scheduler::Job) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.seq_of.insert(job.id, seq);
-        self.store.insert(seq, job);
-    }
-
-    fn unstore(&mut self, job: CoreJobId) {
-        if let Some(seq) = self.seq_of.remove(&job) {
-            self.store.remove(&seq);
-        }
-    }
-
     /// Translates every decision made so far into changes for the harness.
     fn drain(&mut self, index: usize, changes: &mut Vec<Change>) {
         while let Some(decision) = self.inline.poll_decision() {
             match decision {
                 Decision::Placed { job, pool } => {
-                    self.unstore(job);
                     changes.push(Change::Placed(Placed {
                         job: job.0,
                         deployment: index,
@@ -114,7 +98,6 @@ impl Deployment {
                     pool,
                     instance,
                 } => {
-                    self.unstore(job);
                     changes.push(Change::Adopted(Adopted {
                         job: job.0,
                         deployment: index,
@@ -124,7 +107,6 @@ impl Deployment {
                 }
                 Decision::Retrying { .. } => {}
                 Decision::Ended { job, pool, outcome } => {
-                    self.unstore(job);
                     let reason = reason(&outcome);
                     changes.push(match pool {
                         Some(pool) => Change::Freed(Freed {
@@ -221,9 +203,6 @@ impl ProductionScheduler {
                 pool_names,
                 inline,
                 capacity: handle.capacity as u64,
-                store: BTreeMap::new(),
-                seq_of: FxHashMap::default(),
-                next_seq: 0,
             }));
         }
         Ok(ProductionScheduler {
@@ -249,7 +228,7 @@ impl ProductionScheduler {
         self.deployments
             .get(index)
             .and_then(|d| d.as_ref())
-            .map_or(0, |d| d.store.len())
+            .map_or(0, |d| d.inline.core().queued() as usize)
     }
 
     /// The deployment the dispatcher gives the next job: the most room
@@ -281,14 +260,7 @@ impl Scheduler for ProductionScheduler {
         let job = billet_scheduler::Job::new(CoreJobId(job.id), job.command)
             .with_labels(job.labels)
             .with_trust(job.trust);
-        let id = job.id;
-        // Stored before it is submitted: a job placed at once leaves the
-        // store again with its `Placed` decision.
-        d.store(job.clone());
         let accepted = d.inline.submit(job).await.is_ok();
-        if !accepted {
-            d.unstore(id);
-        }
         d.drain(index, &mut self.changes);
         accepted
     }
@@ -350,22 +322,20 @@ impl Scheduler for ProductionScheduler {
             return Ok(());
         };
         // Whatever the old scheduler decided was drained after its last call.
+        // The durable store: every job accepted and not placed, in order.
+        let jobs: Vec<billet_scheduler::Job> =
+            d.inline.core().queued_jobs().into_iter().cloned().collect();
         self.changes.push(Change::Restarted {
             deployment: index,
-            handed_over: d.store.len(),
+            handed_over: jobs.len(),
         });
         d.inline = Inline::new(&d.pools, Arc::clone(&self.clock));
         d.inline.start().await;
         d.drain(index, &mut self.changes);
-        // The durable store hands the new scheduler every job accepted and
-        // not placed, in the order they were accepted.
-        let jobs = std::mem::take(&mut d.store);
-        d.seq_of.clear();
-        for job in jobs.into_values() {
+        // The store hands the new scheduler those jobs, in order.
+        for job in jobs {
             let id = job.id;
-            d.store(job.clone());
             if let Err(refusal) = d.inline.submit(job).await {
-                d.unstore(id);
                 self.changes.push(Change::Lost {
                     job: id.0,
                     deployment: index,

@@ -1,7 +1,6 @@
 //! [`Core`]: the scheduler's every decision, made without I/O (B1).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_config::{Config, Settings as PoolSettings};
@@ -10,7 +9,7 @@ use rustc_hash::FxHashMap;
 
 use crate::job::{FailReason, Job, JobId, Outcome};
 use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
-use crate::routing::{PoolId, PoolInfo, Refusal, Target, target};
+use crate::routing::{PoolId, PoolInfo, Refusal, Target, target, trust_index};
 use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
 
@@ -70,6 +69,8 @@ pub struct Core {
     jobs: FxHashMap<JobId, Rec>,
     classes: Vec<Class>,
     class_of: BTreeMap<Target, usize>,
+    /// Routing decided, by labels, then by trust class.
+    routes: FxHashMap<Vec<String>, [Option<Result<usize, Refusal>>; 3]>,
     /// Classes with jobs waiting, by the sequence number of their head.
     waiting: BTreeSet<(u64, usize)>,
     next_seq: u64,
@@ -145,8 +146,6 @@ struct Rec {
     ending: Option<Outcome>,
     /// When the job times out, if it has a timeout and holds a lease.
     deadline: Option<SystemTime>,
-    /// The spec of its instance, from placement until the launch settles.
-    spec: Option<Arc<Spec>>,
     /// Learned from an inventory (B8) and not handed over since: when its
     /// instance started.
     learned: Option<SystemTime>,
@@ -275,6 +274,7 @@ impl Core {
             jobs: FxHashMap::default(),
             classes: Vec::new(),
             class_of: BTreeMap::new(),
+            routes: FxHashMap::default(),
             waiting: BTreeSet::new(),
             next_seq: 0,
             calls: VecDeque::new(),
@@ -339,8 +339,8 @@ impl Core {
             self.counts.refused += 1;
             return Err(Refusal::Duplicate { id: job.id.0 });
         }
-        let target = match target(&self.config, &self.infos, &job) {
-            Ok(target) => target,
+        let class = match self.route(&job) {
+            Ok(class) => class,
             Err(refusal) => {
                 self.counts.refused += 1;
                 tracing::info!(target: "billet_scheduler", job = job.id.0, %refusal, "refused");
@@ -348,7 +348,6 @@ impl Core {
             }
         };
         self.counts.accepted += 1;
-        let class = self.class_for(target);
         let seq = self.next_seq;
         self.next_seq += 1;
         let id = job.id;
@@ -363,7 +362,6 @@ impl Core {
                 stage: Stage::Queued { class, seq },
                 ending: None,
                 deadline: None,
-                spec: None,
                 learned: None,
             },
         );
@@ -377,6 +375,23 @@ impl Core {
         }
         self.place();
         Ok(())
+    }
+
+    /// The queue (class) of jobs with `job`'s labels and trust, or why no
+    /// pool could ever take them. Routing depends on nothing else, so it is
+    /// decided once per labels and trust and remembered.
+    fn route(&mut self, job: &Job) -> Result<usize, Refusal> {
+        let trust = trust_index(job.trust);
+        if let Some(known) = self
+            .routes
+            .get(job.labels.as_slice())
+            .and_then(|by_trust| by_trust[trust].clone())
+        {
+            return known;
+        }
+        let routed = target(&self.config, &self.infos, job).map(|t| self.class_for(t));
+        self.routes.entry(job.labels.clone()).or_default()[trust] = Some(routed.clone());
+        routed
     }
 
     fn class_for(&mut self, target: Target) -> usize {
@@ -574,6 +589,21 @@ impl Core {
     /// Jobs waiting for a lease.
     pub fn queued(&self) -> u64 {
         self.pools.iter().map(|pool| pool.queued).sum()
+    }
+
+    /// The jobs waiting for a lease, in the order they were accepted: what a
+    /// caller keeping the jobs hands a new core after a restart.
+    pub fn queued_jobs(&self) -> Vec<&Job> {
+        let mut waiting: Vec<(u64, &Job)> = self
+            .jobs
+            .values()
+            .filter_map(|rec| match rec.stage {
+                Stage::Queued { seq, .. } => Some((seq, &rec.job)),
+                _ => None,
+            })
+            .collect();
+        waiting.sort_unstable_by_key(|(seq, _)| *seq);
+        waiting.into_iter().map(|(_, job)| job).collect()
     }
 
     /// The pool whose lease `job` holds, if it holds one.
@@ -1067,7 +1097,6 @@ impl Core {
                 stage: Stage::Queued { class: 0, seq: 0 },
                 ending: None,
                 deadline: None,
-                spec: None,
                 learned: Some(instance.started_at),
             },
         );
@@ -1181,17 +1210,10 @@ impl Core {
     /// Asks for `job`'s launch again (a retry), with the spec its placement
     /// built.
     fn launch(&mut self, id: JobId, pool: PoolId, attempt: u32) {
-        let Some(rec) = self.jobs.get_mut(&id) else {
+        let Some(rec) = self.jobs.get(&id) else {
             return;
         };
-        let spec = match &rec.spec {
-            Some(spec) => Arc::clone(spec),
-            None => {
-                let spec = Arc::new(spec_for(&self.infos[pool.0], id, &mut rec.job));
-                rec.spec = Some(Arc::clone(&spec));
-                spec
-            }
-        };
+        let spec = spec_for(&self.infos[pool.0], id, &rec.job);
         let call = self.call(pool, Call::Launch(spec), Purpose::Job(id));
         self.set_stage(
             id,
@@ -1318,10 +1340,6 @@ impl Core {
         };
         let was = rec.stage.is_launching().then(|| rec.stage.pool()).flatten();
         let now = stage.is_launching().then(|| stage.pool()).flatten();
-        if matches!(stage, Stage::Running { .. } | Stage::Stopping { .. }) {
-            // Launched: the spec is needed no more.
-            rec.spec = None;
-        }
         if let Some(at) = rec.stage.retry_at() {
             self.retries.remove(&(at, id));
         }
@@ -1480,8 +1498,7 @@ impl Core {
         if let Some(at) = rec.deadline {
             self.timeouts.insert((at, id));
         }
-        let spec = Arc::new(spec_for(&self.infos[pool.0], id, &mut rec.job));
-        rec.spec = Some(Arc::clone(&spec));
+        let spec = spec_for(&self.infos[pool.0], id, &rec.job);
         rec.stage = Stage::Launching {
             pool,
             attempt: 0,
@@ -1510,13 +1527,12 @@ enum Kind {
     Destroy,
 }
 
-/// The spec of `job`'s instance in the pool `info`; its command moves into
-/// the spec, which the core keeps until the launch is settled.
-fn spec_for(info: &PoolInfo, id: JobId, job: &mut Job) -> Spec {
+/// The spec of `job`'s instance in the pool `info`.
+fn spec_for(info: &PoolInfo, id: JobId, job: &Job) -> Spec {
     Spec {
         name: id.instance_name(&info.name),
         image: info.image.clone(),
-        command: std::mem::take(&mut job.command),
+        command: job.command.clone(),
         trust: job.trust,
         resources: info.resources,
     }

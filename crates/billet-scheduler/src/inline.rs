@@ -16,7 +16,7 @@ use crate::routing::Refusal;
 /// Makes one call on `provider` and answers what it said.
 pub async fn perform(provider: &dyn Provider, call: Call) -> Answer {
     match call {
-        Call::Launch(spec) => Answer::Launched(provider.launch(Arc::unwrap_or_clone(spec)).await),
+        Call::Launch(spec) => Answer::Launched(provider.launch(spec).await),
         Call::Find(name) => Answer::Found(provider.find(&name).await),
         Call::List => Answer::Listed(provider.list().await),
         Call::Destroy(id) => Answer::Destroyed(provider.destroy(&id).await),

@@ -2,7 +2,6 @@
 //! ([`Action`], [`Call`]), their answers ([`Answer`]), and the decisions it
 //! reports ([`Decision`]).
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_provider::{Error, Instance, InstanceId, Spec, Teardown};
@@ -17,9 +16,8 @@ pub struct CallId(pub u64);
 /// A provider call the core asks its driver to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
-    /// `launch(spec)`. Shared: the core keeps it until the launch is settled,
-    /// to retry it; the driver hands the provider its own copy.
-    Launch(Arc<Spec>),
+    /// `launch(spec)`.
+    Launch(Spec),
     /// `find(name)`.
     Find(String),
     /// `list()`.

@@ -50,7 +50,8 @@ impl PoolInfo {
     }
 }
 
-fn trust_index(trust: TrustClass) -> usize {
+/// A trust class's place in [`TrustClass::ALL`] order.
+pub(crate) fn trust_index(trust: TrustClass) -> usize {
     match trust {
         TrustClass::Unknown => 0,
         TrustClass::Untrusted => 1,

@@ -1260,3 +1260,23 @@ fn b7_an_orphan_removed_by_another_is_not_counted() {
         0
     );
 }
+
+// B8: what a new core is handed after a restart: the jobs waiting, in the
+// order they were accepted, across targets; placed or ended jobs are not.
+#[test]
+fn b8_queued_jobs_in_acceptance_order() {
+    let mut world = World::new(config(THREE));
+    world.settle();
+    world.submit(job(1, 100, 0).with_labels(["macos"])).unwrap();
+    world.submit(job(7, 100, 0).with_labels(["macos"])).unwrap();
+    world.submit(job(3, 100, 0).with_labels(["linux"])).unwrap();
+    world.submit(job(5, 100, 0).with_labels(["macos"])).unwrap();
+    world.submit(job(2, 100, 0).with_labels(["macos"])).unwrap();
+    world.settle();
+    assert!(world.core.cancel(JobId(5), world.now));
+    let queued: Vec<u64> = world.core.queued_jobs().iter().map(|j| j.id.0).collect();
+    assert_eq!(queued, [7, 2]);
+    let first = world.core.queued_jobs()[0].clone();
+    assert_eq!(first.labels, ["macos"]);
+    assert_eq!(first.command, run(100, 0));
+}
