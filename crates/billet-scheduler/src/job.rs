@@ -32,15 +32,23 @@ impl JobId {
     /// prefix, a sign or leading zeros in the id, no pool name): such an
     /// instance is no job's.
     pub fn from_instance_name(name: &str) -> Option<(JobId, &str)> {
-        let (digits, pool) = name.strip_prefix(NAME_PREFIX)?.split_once('.')?;
-        let canonical = !digits.is_empty()
-            && !pool.is_empty()
-            && digits.bytes().all(|b| b.is_ascii_digit())
-            && (digits == "0" || !digits.starts_with('0'));
-        if !canonical {
+        // One pass over the digits: every inventory entry is read this way.
+        let rest = name.strip_prefix(NAME_PREFIX)?.as_bytes();
+        let mut id: u64 = 0;
+        let mut digits = 0;
+        for &b in rest {
+            if !b.is_ascii_digit() {
+                break;
+            }
+            id = id.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+            digits += 1;
+        }
+        let leading_zero = digits > 1 && rest[0] == b'0';
+        if digits == 0 || leading_zero || rest.get(digits) != Some(&b'.') {
             return None;
         }
-        digits.parse().ok().map(|id| (JobId(id), pool))
+        let pool = &name[NAME_PREFIX.len() + digits + 1..];
+        (!pool.is_empty()).then_some((JobId(id), pool))
     }
 }
 
@@ -198,6 +206,30 @@ mod tests {
             assert_eq!(JobId::from_instance_name(name), None, "{name:?}");
         }
         assert_eq!(JobId::from_instance_name("job-0.p"), Some((JobId(0), "p")));
+    }
+
+    /// The rule, said plainly: what `from_instance_name` must answer.
+    fn plainly(name: &str) -> Option<(JobId, &str)> {
+        let (digits, pool) = name.strip_prefix("job-")?.split_once('.')?;
+        let canonical = !digits.is_empty()
+            && !pool.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && (digits == "0" || !digits.starts_with('0'));
+        if !canonical {
+            return None;
+        }
+        digits.parse().ok().map(|id| (JobId(id), pool))
+    }
+
+    proptest::proptest! {
+        // B7: the one-pass reading of a name agrees with the rule on any
+        // name, job-like or not.
+        #[test]
+        fn b7_names_are_read_by_the_rule(
+            name in "(job-)?[0-9]{0,21}[.]?[a-z.]{0,3}|.{0,12}",
+        ) {
+            proptest::prop_assert_eq!(JobId::from_instance_name(&name), plainly(&name));
+        }
     }
 
     #[test]
