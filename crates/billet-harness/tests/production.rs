@@ -523,3 +523,32 @@ fn h10_replay_names_the_scheduler_that_ran() {
         "{failure}"
     );
 }
+
+// H10, B6, B7: a stray that appears while every scheduler is idle, long
+// after the last job, is found at the next reconciliation and collected:
+// reconciliation never stops, and nothing leaks.
+#[test]
+fn h10_a_stray_appearing_while_idle_is_collected() {
+    let report = Scenario::fleet(Fleet {
+        jobs: 200,
+        concurrency: 20,
+        deployments: 1,
+        outages: 0,
+        restarts: 0,
+        strays: 0,
+        ..Fleet::production()
+    })
+    .with_stray(Stray {
+        deployment: 0,
+        at: Duration::from_secs(86_400),
+        lasting: Duration::from_secs(3_600),
+    })
+    .run(ProductionScheduler::new)
+    .expect("the stray is collected, nothing leaks");
+    assert_eq!(report.finished + report.refused, 200);
+    assert!(report.modelled >= Duration::from_secs(86_400));
+    assert_eq!(
+        (report.strays, report.orphans_seen, report.orphans_collected),
+        (1, 1, 1)
+    );
+}
