@@ -919,9 +919,9 @@ impl Core {
                 p.dirty_since = None;
             }
         }
-        if first {
-            self.may_place = true;
-        }
+        // Whatever this answer settles (a pool ready, leases freed, orphans
+        // gone), placement looks again once it is read.
+        self.may_place = true;
 
         // One pass over the answer, in whatever order it came: the instances
         // backing this pool's launched leases are counted (and the stopped
@@ -955,14 +955,14 @@ impl Core {
                 Some(Stage::Stopping {
                     pool: p,
                     instance: held,
-                    call,
-                    retry_at,
                     requested,
                     ..
                 }) if *p == pool && *held == instance.id => {
                     backing += 1;
                     // Asked to go, not confirmed, and still here: ask again.
-                    if *requested && call.is_none() && retry_at.is_none() {
+                    // (`requested` is set only once a destroy has answered,
+                    // and cleared by the next one: no call waits then.)
+                    if *requested {
                         again.extend(job);
                     }
                 }
@@ -1079,13 +1079,9 @@ impl Core {
             self.ended_before = Default::default();
         }
         // Orphans gone by themselves are forgotten.
-        let before = self.pools[pool.0].orphans.len();
         self.pools[pool.0]
             .orphans
             .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
-        if self.pools[pool.0].orphans.len() < before {
-            self.may_place = true;
-        }
     }
 
     fn learn(&mut self, id: JobId, pool: PoolId, instance: &Instance) {

@@ -1280,3 +1280,87 @@ fn b8_queued_jobs_in_acceptance_order() {
     assert_eq!(first.labels, ["macos"]);
     assert_eq!(first.command, run(100, 0));
 }
+
+/// The names of the orphans seen, in order.
+fn orphans_seen(world: &World) -> Vec<String> {
+    world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Orphan {
+                name,
+                fate: OrphanFate::Seen,
+                ..
+            } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+const AB: &str = "
+deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 2, docker: {image: i}}
+  - {name: b, kind: docker, capacity: 2, docker: {image: i}}
+routing: {routes: [{labels: [b], provider: b}], default_kind: docker}
+";
+
+// B7: a second instance with a running job's name, in that job's own pool,
+// is an orphan: the lease is backed by the first.
+#[test]
+fn b7_a_duplicate_of_a_running_job_is_an_orphan() {
+    let mut world = World::new(one_pool(2));
+    world.settle();
+    world.submit(job(1, 1_000, 0)).unwrap();
+    world.settle();
+    world.fake.plant(0, "job-1.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    assert_eq!(orphans_seen(&world), ["job-1.a"]);
+    assert_eq!(world.outcome(1), None);
+}
+
+// B7: an instance named for this pool after a job that is stopping, or
+// launching, in another pool is an orphan here.
+#[test]
+fn b7_names_of_jobs_held_elsewhere_are_orphans() {
+    let mut world = world_with(config(AB), 60);
+    world.settle();
+    world.submit(job(1, 1_000, 0).with_labels(["b"])).unwrap();
+    world.submit(job(2, 1_000, 0).with_labels(["b"])).unwrap();
+    world.collect();
+    let launches = world.calls();
+    // Job 1 runs in b and is cancelled: its destroy stays in flight.
+    let ran = world.fake.answer(&launches[0], world.now);
+    world.answer_with(launches[0].id, ran);
+    assert!(world.core.cancel(JobId(1), world.now));
+    world.collect();
+    let destroy = world
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Destroy(_)));
+    let destroy = destroy.unwrap();
+    world.pending.remove(&destroy.id);
+    // Job 2's launch in b stays in flight.
+    world.pending.remove(&launches[1].id);
+    world.fake.plant(0, "job-1.a", world.now, secs(1_000));
+    world.fake.plant(0, "job-2.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    assert_eq!(orphans_seen(&world), ["job-1.a", "job-2.a"]);
+}
+
+// B4, B7: room an orphan took comes back when it goes, by itself: the job
+// waiting for it is placed as soon as the inventory shows it gone.
+#[test]
+fn b7_room_an_orphan_took_comes_back_when_it_goes() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.fake.plant(0, "stray", world.now, secs(1_000));
+    world.advance(secs(10));
+    world.submit(job(1, 100, 0)).unwrap();
+    world.settle();
+    assert_eq!(placed(&world, 1), None, "the orphan holds the only room");
+    world.fake.pools.clear();
+    world.advance(secs(10));
+    assert_eq!(placed(&world, 1), Some(PoolId(0)));
+    assert_eq!(world.core.stats().pools[0].orphans, 0);
+}
