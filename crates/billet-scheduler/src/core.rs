@@ -503,7 +503,10 @@ impl Core {
                 break;
             }
             let call = CallId(self.first_call);
-            if let Some(purpose) = self.take_call(call) {
+            let expired = self.calls.pop_front().and_then(|(_, purpose)| purpose);
+            self.first_call += 1;
+            self.drop_answered();
+            if let Some(purpose) = expired {
                 self.counts.calls_lost += 1;
                 self.lost(call, purpose);
             }
@@ -1292,12 +1295,16 @@ impl Core {
     fn take_call(&mut self, id: CallId) -> Option<Purpose> {
         let index = usize::try_from(id.0.checked_sub(self.first_call)?).ok()?;
         let purpose = self.calls.get_mut(index)?.1.take();
-        // Keep the front a call still waited for.
+        self.drop_answered();
+        purpose
+    }
+
+    /// Keeps the front of `calls` a call still waited for.
+    fn drop_answered(&mut self) {
         while self.calls.front().is_some_and(|(_, p)| p.is_none()) {
             self.calls.pop_front();
             self.first_call += 1;
         }
-        purpose
     }
 
     fn list(&mut self, pool: PoolId) {

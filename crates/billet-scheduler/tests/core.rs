@@ -544,6 +544,9 @@ fn b7_an_orphan_named_after_a_queued_job_is_adopted() {
         instance: planted,
     }));
     assert_eq!(world.core.stats().queued, 0);
+    // Counted where it runs, whatever the capacity: it exists.
+    assert_eq!(world.core.leases(PoolId(0)), 2);
+    assert_eq!(world.core.lease_of(JobId(2)), Some(PoolId(0)));
     world.run_until_idle(secs(1_000));
     assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
     assert_eq!(world.outcome(1), Some(Outcome::Finished { exit_code: 0 }));
@@ -1363,4 +1366,29 @@ fn b7_room_an_orphan_took_comes_back_when_it_goes() {
     world.advance(secs(10));
     assert_eq!(placed(&world, 1), Some(PoolId(0)));
     assert_eq!(world.core.stats().pools[0].orphans, 0);
+}
+
+// B7, B9: a queued job adopted from an inventory has its timeout armed from
+// the adoption.
+#[test]
+fn b7_an_adopted_queued_job_keeps_its_timeout() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.submit(job(1, 1_000, 0)).unwrap();
+    world
+        .submit(job(2, 1_000, 0).with_timeout(secs(25)))
+        .unwrap();
+    world.settle();
+    world.fake.plant(0, "job-2.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    assert_eq!(world.core.lease_of(JobId(2)), Some(PoolId(0)));
+    world.advance(secs(20));
+    assert_eq!(world.outcome(2), None);
+    world.advance(secs(5));
+    assert_eq!(
+        world.outcome(2),
+        Some(Outcome::Failed {
+            reason: FailReason::TimedOut
+        })
+    );
 }
