@@ -1469,13 +1469,11 @@ impl Core {
         // Room only shrinks while placing, so a queue whose head finds none
         // is blocked for the whole pass: set aside, put back at the end.
         let mut blocked = Vec::new();
-        while let Some(&(seq, class)) = self.waiting.first() {
+        while let Some((seq, class)) = self.waiting.pop_first() {
             match self.classes[class].target.choose(|p| self.free(p)) {
+                // Its next head, if any, goes back into `waiting`.
                 Some(pool) => self.place_head(class, pool),
-                None => {
-                    self.waiting.pop_first();
-                    blocked.push((seq, class));
-                }
+                None => blocked.push((seq, class)),
             }
         }
         self.waiting.extend(blocked);
@@ -1484,10 +1482,9 @@ impl Core {
     /// Takes the head of `class`'s queue onto `pool`: a lease, its timeout,
     /// its spec, and the launch asked for.
     fn place_head(&mut self, class: usize, pool: PoolId) {
-        let Some((seq, id)) = self.classes[class].queue.pop_front() else {
+        let Some((_, id)) = self.classes[class].queue.pop_front() else {
             return;
         };
-        self.waiting.remove(&(seq, class));
         if let Some(first) = self.classes[class].target.pools().next() {
             self.pools[first.0].queued -= 1;
         }
