@@ -67,3 +67,36 @@ impl Stats {
         self.finished + self.failed + self.cancelled
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(leases: u32) -> PoolStats {
+        PoolStats {
+            name: "p".into(),
+            kind: ProviderKind::Docker,
+            capacity: 10,
+            leases,
+            launching: 0,
+            queued: 0,
+            orphans: 0,
+            ready: true,
+        }
+    }
+
+    // B11: the totals add up what they say.
+    #[test]
+    fn b11_totals() {
+        let stats = Stats {
+            pools: vec![pool(3), pool(4)],
+            finished: 5,
+            failed: 3,
+            cancelled: 2,
+            ..Stats::default()
+        };
+        assert_eq!(stats.ended(), 10);
+        assert_eq!(stats.leases(), 7);
+        assert_eq!(Stats::default().leases(), 0);
+    }
+}

@@ -249,12 +249,17 @@ async fn b1_inline_over_the_simulated_backend() {
         assert!(inline.core().leases(PoolId(1)) <= 3);
     }
     assert_eq!(host.len(), 5);
+    // B9: a job cancelled through the driver; only once.
+    assert!(inline.cancel(JobId(19)).await);
+    assert!(!inline.cancel(JobId(19)).await, "already ended");
+    assert!(!inline.cancel(JobId(99)).await, "unknown");
     run_to_idle(&mut inline, &manual, &mut log).await;
     let ends = ended(&log);
     assert_eq!(ends.len(), 20);
+    assert_eq!(ends[&19], Outcome::Cancelled);
     assert!(
-        ends.values()
-            .all(|o| *o == Outcome::Finished { exit_code: 0 })
+        ends.iter()
+            .all(|(n, o)| *n == 19 || *o == Outcome::Finished { exit_code: 0 })
     );
     assert!(host.is_empty());
     // Jobs labelled linux ran only in the linux pool.
