@@ -332,7 +332,14 @@ pub fn run_request(request: &Request) -> ExitCode {
     }
     let started = std::time::Instant::now();
     let mut gate_failed = false;
-    for run in plan(&packages, &root.join("target").join("mutants")) {
+    // Reports go under the workspace's own `target/`, which does not exist
+    // when the build goes elsewhere (`CARGO_TARGET_DIR`): make it.
+    let reports = root.join("target").join("mutants");
+    if let Err(err) = std::fs::create_dir_all(&reports) {
+        eprintln!("xtask mutants: cannot create {}: {err}", reports.display());
+        return ExitCode::from(2);
+    }
+    for run in plan(&packages, &reports) {
         gate_failed |= !run_one(request, &run, &cargo, &root);
     }
     println!(
