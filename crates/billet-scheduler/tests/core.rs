@@ -1392,3 +1392,21 @@ fn b7_an_adopted_queued_job_keeps_its_timeout() {
         })
     );
 }
+
+// B7: a second instance with the name of a job that is stopping, in that
+// job's own pool, is an orphan: the lease is backed by the first.
+#[test]
+fn b7_a_duplicate_of_a_stopping_job_is_an_orphan() {
+    let mut world = world_with(one_pool(2), 60);
+    world.settle();
+    world.submit(job(1, 1_000, 0)).unwrap();
+    world.settle();
+    assert!(world.core.cancel(JobId(1), world.now));
+    world.collect();
+    // Its destroy stays in flight.
+    world.pending.clear();
+    world.fake.plant(0, "job-1.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    assert_eq!(orphans_seen(&world), ["job-1.a"]);
+    assert_eq!(world.outcome(1), None);
+}
