@@ -1410,3 +1410,29 @@ fn b7_a_duplicate_of_a_stopping_job_is_an_orphan() {
     assert_eq!(orphans_seen(&world), ["job-1.a"]);
     assert_eq!(world.outcome(1), None);
 }
+
+// B5, B7: a job waiting to retry its launch in one pool adopts only what its
+// lost launch made there; an instance named for another pool is an orphan.
+#[test]
+fn b7_a_retry_adopts_only_from_its_own_pool() {
+    let settings = billet_scheduler::Settings {
+        backoff_base: secs(60),
+        backoff_cap: secs(60),
+        ..settings()
+    };
+    let mut world = World::over(
+        Core::new(config(AB), |_| [false, false, true], settings, t0()),
+        Fake::default(),
+    );
+    world.settle();
+    world.submit(job(2, 1_000, 0).with_labels(["b"])).unwrap();
+    world.collect();
+    let launch = world.calls()[0].id;
+    world.answer_with(launch, Answer::Launched(Err(Error::unavailable("cut"))));
+    world.fake.plant(0, "job-2.a", world.now, secs(1_000));
+    world.advance(secs(10));
+    assert_eq!(orphans_seen(&world), ["job-2.a"]);
+    assert_eq!(world.count(|d| matches!(d, Decision::Adopted { .. })), 0);
+    assert_eq!(world.core.lease_of(JobId(2)), Some(PoolId(1)));
+    assert_eq!(world.core.stats().pools[1].launching, 1);
+}
