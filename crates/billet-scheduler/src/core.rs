@@ -903,11 +903,7 @@ impl Core {
         let inventory = match result {
             Ok(inventory) => inventory,
             Err(err) => {
-                self.counts.inventory_errors += 1;
-                self.decide(Decision::InventoryError {
-                    pool,
-                    error: err.to_string(),
-                });
+                self.inventory_error(pool, &err);
                 return;
             }
         };
@@ -1085,6 +1081,16 @@ impl Core {
         self.pools[pool.0]
             .orphans
             .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
+    }
+
+    /// An inventory that could not be read: counted and reported; nothing
+    /// is freed (B6).
+    fn inventory_error(&mut self, pool: PoolId, err: &Error) {
+        self.counts.inventory_errors += 1;
+        self.decide(Decision::InventoryError {
+            pool,
+            error: err.to_string(),
+        });
     }
 
     fn learn(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
