@@ -105,7 +105,7 @@ impl Deployment {
                         instance,
                     }));
                 }
-                Decision::Retrying { .. } => {}
+                Decision::Retrying { .. } | Decision::Ending { .. } => {}
                 Decision::Ended { job, pool, outcome } => {
                     let reason = reason(&outcome);
                     changes.push(match pool {

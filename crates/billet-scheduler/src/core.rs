@@ -1184,6 +1184,12 @@ impl Core {
         since: u64,
         outcome: Outcome,
     ) {
+        self.decide(Decision::Ending {
+            job: id,
+            pool,
+            instance: instance.clone(),
+            outcome: outcome.clone(),
+        });
         self.destroy(id, pool, instance, since, 0, outcome);
     }
 
@@ -1602,6 +1608,15 @@ fn trace(pools: &[PoolInfo], decision: &Decision) {
         } => tracing::info!(
             target: "billet_scheduler",
             job = job.0, pool = name(pool), attempt, "retrying"
+        ),
+        Decision::Ending {
+            job,
+            pool,
+            instance,
+            outcome,
+        } => tracing::debug!(
+            target: "billet_scheduler",
+            job = job.0, pool = name(pool), instance = instance.as_str(), %outcome, "ending"
         ),
         Decision::Ended { job, pool, outcome } => tracing::debug!(
             target: "billet_scheduler",

@@ -112,6 +112,22 @@ pub enum Decision {
         /// When the next attempt is made.
         at: SystemTime,
     },
+    /// The job's outcome is decided and its instance is about to be
+    /// destroyed: emitted before the destroy is asked for, so that whoever
+    /// keeps outcomes durably can commit this one before the instance that
+    /// shows it is gone. [`Ended`](Decision::Ended) follows, with the same
+    /// outcome, once the destroy is confirmed; the job holds its lease until
+    /// then.
+    Ending {
+        /// The job.
+        job: JobId,
+        /// The pool holding its lease.
+        pool: PoolId,
+        /// The instance about to be destroyed.
+        instance: InstanceId,
+        /// How the job ends.
+        outcome: Outcome,
+    },
     /// The job ended; its lease on `pool`, if it held one, is free.
     Ended {
         /// The job.

@@ -1436,3 +1436,97 @@ fn b7_a_retry_adopts_only_from_its_own_pool() {
     assert_eq!(world.core.lease_of(JobId(2)), Some(PoolId(1)));
     assert_eq!(world.core.stats().pools[1].launching, 1);
 }
+
+/// The `Ending` decisions of `job`, with their outcomes, in order.
+fn endings(world: &World, job: u64) -> Vec<(PoolId, InstanceId, Outcome)> {
+    world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Ending {
+                job: j,
+                pool,
+                instance,
+                outcome,
+            } if *j == JobId(job) => Some((*pool, instance.clone(), outcome.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+// B6 (and L6, which a durable service builds on it): a job's outcome is
+// decided, as `Ending`, before the destroy of the instance that shows it is
+// asked for, once however often that destroy is retried; `Ended` follows with
+// the same outcome once the destroy is confirmed.
+#[test]
+fn b6_the_outcome_is_announced_before_its_instance_is_destroyed() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.submit(job(1, 15, 3)).unwrap();
+    world.settle();
+    world.advance(secs(10));
+    assert!(endings(&world, 1).is_empty(), "nothing ends while it runs");
+    world.wait(secs(10));
+    let list = world.calls()[0].clone();
+    let answer = world.fake.answer(&list, world.now);
+    world.answer_with(list.id, answer);
+    let destroy = world.calls()[0].clone();
+    let Call::Destroy(instance) = destroy.call.clone() else {
+        panic!("a destroy is asked for, not {:?}", destroy.call);
+    };
+    assert_eq!(
+        endings(&world, 1),
+        vec![(
+            PoolId(0),
+            instance.clone(),
+            Outcome::Finished { exit_code: 3 }
+        )],
+        "announced with the destroy, before it is answered"
+    );
+    assert_eq!(world.outcome(1), None, "not ended before the destroy");
+    world.answer_with(destroy.id, Answer::Destroyed(Err(Error::unavailable("x"))));
+    world.advance(secs(1));
+    assert_eq!(world.outcome(1), Some(Outcome::Finished { exit_code: 3 }));
+    assert_eq!(
+        endings(&world, 1).len(),
+        1,
+        "a retried destroy is not announced again"
+    );
+    let ending = world
+        .log
+        .iter()
+        .position(|d| matches!(d, Decision::Ending { .. }));
+    let ended = world
+        .log
+        .iter()
+        .position(|d| matches!(d, Decision::Ended { .. }));
+    assert!(ending < ended, "Ending comes before Ended");
+}
+
+// B9: cancelling a running job announces `Ending` with the cancel before its
+// destroy; a queued job has no instance and ends at once, with no `Ending`.
+#[test]
+fn b9_a_cancel_announces_ending_only_for_a_job_with_an_instance() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.submit(job(1, 100, 0)).unwrap();
+    world.submit(job(2, 100, 0)).unwrap();
+    world.settle();
+    assert!(world.core.cancel(JobId(2), world.now));
+    world.collect();
+    assert_eq!(world.outcome(2), Some(Outcome::Cancelled));
+    assert!(endings(&world, 2).is_empty());
+    assert!(world.core.cancel(JobId(1), world.now));
+    world.collect();
+    let ending = endings(&world, 1);
+    assert_eq!(ending.len(), 1);
+    assert_eq!(ending[0].2, Outcome::Cancelled);
+    assert_eq!(
+        world.outcome(1),
+        None,
+        "not ended before its destroy answers"
+    );
+    world.settle();
+    assert_eq!(world.outcome(1), Some(Outcome::Cancelled));
+    assert_eq!(endings(&world, 1).len(), 1);
+}
