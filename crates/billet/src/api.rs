@@ -1,0 +1,510 @@
+//! What the HTTP API reads and writes (L4, L5): a job request, checked field
+//! by field, and the job as every answer shows it.
+//!
+//! Parsing is a pure function of the body's bytes, so that no input can do
+//! more than answer a [`BadRequest`] naming what is wrong.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use billet_provider::TrustClass;
+use serde::{Deserialize, Serialize};
+
+/// The largest request body read, in bytes; a longer one is refused whole.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// The most arguments a command may have.
+pub const MAX_ARGS: usize = 256;
+/// The longest argument, in bytes.
+pub const MAX_ARG_BYTES: usize = 8 * 1024;
+/// The most labels a job may carry.
+pub const MAX_LABELS: usize = 32;
+/// The longest label, in bytes.
+pub const MAX_LABEL_BYTES: usize = 64;
+/// The longest idempotency key, in bytes.
+pub const MAX_KEY_BYTES: usize = 128;
+/// The longest timeout a job may ask for: seven days.
+pub const MAX_TIMEOUT_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// A request refused before anything was recorded (L5): which field is
+/// wrong, when one is, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadRequest {
+    /// The field at fault (`command`, `labels[3]`, `state`, ...), or `None`
+    /// when the request as a whole is (malformed JSON, a body too large).
+    pub field: Option<String>,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl BadRequest {
+    /// A fault in `field`.
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> BadRequest {
+        BadRequest {
+            field: Some(field.into()),
+            message: message.into(),
+        }
+    }
+
+    /// A fault in the request as a whole.
+    pub fn whole(message: impl Into<String>) -> BadRequest {
+        BadRequest {
+            field: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "field `{field}`: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for BadRequest {}
+
+/// A job request that passed every check of [`parse_job`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// The argv to run: at least one argument.
+    pub command: Vec<String>,
+    /// Labels, for routing (may be empty).
+    pub labels: Vec<String>,
+    /// The trust class; [`TrustClass::Unknown`] when not given.
+    pub trust: TrustClass,
+    /// How long it may run once started, if bounded.
+    pub timeout: Option<Duration>,
+    /// The idempotency key: a second request with it answers the first job.
+    pub key: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    command: Vec<String>,
+    #[serde(default)]
+    labels: Option<Vec<String>>,
+    #[serde(default)]
+    trust: Option<Trust>,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// A trust class as the API spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Trust {
+    Trusted,
+    Untrusted,
+    Unknown,
+}
+
+impl From<Trust> for TrustClass {
+    fn from(trust: Trust) -> TrustClass {
+        match trust {
+            Trust::Trusted => TrustClass::Trusted,
+            Trust::Untrusted => TrustClass::Untrusted,
+            Trust::Unknown => TrustClass::Unknown,
+        }
+    }
+}
+
+/// The API's name of a trust class.
+pub fn trust_name(trust: TrustClass) -> &'static str {
+    match trust {
+        TrustClass::Trusted => "trusted",
+        TrustClass::Untrusted => "untrusted",
+        _ => "unknown",
+    }
+}
+
+/// The trust class the API names `name`, if any.
+pub fn trust_from_name(name: &str) -> Option<TrustClass> {
+    match name {
+        "trusted" => Some(TrustClass::Trusted),
+        "untrusted" => Some(TrustClass::Untrusted),
+        "unknown" => Some(TrustClass::Unknown),
+        _ => None,
+    }
+}
+
+/// Reads a `POST /v1/jobs` body: JSON, no unknown field, every field of the
+/// right type and within its limit. The error names the first field at
+/// fault. Never panics, whatever the bytes.
+pub fn parse_job(body: &[u8]) -> Result<NewJob, BadRequest> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    let mut json = serde_json::Deserializer::from_slice(body);
+    let raw: RawJob = serde_path_to_error::deserialize(&mut json).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        if path == "." || path.is_empty() {
+            BadRequest::whole(format!("malformed job: {inner}"))
+        } else {
+            BadRequest::field(path, inner.to_string())
+        }
+    })?;
+    json.end()
+        .map_err(|error| BadRequest::whole(format!("malformed job: {error}")))?;
+    check_job(raw)
+}
+
+fn check_job(raw: RawJob) -> Result<NewJob, BadRequest> {
+    if raw.command.is_empty() {
+        return Err(BadRequest::field(
+            "command",
+            "must hold at least one argument",
+        ));
+    }
+    if raw.command.len() > MAX_ARGS {
+        return Err(BadRequest::field(
+            "command",
+            format!(
+                "{} arguments, more than the {MAX_ARGS} allowed",
+                raw.command.len()
+            ),
+        ));
+    }
+    for (i, arg) in raw.command.iter().enumerate() {
+        if arg.len() > MAX_ARG_BYTES {
+            return Err(BadRequest::field(
+                format!("command[{i}]"),
+                format!(
+                    "{} bytes, longer than the {MAX_ARG_BYTES} allowed",
+                    arg.len()
+                ),
+            ));
+        }
+        if arg.contains('\0') {
+            return Err(BadRequest::field(
+                format!("command[{i}]"),
+                "holds a NUL character",
+            ));
+        }
+    }
+    let labels = raw.labels.unwrap_or_default();
+    if labels.len() > MAX_LABELS {
+        return Err(BadRequest::field(
+            "labels",
+            format!(
+                "{} labels, more than the {MAX_LABELS} allowed",
+                labels.len()
+            ),
+        ));
+    }
+    for (i, label) in labels.iter().enumerate() {
+        if label.trim().is_empty() {
+            return Err(BadRequest::field(format!("labels[{i}]"), "is blank"));
+        }
+        if label.len() > MAX_LABEL_BYTES {
+            return Err(BadRequest::field(
+                format!("labels[{i}]"),
+                format!(
+                    "{} bytes, longer than the {MAX_LABEL_BYTES} allowed",
+                    label.len()
+                ),
+            ));
+        }
+        if label.chars().any(char::is_control) {
+            return Err(BadRequest::field(
+                format!("labels[{i}]"),
+                "holds a control character",
+            ));
+        }
+    }
+    let timeout = match raw.timeout_secs {
+        None => None,
+        Some(0) => return Err(BadRequest::field("timeout_secs", "must be at least 1")),
+        Some(secs) if secs > MAX_TIMEOUT_SECS => {
+            return Err(BadRequest::field(
+                "timeout_secs",
+                format!("{secs} is longer than the {MAX_TIMEOUT_SECS} allowed (7 days)"),
+            ));
+        }
+        Some(secs) => Some(Duration::from_secs(secs)),
+    };
+    if let Some(key) = &raw.key {
+        if key.is_empty() {
+            return Err(BadRequest::field("key", "is empty"));
+        }
+        if key.len() > MAX_KEY_BYTES {
+            return Err(BadRequest::field(
+                "key",
+                format!(
+                    "{} bytes, longer than the {MAX_KEY_BYTES} allowed",
+                    key.len()
+                ),
+            ));
+        }
+        if key.chars().any(char::is_control) {
+            return Err(BadRequest::field("key", "holds a control character"));
+        }
+    }
+    Ok(NewJob {
+        command: raw.command,
+        labels,
+        trust: raw.trust.map_or(TrustClass::Unknown, TrustClass::from),
+        timeout,
+        key: raw.key,
+    })
+}
+
+/// The refusal of a body longer than [`MAX_BODY_BYTES`].
+pub fn too_large() -> BadRequest {
+    BadRequest::whole(format!(
+        "the request body is larger than the {MAX_BODY_BYTES} bytes allowed"
+    ))
+}
+
+/// Where a job is (L4). `running` means it holds a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Accepted, waiting for a lease.
+    Queued,
+    /// Holding a lease: its instance is being launched, runs, or is being
+    /// destroyed.
+    Running,
+    /// Its command ran and exited (`exit_code`).
+    Finished,
+    /// It could not run to the end (`reason`).
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+}
+
+impl JobState {
+    /// Every state, in the order a job can pass through them.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Finished,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+
+    /// The API's name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Finished => "finished",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether a job in this state has ended for good.
+    pub fn has_ended(self) -> bool {
+        matches!(
+            self,
+            JobState::Finished | JobState::Failed | JobState::Cancelled
+        )
+    }
+
+    /// The state the API names `name`.
+    pub fn parse(name: &str) -> Result<JobState, BadRequest> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == name)
+            .ok_or_else(|| {
+                BadRequest::field(
+                    "state",
+                    format!(
+                        "{name:?} is not a state (queued, running, finished, failed, cancelled)"
+                    ),
+                )
+            })
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Reads the query of `GET /v1/jobs`: nothing, or `state=S`.
+pub fn parse_list_query(query: Option<&str>) -> Result<Option<JobState>, BadRequest> {
+    let mut state = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match name {
+            "state" if state.is_none() => state = Some(JobState::parse(value)?),
+            "state" => return Err(BadRequest::field("state", "given more than once")),
+            other => {
+                return Err(BadRequest::field(
+                    other.chars().take(64).collect::<String>(),
+                    "unknown query parameter (only `state` is known)",
+                ));
+            }
+        }
+    }
+    Ok(state)
+}
+
+/// A job as every answer shows it (L4), its fields in this order. Times are
+/// RFC 3339 (UTC, milliseconds); `null` where not known yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobView {
+    /// The job's id: 1, 2, ... in submission order.
+    pub id: u64,
+    /// Where it is.
+    pub state: JobState,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// Its trust class: `trusted`, `untrusted` or `unknown`.
+    pub trust: String,
+    /// Its command.
+    pub command: Vec<String>,
+    /// The pool holding (or that held) its lease.
+    pub pool: Option<String>,
+    /// The instance that runs (or ran) it.
+    pub instance: Option<String>,
+    /// Its command's exit code, once finished.
+    pub exit_code: Option<i32>,
+    /// Why it failed, once failed.
+    pub reason: Option<String>,
+    /// When it was accepted.
+    pub submitted_at: String,
+    /// When it took its lease.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub ended_at: Option<String>,
+}
+
+/// `at` in RFC 3339, UTC, to the millisecond.
+pub fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // L5: every field is checked, and the error names it.
+    #[test]
+    fn l5_errors_name_the_field() {
+        let cases: &[(&str, &str)] = &[
+            (r#"{"command": []}"#, "command"),
+            (r#"{"command": "ls"}"#, "command"),
+            (r#"{"labels": ["a"]}"#, "command"),
+            (r#"{"command": ["ls"], "labels": "a"}"#, "labels"),
+            (r#"{"command": ["ls"], "labels": [" "]}"#, "labels[0]"),
+            (r#"{"command": ["ls"], "trust": "maybe"}"#, "trust"),
+            (r#"{"command": ["ls"], "timeout_secs": -1}"#, "timeout_secs"),
+            (r#"{"command": ["ls"], "timeout_secs": 0}"#, "timeout_secs"),
+            (r#"{"command": ["ls"], "key": ""}"#, "key"),
+            (r#"{"command": ["ls"], "colour": "red"}"#, "colour"),
+            (r#"{"command": ["ls", 3]}"#, "command[1]"),
+        ];
+        for (body, field) in cases {
+            let error = parse_job(body.as_bytes()).expect_err(body);
+            assert!(
+                error.to_string().contains(field),
+                "{body}: {error} does not name {field}"
+            );
+        }
+    }
+
+    // L5: a body that is not one JSON object is refused as a whole.
+    #[test]
+    fn l5_malformed_bodies() {
+        for body in ["", "{", "[]", "null", r#"{"command": ["ls"]} {}"#, "\u{0}"] {
+            let error = parse_job(body.as_bytes()).expect_err(body);
+            assert!(!error.to_string().is_empty());
+        }
+        let long = vec![b' '; MAX_BODY_BYTES + 1];
+        assert_eq!(parse_job(&long), Err(too_large()));
+    }
+
+    // L4: only `command` is required; labels default to none, trust to unknown.
+    #[test]
+    fn l4_defaults_and_full_requests() {
+        let job = parse_job(br#"{"command": ["ls", "-l"]}"#).unwrap();
+        assert_eq!(job.command, ["ls", "-l"]);
+        assert!(job.labels.is_empty());
+        assert_eq!(job.trust, TrustClass::Unknown);
+        assert_eq!(job.timeout, None);
+        assert_eq!(job.key, None);
+        let job = parse_job(
+            br#"{"command": ["x"], "labels": ["linux"], "trust": "trusted", "timeout_secs": 30, "key": "k1"}"#,
+        )
+        .unwrap();
+        assert_eq!(job.labels, ["linux"]);
+        assert_eq!(job.trust, TrustClass::Trusted);
+        assert_eq!(job.timeout, Some(Duration::from_secs(30)));
+        assert_eq!(job.key.as_deref(), Some("k1"));
+    }
+
+    // L5: the limits, each at its edge.
+    #[test]
+    fn l5_limits_hold_at_their_edges() {
+        let body = |command: Vec<String>, labels: Vec<String>| {
+            serde_json::to_vec(&serde_json::json!({"command": command, "labels": labels})).unwrap()
+        };
+        let args = |n: usize| vec!["a".to_owned(); n];
+        assert!(parse_job(&body(args(MAX_ARGS), vec![])).is_ok());
+        assert!(parse_job(&body(args(MAX_ARGS + 1), vec![])).is_err());
+        assert!(parse_job(&body(vec!["a".repeat(MAX_ARG_BYTES)], vec![])).is_ok());
+        assert!(parse_job(&body(vec!["a".repeat(MAX_ARG_BYTES + 1)], vec![])).is_err());
+        assert!(parse_job(&body(vec!["a\0".into()], vec![])).is_err());
+        assert!(parse_job(&body(args(1), args(MAX_LABELS))).is_ok());
+        assert!(parse_job(&body(args(1), args(MAX_LABELS + 1))).is_err());
+        assert!(parse_job(&body(args(1), vec!["l".repeat(MAX_LABEL_BYTES)])).is_ok());
+        assert!(parse_job(&body(args(1), vec!["l".repeat(MAX_LABEL_BYTES + 1)])).is_err());
+        assert!(parse_job(&body(args(1), vec!["a\tb".into()])).is_err());
+        let timeout = |secs: u64| format!(r#"{{"command": ["x"], "timeout_secs": {secs}}}"#);
+        assert!(parse_job(timeout(MAX_TIMEOUT_SECS).as_bytes()).is_ok());
+        assert!(parse_job(timeout(MAX_TIMEOUT_SECS + 1).as_bytes()).is_err());
+        let key = |k: String| format!(r#"{{"command": ["x"], "key": "{k}"}}"#);
+        assert!(parse_job(key("k".repeat(MAX_KEY_BYTES)).as_bytes()).is_ok());
+        assert!(parse_job(key("k".repeat(MAX_KEY_BYTES + 1)).as_bytes()).is_err());
+        assert!(parse_job(key("a\\nb".into()).as_bytes()).is_err());
+        let exact = vec![b' '; MAX_BODY_BYTES];
+        assert_ne!(parse_job(&exact), Err(too_large()));
+    }
+
+    // L4, L5: `?state=` names a state, and nothing else is asked.
+    #[test]
+    fn l5_list_queries() {
+        assert_eq!(parse_list_query(None), Ok(None));
+        assert_eq!(parse_list_query(Some("")), Ok(None));
+        for state in JobState::ALL {
+            let query = format!("state={state}");
+            assert_eq!(parse_list_query(Some(&query)), Ok(Some(state)));
+        }
+        for bad in [
+            "state=done",
+            "state",
+            "color=red",
+            "state=queued&state=running",
+        ] {
+            let error = parse_list_query(Some(bad)).expect_err(bad);
+            assert!(error.field.is_some(), "{bad}: {error}");
+        }
+    }
+
+    // L4: trust names round-trip, and ended states are the three final ones.
+    #[test]
+    fn l4_names() {
+        for trust in TrustClass::ALL {
+            assert_eq!(trust_from_name(trust_name(trust)), Some(trust));
+        }
+        assert_eq!(trust_from_name("other"), None);
+        let ended: Vec<_> = JobState::ALL
+            .into_iter()
+            .filter(|s| s.has_ended())
+            .collect();
+        assert_eq!(
+            ended,
+            [JobState::Finished, JobState::Failed, JobState::Cancelled]
+        );
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+    }
+}

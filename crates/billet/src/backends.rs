@@ -1,0 +1,136 @@
+//! One provider per configured pool (L2): docker pools over their daemon;
+//! a kind this release cannot build stops the start, naming the pool.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use billet_config::{Config, ConfigKind, Settings as PoolSettings};
+use billet_docker::DockerProvider;
+use billet_provider::Provider;
+
+/// A pool whose provider could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// This release has no backend for the pool's kind.
+    #[error(
+        "provider {provider:?} is of kind {kind}, which this release of billet cannot run (it runs docker)"
+    )]
+    Unsupported {
+        /// The pool.
+        provider: String,
+        /// Its kind.
+        kind: ConfigKind,
+    },
+    /// The backend refused its settings.
+    #[error("provider {provider:?} ({kind}): {reason}")]
+    Invalid {
+        /// The pool.
+        provider: String,
+        /// Its kind.
+        kind: ConfigKind,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Builds every configured pool's provider, in configuration order, named
+/// as configured. Docker pools use the file's `docker` settings (endpoint,
+/// network; the image goes into every launch) and `call_timeout` as the
+/// bound of each daemon call.
+pub fn build(
+    config: &Config,
+    call_timeout: Duration,
+) -> Result<Vec<(String, Arc<dyn Provider>)>, BackendError> {
+    let owner = config.deployment().id();
+    config
+        .providers()
+        .iter()
+        .map(|pool| {
+            let name = pool.name().to_owned();
+            let provider: Arc<dyn Provider> = match pool.settings() {
+                PoolSettings::Docker(docker) => {
+                    let mut builder = DockerProvider::builder(owner).timeout(call_timeout);
+                    if let Some(endpoint) = &docker.endpoint {
+                        builder = builder.endpoint(endpoint.clone());
+                    }
+                    if let Some(network) = &docker.network {
+                        builder = builder.network(network.clone());
+                    }
+                    Arc::new(builder.build().map_err(|e| BackendError::Invalid {
+                        provider: name.clone(),
+                        kind: pool.kind(),
+                        reason: e.to_string(),
+                    })?)
+                }
+                _ => {
+                    return Err(BackendError::Unsupported {
+                        provider: name,
+                        kind: pool.kind(),
+                    });
+                }
+            };
+            Ok((name, provider))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml: &str) -> Config {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("billet.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        Config::load(&path).unwrap()
+    }
+
+    // L2: docker pools are built with their settings; tart and firecracker
+    // stop the start, naming the pool and the kind.
+    #[test]
+    fn l2_docker_is_built_and_other_kinds_are_refused() {
+        let docker = config(
+            "deployment: {id: d}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: i, endpoint: 'unix:///tmp/x.sock', network: n}}
+routing: {default_kind: docker}
+",
+        );
+        let built = build(&docker, Duration::from_secs(5)).unwrap();
+        assert_eq!(built.len(), 1);
+        assert_eq!(built[0].0, "linux");
+        assert_eq!(built[0].1.kind(), billet_provider::ProviderKind::Docker);
+
+        let tart = config(
+            "deployment: {id: d}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: i}}
+  - {name: macs, kind: tart, capacity: 1, tart: {image: m}}
+routing: {default_kind: docker}
+",
+        );
+        let error = build(&tart, Duration::from_secs(5)).err().unwrap();
+        assert_eq!(
+            error,
+            BackendError::Unsupported {
+                provider: "macs".into(),
+                kind: ConfigKind::Tart
+            }
+        );
+        let text = error.to_string();
+        assert!(text.contains("\"macs\"") && text.contains("tart"), "{text}");
+
+        let bad = config(
+            "deployment: {id: d}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: i, endpoint: 'ftp://nowhere'}}
+routing: {default_kind: docker}
+",
+        );
+        let error = build(&bad, Duration::from_secs(5)).err().unwrap();
+        assert!(matches!(error, BackendError::Invalid { .. }), "{error}");
+        let error = build(&docker, Duration::ZERO).err().unwrap();
+        assert!(matches!(error, BackendError::Invalid { .. }), "{error}");
+    }
+}

@@ -1,0 +1,208 @@
+//! The command line (L1, L3): `billet validate FILE` and `billet serve`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::logging::{self, LogFormat};
+use crate::service::{ServeOptions, serve};
+
+/// billet: runs CI jobs on a fleet of compute backends.
+#[derive(Debug, Parser)]
+#[command(name = "billet", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Checks a billet.yaml: prints a summary, or the error with its location
+    /// (exit status 2).
+    Validate {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Runs the scheduler as a service: jobs over HTTP, a durable store,
+    /// the configured pools.
+    Serve(ServeArgs),
+}
+
+/// The flags of `billet serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The configuration file (billet.yaml).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// The state directory: its database and, by default, its token.
+    #[arg(long, value_name = "DIR", default_value = "billet-state")]
+    pub state: PathBuf,
+    /// The address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+    pub listen: SocketAddr,
+    /// The bearer token's file; created with a random token, mode 0600,
+    /// when missing [default: DIR/token].
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// How often every pool's inventory is read (reconciliation).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    pub reconcile_every: Duration,
+    /// The deadline of each provider call.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    pub call_timeout: Duration,
+    /// How long an instance no job holds may stay before it is destroyed.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
+    pub orphan_grace: Duration,
+    /// How long calls in flight may take to finish at shutdown.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub shutdown_grace: Duration,
+    /// How logs are written to stderr.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// A duration such as `60s`, `500ms` or `5m`, longer than zero.
+fn duration(text: &str) -> Result<Duration, String> {
+    let parsed = humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}"))?;
+    if parsed.is_zero() {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    Ok(parsed)
+}
+
+/// Runs the command line; the exit status is 0 on success, 2 for what
+/// stops a start (usage, configuration, pools, store), 1 for a failure
+/// while serving.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Validate { file } => match billet_config::validate(&file) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve(args) => {
+            logging::init(args.log_format);
+            let options = ServeOptions {
+                config: args.config,
+                state: args.state,
+                listen: args.listen,
+                token_file: args.token_file,
+                reconcile_every: args.reconcile_every,
+                call_timeout: args.call_timeout,
+                orphan_grace: args.orphan_grace,
+                shutdown_grace: args.shutdown_grace,
+            };
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("error: cannot start the runtime: {error}");
+                    return ExitCode::from(1);
+                }
+            };
+            match runtime.block_on(serve(options, signal())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    tracing::error!(%error, "billet serve stopped");
+                    eprintln!("error: {error}");
+                    ExitCode::from(error.exit_code())
+                }
+            }
+        }
+    }
+}
+
+/// Completes at SIGTERM or SIGINT (L7).
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                    _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    // L3: the flags and their defaults.
+    #[test]
+    fn l3_flags_and_defaults() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from(["billet", "serve", "--config", "b.yaml"]).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(args.config, PathBuf::from("b.yaml"));
+        assert_eq!(args.state, PathBuf::from("billet-state"));
+        assert_eq!(args.listen, "127.0.0.1:7878".parse().unwrap());
+        assert_eq!(args.token_file, None);
+        assert_eq!(args.reconcile_every, Duration::from_secs(60));
+        assert_eq!(args.log_format, LogFormat::Text);
+        let cli = Cli::try_parse_from([
+            "billet",
+            "serve",
+            "--config",
+            "c",
+            "--state",
+            "s",
+            "--listen",
+            "0.0.0.0:1",
+            "--token-file",
+            "t",
+            "--reconcile-every",
+            "500ms",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(args.reconcile_every, Duration::from_millis(500));
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.token_file, Some(PathBuf::from("t")));
+        assert!(
+            Cli::try_parse_from(["billet", "serve"]).is_err(),
+            "--config is required"
+        );
+        for bad in ["0s", "soon", "-1s"] {
+            assert!(
+                Cli::try_parse_from(["billet", "serve", "--config", "c", "--reconcile-every", bad])
+                    .is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The service's jobs: one [`JobRecord`] per accepted job, the [`Change`]s
+//! that move it along, and [`Jobs`], the table every answer reads.
+//!
+//! A change is written to the store and applied to the table in the same
+//! order, by the same writer, after its commit: the table is always exactly
+//! what the store holds.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use billet_provider::TrustClass;
+use billet_scheduler::{FailReason, Outcome};
+
+use crate::api::{JobState, JobView, rfc3339, trust_name};
+
+/// How a job ended, as it is stored and shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// `finished`, `failed` or `cancelled`.
+    pub state: JobState,
+    /// The exit code of a finished job.
+    pub exit_code: Option<i32>,
+    /// Why a failed job failed.
+    pub reason: Option<String>,
+}
+
+impl From<&Outcome> for Ending {
+    fn from(outcome: &Outcome) -> Ending {
+        match outcome {
+            Outcome::Finished { exit_code } => Ending {
+                state: JobState::Finished,
+                exit_code: Some(*exit_code),
+                reason: None,
+            },
+            Outcome::Failed { reason } => Ending {
+                state: JobState::Failed,
+                exit_code: None,
+                reason: Some(reason_text(reason)),
+            },
+            Outcome::Cancelled => Ending {
+                state: JobState::Cancelled,
+                exit_code: None,
+                reason: None,
+            },
+        }
+    }
+}
+
+fn reason_text(reason: &FailReason) -> String {
+    reason.to_string()
+}
+
+/// One accepted job: what was asked, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// Its id.
+    pub id: u64,
+    /// Its idempotency key, if it was given one.
+    pub key: Option<String>,
+    /// Its command.
+    pub command: Vec<String>,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// Its trust class.
+    pub trust: TrustClass,
+    /// Its timeout, if bounded.
+    pub timeout: Option<Duration>,
+    /// Where it is.
+    pub state: JobState,
+    /// The pool holding (or that held) its lease.
+    pub pool: Option<String>,
+    /// Its instance's id.
+    pub instance: Option<String>,
+    /// Exit code, once finished.
+    pub exit_code: Option<i32>,
+    /// Why it failed, once failed.
+    pub reason: Option<String>,
+    /// When it was accepted.
+    pub submitted_at: SystemTime,
+    /// When it last took a lease.
+    pub started_at: Option<SystemTime>,
+    /// When it ended.
+    pub ended_at: Option<SystemTime>,
+    /// A cancel was asked for and answered: it survives a restart.
+    pub cancel_requested: bool,
+    /// Its outcome, decided and committed before the instance that shows it
+    /// is destroyed (L6); shown once that destroy is confirmed.
+    pub ending: Option<Ending>,
+}
+
+impl JobRecord {
+    /// A job just accepted: queued, nothing known yet.
+    pub fn accepted(id: u64, job: crate::api::NewJob, at: SystemTime) -> JobRecord {
+        JobRecord {
+            id,
+            key: job.key,
+            command: job.command,
+            labels: job.labels,
+            trust: job.trust,
+            timeout: job.timeout,
+            state: JobState::Queued,
+            pool: None,
+            instance: None,
+            exit_code: None,
+            reason: None,
+            submitted_at: at,
+            started_at: None,
+            ended_at: None,
+            cancel_requested: false,
+            ending: None,
+        }
+    }
+
+    /// The job as the API shows it.
+    pub fn view(&self) -> JobView {
+        JobView {
+            id: self.id,
+            state: self.state,
+            labels: self.labels.clone(),
+            trust: trust_name(self.trust).to_owned(),
+            command: self.command.clone(),
+            pool: self.pool.clone(),
+            instance: self.instance.clone(),
+            exit_code: self.exit_code,
+            reason: self.reason.clone(),
+            submitted_at: rfc3339(self.submitted_at),
+            started_at: self.started_at.map(rfc3339),
+            ended_at: self.ended_at.map(rfc3339),
+        }
+    }
+
+    /// Applies `change`, which concerns this job.
+    fn apply(&mut self, change: &Change) {
+        match change {
+            Change::Accepted(_) => {}
+            Change::Requeued { .. } => {
+                self.state = JobState::Queued;
+                self.pool = None;
+                self.instance = None;
+            }
+            Change::Placed { pool, at, .. } => {
+                self.state = JobState::Running;
+                self.pool = Some(pool.clone());
+                self.instance = None;
+                self.started_at = Some(*at);
+            }
+            Change::Backed {
+                pool, instance, at, ..
+            } => {
+                self.state = JobState::Running;
+                self.pool = Some(pool.clone());
+                self.instance = Some(instance.clone());
+                self.started_at.get_or_insert(*at);
+            }
+            Change::CancelRequested { .. } => self.cancel_requested = true,
+            Change::Ending { ending, .. } => self.ending = Some(ending.clone()),
+            Change::Ended { ending, at, .. } => {
+                self.state = ending.state;
+                self.exit_code = ending.exit_code;
+                self.reason = ending.reason.clone();
+                self.ended_at = Some(*at);
+                self.ending = None;
+            }
+        }
+    }
+}
+
+/// One step of a job's life, as committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A job was accepted.
+    Accepted(Box<JobRecord>),
+    /// At a restart, an unfinished job waits again: it holds no lease until
+    /// the scheduler adopts its instance or places it.
+    Requeued {
+        /// The job.
+        id: u64,
+    },
+    /// The job took a lease on `pool`; its launch follows the commit.
+    Placed {
+        /// The job.
+        id: u64,
+        /// The pool.
+        pool: String,
+        /// When.
+        at: SystemTime,
+    },
+    /// An instance backs the job's lease (launched or adopted).
+    Backed {
+        /// The job.
+        id: u64,
+        /// The pool.
+        pool: String,
+        /// The instance's id.
+        instance: String,
+        /// When.
+        at: SystemTime,
+    },
+    /// A cancel was asked for.
+    CancelRequested {
+        /// The job.
+        id: u64,
+    },
+    /// The job's outcome is decided; its instance is destroyed after this
+    /// commit.
+    Ending {
+        /// The job.
+        id: u64,
+        /// The outcome.
+        ending: Ending,
+    },
+    /// The job ended.
+    Ended {
+        /// The job.
+        id: u64,
+        /// The outcome.
+        ending: Ending,
+        /// When.
+        at: SystemTime,
+    },
+}
+
+impl Change {
+    /// The job the change concerns.
+    pub fn job(&self) -> u64 {
+        match self {
+            Change::Accepted(record) => record.id,
+            Change::Requeued { id }
+            | Change::Placed { id, .. }
+            | Change::Backed { id, .. }
+            | Change::CancelRequested { id }
+            | Change::Ending { id, .. }
+            | Change::Ended { id, .. } => *id,
+        }
+    }
+}
+
+/// Every job the service knows, by id, with their keys.
+#[derive(Debug, Default, Clone)]
+pub struct Jobs {
+    /// Record `i` is job `first + i`; ids are dense from 1.
+    records: Vec<JobRecord>,
+    keys: HashMap<String, u64>,
+}
+
+impl Jobs {
+    /// The table holding `records`, in id order.
+    pub fn from_records(records: Vec<JobRecord>) -> Jobs {
+        let mut jobs = Jobs::default();
+        for record in records {
+            jobs.insert(record);
+        }
+        jobs
+    }
+
+    fn insert(&mut self, record: JobRecord) {
+        if let Some(key) = &record.key {
+            self.keys.insert(key.clone(), record.id);
+        }
+        let index = self.index(record.id);
+        match index {
+            Some(i) if i < self.records.len() => self.records[i] = record,
+            _ => self.records.push(record),
+        }
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        let first = self.records.first()?.id;
+        let i = usize::try_from(id.checked_sub(first)?).ok()?;
+        (i < self.records.len() && self.records[i].id == id).then_some(i)
+    }
+
+    /// Job `id`.
+    pub fn get(&self, id: u64) -> Option<&JobRecord> {
+        self.index(id).map(|i| &self.records[i])
+    }
+
+    /// The job accepted with idempotency key `key`.
+    pub fn by_key(&self, key: &str) -> Option<&JobRecord> {
+        self.keys.get(key).and_then(|&id| self.get(id))
+    }
+
+    /// Every job, in submission order.
+    pub fn iter(&self) -> impl Iterator<Item = &JobRecord> {
+        self.records.iter()
+    }
+
+    /// How many jobs there are.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The highest id given so far (0 when none).
+    pub fn last_id(&self) -> u64 {
+        self.records.last().map_or(0, |record| record.id)
+    }
+
+    /// Applies a committed change.
+    pub fn apply(&mut self, change: &Change) {
+        if let Change::Accepted(record) = change {
+            self.insert((**record).clone());
+            return;
+        }
+        if let Some(i) = self.index(change.job()) {
+            self.records[i].apply(change);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NewJob;
+
+    fn new_job(key: Option<&str>) -> NewJob {
+        NewJob {
+            command: vec!["true".into()],
+            labels: vec![],
+            trust: TrustClass::Trusted,
+            timeout: None,
+            key: key.map(str::to_owned),
+        }
+    }
+
+    fn t(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    // L4, L6: a job's changes, applied in order, give the states the API shows.
+    #[test]
+    fn l4_a_job_moves_through_its_states() {
+        let mut jobs = Jobs::default();
+        assert!(jobs.is_empty());
+        assert_eq!(jobs.last_id(), 0);
+        jobs.apply(&Change::Accepted(Box::new(JobRecord::accepted(
+            1,
+            new_job(Some("k")),
+            t(1),
+        ))));
+        jobs.apply(&Change::Accepted(Box::new(JobRecord::accepted(
+            2,
+            new_job(None),
+            t(2),
+        ))));
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs.last_id(), 2);
+        assert_eq!(jobs.by_key("k").map(|r| r.id), Some(1));
+        assert_eq!(jobs.by_key("other"), None);
+        assert_eq!(jobs.get(3), None);
+        assert_eq!(jobs.get(0), None);
+        jobs.apply(&Change::Placed {
+            id: 1,
+            pool: "linux".into(),
+            at: t(3),
+        });
+        let job = jobs.get(1).unwrap();
+        assert_eq!(job.state, JobState::Running);
+        assert_eq!(job.pool.as_deref(), Some("linux"));
+        assert_eq!(job.started_at, Some(t(3)));
+        jobs.apply(&Change::Backed {
+            id: 1,
+            pool: "linux".into(),
+            instance: "c1".into(),
+            at: t(4),
+        });
+        let job = jobs.get(1).unwrap();
+        assert_eq!(job.instance.as_deref(), Some("c1"));
+        assert_eq!(job.started_at, Some(t(3)), "the lease's start is kept");
+        let finished = Ending::from(&Outcome::Finished { exit_code: 3 });
+        jobs.apply(&Change::Ending {
+            id: 1,
+            ending: finished.clone(),
+        });
+        let job = jobs.get(1).unwrap();
+        assert_eq!(job.state, JobState::Running, "shown once destroyed");
+        assert_eq!(job.ending.as_ref(), Some(&finished));
+        jobs.apply(&Change::Ended {
+            id: 1,
+            ending: finished,
+            at: t(5),
+        });
+        let view = jobs.get(1).unwrap().view();
+        assert_eq!(view.state, JobState::Finished);
+        assert_eq!(view.exit_code, Some(3));
+        assert_eq!(view.reason, None);
+        assert_eq!(view.ended_at.as_deref(), Some("1970-01-01T00:00:05.000Z"));
+        assert_eq!(jobs.get(1).unwrap().ending, None);
+        jobs.apply(&Change::CancelRequested { id: 2 });
+        assert!(jobs.get(2).unwrap().cancel_requested);
+        jobs.apply(&Change::Ended {
+            id: 2,
+            ending: Ending::from(&Outcome::Cancelled),
+            at: t(6),
+        });
+        assert_eq!(jobs.get(2).unwrap().state, JobState::Cancelled);
+        let ids: Vec<u64> = jobs.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [1, 2]);
+    }
+
+    // L6: at a restart an unfinished job holds no lease until adopted.
+    #[test]
+    fn l6_requeued_jobs_lose_their_lease_not_their_start() {
+        let mut jobs = Jobs::from_records(vec![JobRecord::accepted(7, new_job(None), t(1))]);
+        assert_eq!(jobs.get(7).map(|r| r.id), Some(7));
+        assert_eq!(jobs.get(6), None);
+        assert_eq!(jobs.get(8), None);
+        jobs.apply(&Change::Backed {
+            id: 7,
+            pool: "p".into(),
+            instance: "i".into(),
+            at: t(2),
+        });
+        assert_eq!(jobs.get(7).unwrap().started_at, Some(t(2)));
+        jobs.apply(&Change::Requeued { id: 7 });
+        let job = jobs.get(7).unwrap();
+        assert_eq!(job.state, JobState::Queued);
+        assert_eq!(job.pool, None);
+        assert_eq!(job.instance, None);
+        assert_eq!(job.started_at, Some(t(2)));
+        let failed = Ending::from(&Outcome::Failed {
+            reason: FailReason::TimedOut,
+        });
+        assert_eq!(failed.state, JobState::Failed);
+        assert_eq!(failed.reason.as_deref(), Some("timed out"));
+        // A change for a job the table does not hold changes nothing.
+        jobs.apply(&Change::CancelRequested { id: 99 });
+        assert_eq!(jobs.len(), 1);
+    }
+}

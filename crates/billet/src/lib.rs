@@ -1,0 +1,44 @@
+//! billet as a service: `billet serve` takes CI jobs over HTTP, keeps them in
+//! a durable store, and runs them on the configured pools through
+//! `billet-scheduler` (SPEC L1-L9).
+//!
+//! # Layout
+//!
+//! * [`cli`]: the command line; [`service`]: start, serve, stop.
+//! * [`engine`]: the task that owns the scheduler's core, performs its calls,
+//!   and commits what it decides before acting on it.
+//! * [`store`] and the writer behind it: SQLite, one transaction per group
+//!   of changes; [`jobs`]: the records and the changes that move them.
+//! * [`http`]: the routes; [`api`]: request checks and the job as shown;
+//!   [`token`]: the bearer token; [`metrics`]: Prometheus text.
+//! * [`backends`]: one provider per configured pool (docker).
+//!
+//! # Guarantees
+//!
+//! * An accepted job is committed before it is answered, and every change a
+//!   decision makes is committed before the provider call that follows it:
+//!   a crash at any moment loses no accepted job, and a restart adopts
+//!   instances rather than starting them twice (L6).
+//! * A bad request is answered `4xx` naming the field and records nothing
+//!   (L5).
+//! * The simulated backend is never built: the configuration refuses its
+//!   kind, and this crate does not depend on it (L1, X1).
+
+#![deny(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod api;
+pub mod backends;
+pub mod cli;
+mod commit;
+pub mod engine;
+pub mod http;
+pub mod jobs;
+pub mod logging;
+pub mod metrics;
+pub mod service;
+pub mod store;
+pub mod token;
+
+pub use crate::service::{ServeError, ServeOptions, Service, serve};
+pub use crate::store::Store;

@@ -1,0 +1,203 @@
+//! `GET /metrics`: the scheduler's counts in Prometheus text format (L4),
+//! through `prometheus-client`.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use billet_scheduler::Stats;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabel {
+    pool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: String,
+}
+
+/// The service's metrics: per pool capacity, leases and inventory errors;
+/// jobs queued; jobs ended per outcome.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    capacity: Family<PoolLabel, Gauge>,
+    leases: Family<PoolLabel, Gauge>,
+    pool_queued: Family<PoolLabel, Gauge>,
+    queued: Gauge,
+    ended: Family<OutcomeLabel, Counter>,
+    inventory_errors: Family<PoolLabel, Counter>,
+}
+
+/// The outcome labels of `billet_jobs_ended_total`.
+pub const OUTCOMES: [&str; 3] = ["finished", "failed", "cancelled"];
+
+impl Metrics {
+    /// Metrics for the pools named `pools`, every series present from the
+    /// start (at zero).
+    pub fn new<'a>(pools: impl IntoIterator<Item = &'a str>) -> Metrics {
+        let mut registry = Registry::default();
+        let capacity = Family::<PoolLabel, Gauge>::default();
+        let leases = Family::<PoolLabel, Gauge>::default();
+        let pool_queued = Family::<PoolLabel, Gauge>::default();
+        let queued = Gauge::default();
+        let ended = Family::<OutcomeLabel, Counter>::default();
+        let inventory_errors = Family::<PoolLabel, Counter>::default();
+        registry.register(
+            "billet_pool_capacity",
+            "The most leases a pool holds at once",
+            capacity.clone(),
+        );
+        registry.register(
+            "billet_pool_leases",
+            "Leases a pool holds now, launches in flight included",
+            leases.clone(),
+        );
+        registry.register(
+            "billet_pool_queued",
+            "Jobs waiting whose first choice is this pool",
+            pool_queued.clone(),
+        );
+        registry.register(
+            "billet_jobs_queued",
+            "Jobs waiting for a lease",
+            queued.clone(),
+        );
+        registry.register(
+            "billet_jobs_ended",
+            "Jobs ended since this process started, per outcome",
+            ended.clone(),
+        );
+        registry.register(
+            "billet_inventory_errors",
+            "Inventories of a pool that could not be read since this process started",
+            inventory_errors.clone(),
+        );
+        for pool in pools {
+            let label = PoolLabel {
+                pool: pool.to_owned(),
+            };
+            let _ = capacity.get_or_create(&label);
+            let _ = leases.get_or_create(&label);
+            let _ = pool_queued.get_or_create(&label);
+            let _ = inventory_errors.get_or_create(&label);
+        }
+        for outcome in OUTCOMES {
+            let _ = ended.get_or_create(&OutcomeLabel {
+                outcome: outcome.to_owned(),
+            });
+        }
+        Metrics {
+            registry,
+            capacity,
+            leases,
+            pool_queued,
+            queued,
+            ended,
+            inventory_errors,
+        }
+    }
+
+    /// Sets the gauges from the scheduler's counts.
+    pub fn observe(&self, stats: &Stats) {
+        for pool in &stats.pools {
+            let label = PoolLabel {
+                pool: pool.name.clone(),
+            };
+            self.capacity
+                .get_or_create(&label)
+                .set(i64::from(pool.capacity));
+            self.leases
+                .get_or_create(&label)
+                .set(i64::from(pool.leases));
+            self.pool_queued
+                .get_or_create(&label)
+                .set(i64::try_from(pool.queued).unwrap_or(i64::MAX));
+        }
+        self.queued
+            .set(i64::try_from(stats.queued).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a job ended `outcome` (`finished`, `failed` or `cancelled`).
+    pub fn ended(&self, outcome: &str) {
+        self.ended
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts an inventory of `pool` that could not be read.
+    pub fn inventory_error(&self, pool: &str) {
+        self.inventory_errors
+            .get_or_create(&PoolLabel {
+                pool: pool.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use billet_provider::ProviderKind;
+    use billet_scheduler::PoolStats;
+
+    // L4: the series SPEC names, present from the start and following the counts.
+    #[test]
+    fn l4_metrics_name_every_series() {
+        let metrics = Metrics::new(["linux", "mac"]);
+        let text = metrics.render();
+        for series in [
+            r#"billet_pool_capacity{pool="linux"} 0"#,
+            r#"billet_pool_leases{pool="mac"} 0"#,
+            "billet_jobs_queued 0",
+            r#"billet_jobs_ended_total{outcome="finished"} 0"#,
+            r#"billet_jobs_ended_total{outcome="cancelled"} 0"#,
+            r#"billet_inventory_errors_total{pool="linux"} 0"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+        let stats = Stats {
+            pools: vec![PoolStats {
+                name: "linux".into(),
+                kind: ProviderKind::Docker,
+                capacity: 4,
+                leases: 3,
+                launching: 1,
+                queued: 7,
+                orphans: 0,
+                ready: true,
+            }],
+            queued: 9,
+            ..Stats::default()
+        };
+        metrics.observe(&stats);
+        metrics.ended("failed");
+        metrics.ended("failed");
+        metrics.inventory_error("mac");
+        let text = metrics.render();
+        for series in [
+            r#"billet_pool_capacity{pool="linux"} 4"#,
+            r#"billet_pool_leases{pool="linux"} 3"#,
+            r#"billet_pool_queued{pool="linux"} 7"#,
+            "billet_jobs_queued 9",
+            r#"billet_jobs_ended_total{outcome="failed"} 2"#,
+            r#"billet_inventory_errors_total{pool="mac"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! [`Service`]: the engine and the listener together, started and stopped
+//! as one; and [`serve`], everything `billet serve` does between reading its
+//! flags and exiting (L1-L8).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use billet_clock::{Clock, SystemClock};
+use billet_config::{Config, ConfigError};
+use billet_scheduler::{BuildError, Pools, Settings};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::backends::{self, BackendError};
+use crate::engine::{Engine, EngineError};
+use crate::http::{AppState, router};
+use crate::jobs::JobRecord;
+use crate::store::{Store, StoreError};
+use crate::token::{self, Token, TokenError};
+
+/// How long the listener may take to close its connections once the engine
+/// has stopped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// What `billet serve` is told (L3).
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// The state directory: the database and, by default, the token.
+    pub state: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The token file; `None` for `STATE/token`.
+    pub token_file: Option<PathBuf>,
+    /// How often every pool's inventory is read.
+    pub reconcile_every: Duration,
+    /// The deadline of each provider call.
+    pub call_timeout: Duration,
+    /// How long an instance no job holds may stay before it is destroyed.
+    pub orphan_grace: Duration,
+    /// How long calls in flight may take to finish at shutdown (L7).
+    pub shutdown_grace: Duration,
+}
+
+/// Why `serve` could not start, or stopped other than by a signal.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// `billet.yaml` is wrong (its location is in the message).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A pool's provider could not be built.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The pools and their providers do not match.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The store could not be opened, or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The token could not be had.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine stopped on an error while serving.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The listener failed.
+    #[error("the listener failed: {0}")]
+    Listener(String),
+}
+
+impl ServeError {
+    /// The exit status `billet serve` ends with: 2 for whatever stops it at
+    /// start (the configuration, its pools, the store, the token, the
+    /// address), 1 for a failure while serving.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Engine(_) | ServeError::Listener(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// A running service: the engine, and the listener in front of it.
+#[derive(Debug)]
+pub struct Service {
+    addr: SocketAddr,
+    engine: Engine,
+    server: JoinHandle<std::io::Result<()>>,
+    close: oneshot::Sender<()>,
+}
+
+impl Service {
+    /// Starts the engine over `pools` with the jobs read from `store`, then
+    /// serves the API on `listener`, requiring `token`.
+    pub async fn start(
+        pools: &Pools,
+        store: Store,
+        records: Vec<JobRecord>,
+        clock: Arc<dyn Clock>,
+        token: &str,
+        listener: TcpListener,
+    ) -> Result<Service, ServeError> {
+        let addr = listener.local_addr().map_err(|source| ServeError::Listen {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })?;
+        let engine = Engine::start(pools, store, records, clock).await?;
+        let app = router(AppState {
+            engine: engine.handle.clone(),
+            shared: Arc::clone(&engine.shared),
+            token: Token::new(token),
+        });
+        let (close, closed) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = closed.await;
+                })
+                .await
+        });
+        Ok(Service {
+            addr,
+            engine,
+            server,
+            close,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` completes, then stops in order (L7): new
+    /// requests answer `503`, calls in flight get `grace` to finish, what
+    /// they decided is committed, the listener closes. Instances keep
+    /// running. An engine that fails first is the error.
+    pub async fn run_until(
+        mut self,
+        shutdown: impl Future<Output = ()>,
+        grace: Duration,
+    ) -> Result<(), ServeError> {
+        tokio::select! {
+            () = shutdown => {}
+            ended = &mut self.engine.task => {
+                let _ = self.close.send(());
+                return Err(match ended {
+                    Ok(Err(error)) => error.into(),
+                    Ok(Ok(())) => ServeError::Listener("the engine stopped unasked".to_owned()),
+                    Err(join) => ServeError::Listener(format!("the engine panicked: {join}")),
+                });
+            }
+        }
+        self.stop(grace).await
+    }
+
+    /// Stops now, as [`run_until`](Service::run_until) does once its signal
+    /// came.
+    pub async fn stop(mut self, grace: Duration) -> Result<(), ServeError> {
+        self.engine.shutdown(grace);
+        let ended = (&mut self.engine.task).await;
+        let _ = self.close.send(());
+        match tokio::time::timeout(CLOSE_GRACE, &mut self.server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(error))) => return Err(ServeError::Listener(error.to_string())),
+            Ok(Err(join)) => return Err(ServeError::Listener(join.to_string())),
+            Err(_) => {
+                tracing::warn!("connections still open after {CLOSE_GRACE:?}; closing them");
+                self.server.abort();
+            }
+        }
+        match ended {
+            Ok(result) => result.map_err(ServeError::from),
+            Err(join) => Err(ServeError::Listener(format!("the engine panicked: {join}"))),
+        }
+    }
+}
+
+/// `billet serve`: reads the configuration, builds every pool, opens the
+/// store and the token, listens, and serves until `shutdown` completes.
+pub async fn serve(
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let config = Config::load(&options.config)?;
+    let providers = backends::build(&config, options.call_timeout)?;
+    let deployment = config.deployment().id().to_owned();
+    let mut builder = Pools::builder(config).settings(Settings {
+        reconcile_every: options.reconcile_every,
+        call_timeout: options.call_timeout,
+        orphan_grace: options.orphan_grace,
+        ..Settings::default()
+    });
+    for (name, provider) in providers {
+        builder = builder.provider(name, provider);
+    }
+    let pools = builder.build()?;
+    let (store, records) = Store::open(&options.state)?;
+    let token_path = options
+        .token_file
+        .clone()
+        .unwrap_or_else(|| options.state.join("token"));
+    let (token, created) = token::load_or_create(&token_path)?;
+    if created {
+        tracing::info!(path = %token_path.display(), "created a token file (mode 0600) with a random token");
+    } else {
+        tracing::info!(path = %token_path.display(), "read the token file");
+    }
+    let listener =
+        TcpListener::bind(options.listen)
+            .await
+            .map_err(|source| ServeError::Listen {
+                addr: options.listen,
+                source,
+            })?;
+    let jobs = records.len();
+    let service = Service::start(
+        &pools,
+        store,
+        records,
+        Arc::new(SystemClock),
+        &token,
+        listener,
+    )
+    .await?;
+    tracing::info!(
+        deployment = %deployment,
+        pools = pools.config().providers().len(),
+        jobs,
+        state = %options.state.display(),
+        "listening on {}",
+        service.addr()
+    );
+    let result = service.run_until(shutdown, options.shutdown_grace).await;
+    if result.is_ok() {
+        tracing::info!("stopped; instances still running are adopted at the next start");
+    }
+    result
+}

@@ -1,0 +1,504 @@
+//! The durable store (L6): every accepted job and each step of its life, in
+//! one SQLite database (`DIR/billet.db`), written in transactions.
+//!
+//! Opening checks the file before writing anything: a file that is not a
+//! billet database, or one SQLite finds damaged, is refused with an error
+//! naming it, and left as it was.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use crate::api::{JobState, trust_from_name, trust_name};
+use crate::jobs::{Change, Ending, JobRecord};
+
+/// The database file's name inside the state directory.
+pub const DATABASE_FILE: &str = "billet.db";
+
+/// The layout this release writes, kept in SQLite's `user_version`.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY,
+    key TEXT UNIQUE,
+    command TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    trust TEXT NOT NULL,
+    timeout_secs INTEGER,
+    state TEXT NOT NULL,
+    pool TEXT,
+    instance TEXT,
+    exit_code INTEGER,
+    reason TEXT,
+    submitted_at INTEGER NOT NULL,
+    started_at INTEGER,
+    ended_at INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    ending_state TEXT,
+    ending_exit_code INTEGER,
+    ending_reason TEXT
+);
+PRAGMA user_version = 1;
+";
+
+/// Why the store could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file exists but is not a billet database SQLite can read intact;
+    /// it was left untouched.
+    #[error(
+        "the store {path} is unreadable or corrupt ({detail}); it was left untouched: move it aside to start afresh"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What was found wrong.
+        detail: String,
+    },
+    /// The state directory or the file could not be made or read.
+    #[error("the store {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SQLite failed while reading or writing.
+    #[error("the store {path}: {source}")]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// Where committed changes go: a SQLite database, or nowhere (a store in
+/// memory, for measuring what durability costs).
+#[derive(Debug)]
+pub struct Store {
+    db: Option<(Connection, PathBuf)>,
+}
+
+impl Store {
+    /// A store that keeps nothing: every commit succeeds at once. Jobs live
+    /// only in the service's table and die with it.
+    pub fn memory() -> Store {
+        Store { db: None }
+    }
+
+    /// Opens (or creates) the database in `dir`, creating `dir` if missing,
+    /// and reads every job back in id order.
+    pub fn open(dir: &Path) -> Result<(Store, Vec<JobRecord>), StoreError> {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        let path = dir.join(DATABASE_FILE);
+        let exists = match std::fs::metadata(&path) {
+            Ok(meta) => meta.len() > 0,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(source) => return Err(StoreError::Io { path, source }),
+        };
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let corrupt = |detail: String| StoreError::Corrupt {
+            path: path.clone(),
+            detail,
+        };
+        let flags = if exists {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
+        if exists {
+            // Read before writing anything: a damaged or foreign file fails
+            // here, and nothing has been written to it.
+            check(&conn).map_err(corrupt)?;
+        } else {
+            conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        }
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+            .map_err(sqlite)?;
+        let records = load(&conn).map_err(|e| corrupt(e.to_string()))?;
+        Ok((
+            Store {
+                db: Some((conn, path)),
+            },
+            records,
+        ))
+    }
+
+    /// The database file, or `None` for a store in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.db.as_ref().map(|(_, path)| path.as_path())
+    }
+
+    /// Writes `changes` in one transaction: all of them, or (on error) none.
+    pub fn commit(&mut self, changes: &[Change]) -> Result<(), StoreError> {
+        let Some((conn, path)) = &mut self.db else {
+            return Ok(());
+        };
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = conn.transaction().map_err(sqlite)?;
+        for change in changes {
+            write(&tx, change).map_err(sqlite)?;
+        }
+        tx.commit().map_err(sqlite)
+    }
+}
+
+/// Checks an existing file: SQLite reads it, finds it intact, and it holds
+/// this release's layout.
+fn check(conn: &Connection) -> Result<(), String> {
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    let verdict: String = conn
+        .query_row("PRAGMA quick_check", [], |row| row.get(0))
+        .map_err(|e| e.to_string())?;
+    if verdict != "ok" {
+        return Err(format!("SQLite's quick_check says: {verdict}"));
+    }
+    if version != SCHEMA_VERSION {
+        return Err(format!(
+            "layout version {version}, where this release reads {SCHEMA_VERSION}"
+        ));
+    }
+    let table: Option<String> = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(|e| e.to_string())?;
+    if table.is_none() {
+        return Err("it has no jobs table".to_owned());
+    }
+    Ok(())
+}
+
+fn millis(at: SystemTime) -> i64 {
+    let since = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    i64::try_from(since).unwrap_or(i64::MAX)
+}
+
+fn time(millis: i64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
+
+fn json(values: &[String]) -> String {
+    serde_json::to_string(values).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn id(id: u64) -> i64 {
+    i64::try_from(id).unwrap_or(i64::MAX)
+}
+
+fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()> {
+    match change {
+        Change::Accepted(record) => {
+            tx.prepare_cached(
+                "INSERT INTO jobs (id, key, command, labels, trust, timeout_secs, state, submitted_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                id(record.id),
+                record.key,
+                json(&record.command),
+                json(&record.labels),
+                trust_name(record.trust),
+                record.timeout.map(|t| id(t.as_secs())),
+                record.state.as_str(),
+                millis(record.submitted_at),
+            ])?;
+        }
+        Change::Requeued { id: job } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = 'queued', pool = NULL, instance = NULL WHERE id = ?1",
+            )?
+            .execute(params![id(*job)])?;
+        }
+        Change::Placed { id: job, pool, at } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = 'running', pool = ?2, instance = NULL, started_at = ?3 WHERE id = ?1",
+            )?
+            .execute(params![id(*job), pool, millis(*at)])?;
+        }
+        Change::Backed {
+            id: job,
+            pool,
+            instance,
+            at,
+        } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = 'running', pool = ?2, instance = ?3,
+                 started_at = COALESCE(started_at, ?4) WHERE id = ?1",
+            )?
+            .execute(params![id(*job), pool, instance, millis(*at)])?;
+        }
+        Change::CancelRequested { id: job } => {
+            tx.prepare_cached("UPDATE jobs SET cancel_requested = 1 WHERE id = ?1")?
+                .execute(params![id(*job)])?;
+        }
+        Change::Ending { id: job, ending } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET ending_state = ?2, ending_exit_code = ?3, ending_reason = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                id(*job),
+                ending.state.as_str(),
+                ending.exit_code,
+                ending.reason
+            ])?;
+        }
+        Change::Ended {
+            id: job,
+            ending,
+            at,
+        } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = ?2, exit_code = ?3, reason = ?4, ended_at = ?5,
+                 ending_state = NULL, ending_exit_code = NULL, ending_reason = NULL WHERE id = ?1",
+            )?
+            .execute(params![
+                id(*job),
+                ending.state.as_str(),
+                ending.exit_code,
+                ending.reason,
+                millis(*at)
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// A column that does not read as what this release wrote.
+fn bad(column: &str, value: &str) -> rusqlite::Error {
+    rusqlite::Error::InvalidColumnName(format!("{column} = {value:?}"))
+}
+
+fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
+    let mut statement = conn.prepare(
+        "SELECT id, key, command, labels, trust, timeout_secs, state, pool, instance, exit_code,
+                reason, submitted_at, started_at, ended_at, cancel_requested,
+                ending_state, ending_exit_code, ending_reason
+         FROM jobs ORDER BY id",
+    )?;
+    let rows = statement.query_map([], |row| {
+        let list = |i: usize, column: &str| -> rusqlite::Result<Vec<String>> {
+            let text: String = row.get(i)?;
+            serde_json::from_str(&text).map_err(|_| bad(column, &text))
+        };
+        let state =
+            |text: String, column: &str| JobState::parse(&text).map_err(|_| bad(column, &text));
+        let trust: String = row.get(4)?;
+        let ending_state: Option<String> = row.get(15)?;
+        let ending = match ending_state {
+            None => None,
+            Some(text) => Some(Ending {
+                state: state(text, "ending_state")?,
+                exit_code: row.get(16)?,
+                reason: row.get(17)?,
+            }),
+        };
+        let raw_id: i64 = row.get(0)?;
+        let timeout: Option<i64> = row.get(5)?;
+        Ok(JobRecord {
+            id: u64::try_from(raw_id).map_err(|_| bad("id", &raw_id.to_string()))?,
+            key: row.get(1)?,
+            command: list(2, "command")?,
+            labels: list(3, "labels")?,
+            trust: trust_from_name(&trust).ok_or_else(|| bad("trust", &trust))?,
+            timeout: timeout.map(|secs| Duration::from_secs(u64::try_from(secs).unwrap_or(0))),
+            state: state(row.get(6)?, "state")?,
+            pool: row.get(7)?,
+            instance: row.get(8)?,
+            exit_code: row.get(9)?,
+            reason: row.get(10)?,
+            submitted_at: time(row.get(11)?),
+            started_at: row.get::<_, Option<i64>>(12)?.map(time),
+            ended_at: row.get::<_, Option<i64>>(13)?.map(time),
+            cancel_requested: row.get::<_, i64>(14)? != 0,
+            ending,
+        })
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NewJob;
+    use billet_provider::TrustClass;
+    use billet_scheduler::Outcome;
+
+    fn record(id: u64, key: Option<&str>) -> JobRecord {
+        JobRecord::accepted(
+            id,
+            NewJob {
+                command: vec!["sh".into(), "-c".into(), "exit 3".into()],
+                labels: vec!["linux".into()],
+                trust: TrustClass::Trusted,
+                timeout: Some(Duration::from_secs(30)),
+                key: key.map(str::to_owned),
+            },
+            SystemTime::UNIX_EPOCH + Duration::from_millis(1_234),
+        )
+    }
+
+    // L6: what is committed is read back, field for field, by the next open.
+    #[test]
+    fn l6_committed_changes_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, records) = Store::open(dir.path()).unwrap();
+        assert!(records.is_empty());
+        assert_eq!(store.path(), Some(dir.path().join(DATABASE_FILE).as_path()));
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(5);
+        let changes = vec![
+            Change::Accepted(Box::new(record(1, Some("k")))),
+            Change::Accepted(Box::new(record(2, None))),
+            Change::Accepted(Box::new(record(3, None))),
+            Change::Placed {
+                id: 1,
+                pool: "linux".into(),
+                at,
+            },
+            Change::Backed {
+                id: 1,
+                pool: "linux".into(),
+                instance: "abc".into(),
+                at,
+            },
+            Change::Ending {
+                id: 1,
+                ending: Ending::from(&Outcome::Finished { exit_code: 3 }),
+            },
+            Change::CancelRequested { id: 2 },
+            Change::Ended {
+                id: 2,
+                ending: Ending::from(&Outcome::Cancelled),
+                at,
+            },
+            Change::Placed {
+                id: 3,
+                pool: "linux".into(),
+                at,
+            },
+            Change::Requeued { id: 3 },
+        ];
+        store.commit(&changes).unwrap();
+        let mut expected = crate::jobs::Jobs::default();
+        for change in &changes {
+            expected.apply(change);
+        }
+        drop(store);
+        let (_, records) = Store::open(dir.path()).unwrap();
+        let wanted: Vec<JobRecord> = expected.iter().cloned().collect();
+        assert_eq!(records, wanted);
+        assert!(records[0].ending.is_some());
+        assert!(records[1].cancel_requested);
+        assert_eq!(records[2].state, JobState::Queued);
+    }
+
+    // L6: a damaged or foreign file stops the open, names the file, and is
+    // left byte for byte as it was.
+    #[test]
+    fn l6_a_corrupt_store_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DATABASE_FILE);
+        std::fs::write(
+            &path,
+            b"this is not a database, and it is long enough to look like one".repeat(100),
+        )
+        .unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let error = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+        assert!(error.to_string().contains(&path.display().to_string()));
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+
+        // A real database with its pages damaged.
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        let many: Vec<Change> = (1..=500)
+            .map(|i| Change::Accepted(Box::new(record(i, None))))
+            .collect();
+        store.commit(&many).unwrap();
+        drop(store);
+        let path = dir.path().join(DATABASE_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let len = bytes.len();
+        for byte in &mut bytes[4096..len.min(4096 * 4)] {
+            *byte = 0xA5;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let error = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    // L6: a database of another layout is refused too.
+    #[test]
+    fn l6_a_foreign_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DATABASE_FILE);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE other (x INTEGER);")
+            .unwrap();
+        drop(conn);
+        let error = Store::open(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("layout version 0"), "{error}");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA user_version = 1;").unwrap();
+        drop(conn);
+        let error = Store::open(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("no jobs table"), "{error}");
+    }
+
+    // L6: a transaction that fails writes none of its changes.
+    #[test]
+    fn l6_a_failed_commit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        store
+            .commit(&[Change::Accepted(Box::new(record(1, Some("k"))))])
+            .unwrap();
+        // The second insert repeats a key: the whole batch is refused.
+        let error = store.commit(&[
+            Change::Accepted(Box::new(record(2, None))),
+            Change::Accepted(Box::new(record(3, Some("k")))),
+        ]);
+        assert!(error.is_err());
+        drop(store);
+        let (_, records) = Store::open(dir.path()).unwrap();
+        assert_eq!(records.len(), 1);
+    }
+
+    // The memory store commits anything and keeps nothing.
+    #[test]
+    fn a_memory_store_keeps_nothing() {
+        let mut store = Store::memory();
+        assert_eq!(store.path(), None);
+        store
+            .commit(&[Change::Accepted(Box::new(record(1, None)))])
+            .unwrap();
+    }
+}
