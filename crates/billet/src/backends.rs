@@ -8,6 +8,9 @@ use billet_config::{Config, ConfigKind, Settings as PoolSettings};
 use billet_docker::DockerProvider;
 use billet_provider::Provider;
 
+/// A pool's provider under the pool's configured name.
+pub type Named = (String, Arc<dyn Provider>);
+
 /// A pool whose provider could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -41,7 +44,7 @@ pub enum BackendError {
 pub fn build(
     config: &Config,
     call_timeout: Duration,
-) -> Result<Vec<(String, Arc<dyn Provider>)>, BackendError> {
+) -> Result<Vec<Named>, BackendError> {
     let owner = config.deployment().id();
     config
         .providers()
@@ -115,7 +118,7 @@ routing: {default_kind: docker}
             error,
             BackendError::Unsupported {
                 provider: "macs".into(),
-                kind: ConfigKind::Tart
+                kind: ConfigKind::parse("tart").unwrap()
             }
         );
         let text = error.to_string();

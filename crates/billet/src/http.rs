@@ -132,9 +132,9 @@ async fn list_jobs(State(app): State<AppState>, RawQuery(query): RawQuery) -> Re
     (StatusCode::OK, axum::Json(JobList { jobs })).into_response()
 }
 
-/// The id in a path, or the `404` that names it.
-fn job_id(id: &str) -> Result<u64, Response> {
-    id.parse::<u64>().map_err(|_| unknown(id))
+/// The id in a path, if it is one.
+fn job_id(id: &str) -> Option<u64> {
+    id.parse::<u64>().ok()
 }
 
 fn unknown(id: &str) -> Response {
@@ -146,18 +146,16 @@ fn unknown(id: &str) -> Response {
 }
 
 async fn get_job(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    let found = job_id(&id).map(|n| app.shared.jobs.read().get(n).map(|r| r.view()));
+    let found = job_id(&id).and_then(|n| app.shared.jobs.read().get(n).map(|r| r.view()));
     match found {
-        Ok(Some(view)) => job(StatusCode::OK, view),
-        Ok(None) => unknown(&id),
-        Err(response) => response,
+        Some(view) => job(StatusCode::OK, view),
+        None => unknown(&id),
     }
 }
 
 async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Response {
-    let n = match job_id(&id) {
-        Ok(n) => n,
-        Err(response) => return response,
+    let Some(n) = job_id(&id) else {
+        return unknown(&id);
     };
     if app.shared.jobs.read().get(n).is_none() {
         return unknown(&id);

@@ -169,6 +169,14 @@ impl Service {
         self.stop(grace).await
     }
 
+    /// Stops at once, as a crash would: the engine and the listener are
+    /// aborted, calls in flight dropped, and nothing more is committed (what
+    /// was committed stays). For tests of what a restart recovers (L6).
+    pub fn abort(self) {
+        self.engine.task.abort();
+        self.server.abort();
+    }
+
     /// Stops now, as [`run_until`](Service::run_until) does once its signal
     /// came.
     pub async fn stop(mut self, grace: Duration) -> Result<(), ServeError> {
