@@ -1,0 +1,1353 @@
+//! What the end-to-end tests share: the daemon (or one line saying how to run
+//! the tests without it), the offline test image, the built `billet` binary
+//! run as a child process with its log captured, an HTTP client for its API,
+//! a record of every docker event of a deployment, and a socket proxy the test
+//! owns between the service and the daemon, to cut and restore the connection
+//! for real.
+//!
+//! Every deployment id is unique to its test and to this test process, so the
+//! tests run in parallel on one daemon; dropping a [`Service`] kills its
+//! server, prints its logs when the test is failing, and force-removes every
+//! container carrying its owner label.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use billet_docker::{NAME_LABEL, OWNER_LABEL};
+use bollard::Docker;
+use bollard::query_parameters::{
+    CreateImageOptionsBuilder, EventsOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder,
+};
+use futures::{StreamExt, TryStreamExt};
+use parking_lot::Mutex;
+use serde_json::Value;
+
+/// The image the tests' containers run: a static busybox and nothing else,
+/// made offline (see [`ensure_test_image`]); the same tag the docker tests use.
+pub const TEST_IMAGE: &str = "billet-test:latest";
+
+/// Where the static busybox the test image is made of comes from (Debian's
+/// `busybox-static`).
+pub const BUSYBOX: &str = "/bin/busybox";
+
+/// Set (to `1`) by `.ci/run`: a missing daemon is then a failure, not a skip.
+pub const REQUIRED_VAR: &str = "BILLET_DOCKER_REQUIRED";
+
+/// The built binary under test.
+pub const BILLET: &str = env!("CARGO_BIN_EXE_billet");
+
+/// The pool name every test configuration uses for its docker provider.
+pub const POOL: &str = "linux";
+
+/// How long a server may take to answer `/healthz` after it was started.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------
+// The daemon and the test image
+// ---------------------------------------------------------------------------
+
+/// The daemon's socket: `$DOCKER_HOST` when it is a unix socket, else the
+/// local default.
+pub fn daemon_socket() -> PathBuf {
+    match std::env::var("DOCKER_HOST") {
+        Ok(host) if host.starts_with("unix://") => PathBuf::from(&host["unix://".len()..]),
+        _ => PathBuf::from(billet_docker::DEFAULT_SOCKET),
+    }
+}
+
+/// The daemon's endpoint as `billet.yaml` writes it.
+pub fn daemon_endpoint() -> String {
+    format!("unix://{}", daemon_socket().display())
+}
+
+/// Runs `future` to completion on a runtime of its own, in a thread of its
+/// own: works from sync code, from `Drop`, and from inside another runtime.
+pub fn block<F>(future: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(future)
+    })
+    .join()
+    .expect("the helper thread")
+}
+
+/// A raw bollard client on the daemon's socket (never through a proxy).
+pub fn raw_client() -> Docker {
+    Docker::connect_with_unix(
+        &daemon_socket().to_string_lossy(),
+        30,
+        bollard::API_DEFAULT_VERSION,
+    )
+    .expect("a client")
+}
+
+/// Whether this test can run: a daemon answers (and the test image is
+/// there), or, when none does, `false` after one line on stderr. With
+/// [`REQUIRED_VAR`] set to `1`, a missing daemon fails the test instead.
+pub fn daemon(test: &str) -> bool {
+    let socket = daemon_socket();
+    let reachable = socket.exists() && block(async { raw_client().ping().await.is_ok() });
+    if !reachable {
+        let required = std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "{REQUIRED_VAR}=1 but no docker daemon answers at {}",
+            socket.display()
+        );
+        eprintln!(
+            "skipped {test}: no docker daemon at {}; start dockerd (as root: `dockerd &`) and install busybox-static to run the end-to-end tests, or run `bash .ci/run`",
+            socket.display()
+        );
+        return false;
+    }
+    ensure_test_image();
+    true
+}
+
+/// Makes [`TEST_IMAGE`] on the daemon if it lacks it: a tar of a static
+/// busybox with its applets linked, imported through the API. No network.
+pub fn ensure_test_image() {
+    static MADE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if *made {
+        return;
+    }
+    block(async {
+        let client = raw_client();
+        if client.inspect_image(TEST_IMAGE).await.is_ok() {
+            return;
+        }
+        let mut busybox = Vec::new();
+        std::fs::File::open(BUSYBOX)
+            .and_then(|mut f| f.read_to_end(&mut busybox))
+            .unwrap_or_else(|e| {
+                panic!("the test image needs a static busybox at {BUSYBOX} (apt-get install busybox-static): {e}")
+            });
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(busybox.len() as u64);
+        header.set_mode(0o755);
+        header.set_mtime(0);
+        tar.append_data(&mut header, "bin/busybox", busybox.as_slice())
+            .expect("tar busybox");
+        for applet in ["sh", "sleep", "true", "false", "cat", "echo"] {
+            let mut link = tar::Header::new_gnu();
+            link.set_entry_type(tar::EntryType::Symlink);
+            link.set_size(0);
+            link.set_mode(0o777);
+            link.set_mtime(0);
+            tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
+                .expect("tar link");
+        }
+        let bytes = tar.into_inner().expect("tar");
+        let (repo, tag) = TEST_IMAGE.split_once(':').expect("name:tag");
+        let options = CreateImageOptionsBuilder::new()
+            .from_src("-")
+            .repo(repo)
+            .tag(tag)
+            .build();
+        client
+            .create_image(Some(options), Some(bollard::body_full(bytes.into())), None)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("import the test image");
+    });
+    *made = true;
+}
+
+/// A deployment id unique to this test process and to this call:
+/// `e2e-{pid}-{start}-{n}-{tag}`.
+pub fn unique_id(tag: &str) -> String {
+    static START: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = START.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        format!("{}-{:x}", std::process::id(), nanos & 0xffff_ffff_ffff)
+    });
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("e2e-{start}-{n}-{tag}")
+}
+
+/// A TCP port on 127.0.0.1 nobody listened on a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// One container of a deployment as the daemon lists it.
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub id: String,
+    /// The instance name billet gave it (its `billet.name` label).
+    pub name: String,
+    /// `created`, `running`, `exited`, ...
+    pub state: String,
+}
+
+impl Container {
+    /// Whether the container runs (or is about to: created, restarting).
+    pub fn is_live(&self) -> bool {
+        matches!(self.state.as_str(), "running" | "created" | "restarting")
+    }
+}
+
+/// Every container (any state) carrying `owner` as its owner label, asked of
+/// the daemon directly.
+pub async fn containers_of(owner: &str) -> Vec<Container> {
+    let filters = HashMap::from([("label", vec![format!("{OWNER_LABEL}={owner}")])]);
+    let options = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    raw_client()
+        .list_containers(Some(options))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .map(|c| {
+            let labels = c.labels.unwrap_or_default();
+            Container {
+                id: c.id.unwrap_or_default(),
+                name: labels.get(NAME_LABEL).cloned().unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// Force-removes every container carrying `owner` as its owner label.
+pub async fn remove_containers_of(owner: &str) {
+    let client = raw_client();
+    for container in containers_of(owner).await {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        let _ = client.remove_container(&container.id, Some(options)).await;
+    }
+}
+
+/// The job id in an instance name `job-<id>.<pool>`.
+pub fn job_of_instance(name: &str) -> Option<u64> {
+    name.strip_prefix("job-")?.split('.').next()?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------
+// Deadlines
+// ---------------------------------------------------------------------------
+
+/// A point in time a polling loop must not pass.
+pub struct Deadline {
+    at: Instant,
+    what: String,
+}
+
+impl Deadline {
+    /// `within` from now, for `what` (named when it passes).
+    pub fn after(within: Duration, what: impl Into<String>) -> Deadline {
+        Deadline {
+            at: Instant::now() + within,
+            what: what.into(),
+        }
+    }
+
+    /// Panics, naming what was awaited and the last thing seen, once passed.
+    pub fn check(&self, last: impl std::fmt::Debug) {
+        assert!(
+            Instant::now() < self.at,
+            "timed out waiting for {}; last seen: {last:#?}",
+            self.what
+        );
+    }
+
+    /// Whether it has passed.
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+}
+
+/// The interval polling loops sleep between looks.
+pub const POLL: Duration = Duration::from_millis(100);
+
+// ---------------------------------------------------------------------------
+// The service under test
+// ---------------------------------------------------------------------------
+
+/// What a configuration holds for the tests' one docker pool.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub capacity: u32,
+    /// The daemon endpoint the pool's provider uses (the daemon itself, or a
+    /// [`SocketProxy`]).
+    pub endpoint: String,
+}
+
+/// `billet.yaml` for deployment `id` with one docker pool [`POOL`].
+pub fn docker_config(id: &str, pool: &Pool) -> String {
+    format!(
+        "deployment: {{id: {id}}}\n\
+         providers:\n  \
+           - name: {POOL}\n    \
+             kind: docker\n    \
+             capacity: {capacity}\n    \
+             docker: {{image: \"{TEST_IMAGE}\", endpoint: \"{endpoint}\", network: none}}\n\
+         routing: {{default_kind: docker}}\n",
+        capacity = pool.capacity,
+        endpoint = pool.endpoint,
+    )
+}
+
+/// Flags every test server gets, short so that tests run quickly.
+pub struct Timing {
+    pub reconcile_every: &'static str,
+    pub call_timeout: &'static str,
+    pub orphan_grace: &'static str,
+    pub shutdown_grace: &'static str,
+}
+
+impl Default for Timing {
+    fn default() -> Timing {
+        Timing {
+            reconcile_every: "500ms",
+            call_timeout: "5s",
+            orphan_grace: "2s",
+            shutdown_grace: "5s",
+        }
+    }
+}
+
+/// How a request authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// The server's token.
+    Token,
+    /// No `Authorization` header.
+    None,
+    /// A bearer token that is not the server's.
+    Wrong,
+}
+
+/// An HTTP answer: its status, its body, and the body as JSON when it is.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: String,
+    pub json: Option<Value>,
+}
+
+impl Answer {
+    /// The `error` string of a JSON error body; panics naming the answer
+    /// when there is none.
+    pub fn error(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j.get("error"))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("no {{\"error\": string}} in the answer {self:?}"))
+            .to_owned()
+    }
+
+    /// The JSON body; panics naming the answer when it is not JSON.
+    pub fn json(&self) -> &Value {
+        self.json
+            .as_ref()
+            .unwrap_or_else(|| panic!("the answer is not JSON: {self:?}"))
+    }
+}
+
+/// One deployment of `billet serve`, run from the built binary: its
+/// configuration, state directory and logs live in a temporary directory of
+/// its own; it can be started, killed (`kill -9`), terminated (SIGTERM) and
+/// started again on the same state.
+pub struct Service {
+    /// The deployment id: the owner label of its containers.
+    pub id: String,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    state: PathBuf,
+    token_file: Option<PathBuf>,
+    timing: Timing,
+    child: Option<Child>,
+    port: u16,
+    logs: Vec<PathBuf>,
+    api: Option<Api>,
+}
+
+impl Service {
+    /// A deployment (not started yet) with one docker pool.
+    pub fn new(tag: &str, pool: &Pool) -> Service {
+        let id = unique_id(tag);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("billet-{tag}-"))
+            .tempdir()
+            .expect("a temporary directory");
+        let config = dir.path().join("billet.yaml");
+        std::fs::write(&config, docker_config(&id, pool)).expect("write billet.yaml");
+        let state = dir.path().join("state");
+        Service {
+            id,
+            config,
+            state,
+            token_file: None,
+            timing: Timing::default(),
+            child: None,
+            port: 0,
+            logs: Vec::new(),
+            api: None,
+            dir,
+        }
+    }
+
+    /// Uses `--token-file PATH` instead of the default `STATE/token`.
+    pub fn with_token_file(mut self, path: PathBuf) -> Service {
+        self.token_file = Some(path);
+        self
+    }
+
+    /// The temporary directory this deployment's files live in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The `--state` directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
+    /// Where the token is read from: `--token-file`, or `STATE/token`.
+    pub fn token_path(&self) -> PathBuf {
+        self.token_file
+            .clone()
+            .unwrap_or_else(|| self.state.join("token"))
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a running server").id()
+    }
+
+    /// Every log the server wrote (stderr of every run, in order).
+    pub fn log(&self) -> String {
+        let mut all = String::new();
+        for (n, path) in self.logs.iter().enumerate() {
+            all.push_str(&format!("----- run {n}: {} -----\n", path.display()));
+            all.push_str(&std::fs::read_to_string(path).unwrap_or_default());
+        }
+        all
+    }
+
+    /// The log of the current (or last) run.
+    pub fn last_log(&self) -> String {
+        self.logs
+            .last()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    /// Starts `billet serve` on a fresh port, on this deployment's state, and
+    /// waits until `/healthz` answers; panics with the log if it exits or does
+    /// not answer in time.
+    pub async fn start(&mut self) {
+        assert!(self.child.is_none(), "the server is already running");
+        self.port = free_port();
+        let run = self.logs.len();
+        let log = self.dir.path().join(format!("serve-{run}.log"));
+        let out = self.dir.path().join(format!("serve-{run}.out"));
+        let stderr = std::fs::File::create(&log).expect("a log file");
+        let stdout = std::fs::File::create(&out).expect("an output file");
+        self.logs.push(log);
+        let mut command = Command::new(BILLET);
+        command
+            .arg("serve")
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--state")
+            .arg(&self.state)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .args(["--reconcile-every", self.timing.reconcile_every])
+            .args(["--call-timeout", self.timing.call_timeout])
+            .args(["--orphan-grace", self.timing.orphan_grace])
+            .args(["--shutdown-grace", self.timing.shutdown_grace]);
+        if let Some(path) = &self.token_file {
+            command.arg("--token-file").arg(path);
+        }
+        command
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr);
+        self.child = Some(command.spawn().expect("spawn billet serve"));
+
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(20))
+            .build()
+            .expect("an HTTP client");
+        let base = format!("http://127.0.0.1:{}", self.port);
+        let deadline = Deadline::after(READY_WITHIN, "the server to answer /healthz");
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                panic!(
+                    "billet serve exited with {status} before answering; its log:\n{}",
+                    self.last_log()
+                );
+            }
+            let answer = http
+                .get(format!("{base}/healthz"))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+            if answer.is_ok() {
+                break;
+            }
+            deadline.check(&answer);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let token = std::fs::read_to_string(self.token_path()).unwrap_or_else(|e| {
+            panic!(
+                "no token file at {} after start: {e}",
+                self.token_path().display()
+            )
+        });
+        self.api = Some(Api {
+            http,
+            base,
+            token: token.trim().to_owned(),
+        });
+    }
+
+    /// The API of the server last started (a clone, for tasks of its own).
+    pub fn api(&self) -> Api {
+        (**self).clone()
+    }
+
+    /// `kill -9` the server and reap it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SIGTERM to the server, without waiting.
+    pub fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed: {status}");
+    }
+
+    /// Waits up to `bound` for the server to exit; its status, or `None`
+    /// (the server still runs) when the bound passed.
+    pub async fn wait_exit(&mut self, bound: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + bound;
+        loop {
+            let child = self.child.as_mut().expect("a running server");
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGTERM, then the exit within `bound`, which must be status 0.
+    pub async fn terminate(&mut self, bound: Duration) -> Duration {
+        let started = Instant::now();
+        self.sigterm();
+        let status = self.wait_exit(bound).await;
+        let took = started.elapsed();
+        match status {
+            Some(status) => assert!(
+                status.success(),
+                "billet serve exited with {status} after SIGTERM"
+            ),
+            None => panic!("billet serve still runs {bound:?} after SIGTERM"),
+        }
+        took
+    }
+
+    /// Whether the server process still runs.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// This deployment's containers on the daemon, any state.
+    pub async fn containers(&self) -> Vec<Container> {
+        containers_of(&self.id).await
+    }
+
+    /// Polls until the daemon holds no container of this deployment.
+    pub async fn wait_no_containers(&self, within: Duration) {
+        let deadline = Deadline::after(within, format!("no container of {}", self.id));
+        loop {
+            let left = self.containers().await;
+            if left.is_empty() {
+                return;
+            }
+            deadline.check(&left);
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// The end of every test: waits for the running server to remove its
+    /// containers, stops it (SIGTERM, exit 0), and checks that the daemon
+    /// holds nothing with this deployment's owner label.
+    pub async fn finish(&mut self) {
+        if self.running() {
+            self.wait_no_containers(Duration::from_secs(20)).await;
+            self.terminate(Duration::from_secs(20)).await;
+        }
+        let left = self.containers().await;
+        assert!(
+            left.is_empty(),
+            "containers of {} left on the daemon: {left:?}",
+            self.id
+        );
+    }
+}
+
+impl std::ops::Deref for Service {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        self.api.as_ref().expect("a started server")
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::thread::panicking() {
+            eprintln!(
+                "===== logs of billet serve for deployment {} =====\n{}",
+                self.id,
+                self.log()
+            );
+        }
+        let owner = self.id.clone();
+        block(async move { remove_containers_of(&owner).await });
+    }
+}
+
+/// The HTTP API of one started server: its address and token.
+#[derive(Clone)]
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    /// The token the server uses (read from its file when it started).
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Uses `token` from now on (to try another deployment's).
+    pub fn set_token(&mut self, token: &str) {
+        token.clone_into(&mut self.token);
+    }
+
+    /// `http://127.0.0.1:PORT` of the server.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request: `method` on `path`, with this JSON `body` (or raw
+    /// text sent as `application/json`), authenticated as `auth`.
+    pub async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Body>,
+        auth: Auth,
+    ) -> Result<Answer, reqwest::Error> {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        match auth {
+            Auth::Token => request = request.bearer_auth(self.token()),
+            Auth::Wrong => request = request.bearer_auth(format!("{}x", self.token())),
+            Auth::None => {}
+        }
+        match body {
+            Some(Body::Json(value)) => request = request.json(&value),
+            Some(Body::Raw(bytes)) => {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(bytes);
+            }
+            None => {}
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        let body = response.text().await?;
+        let json = serde_json::from_str(&body).ok();
+        Ok(Answer { status, body, json })
+    }
+
+    /// A request that must get an answer (any status).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Body>,
+        auth: Auth,
+    ) -> Answer {
+        let what = format!("{method} {path}");
+        self.request(method, path, body, auth)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: no answer: {e:?}"))
+    }
+
+    /// `GET path` with the token, which must answer 200; its JSON.
+    pub async fn get(&self, path: &str) -> Value {
+        let answer = self
+            .call(reqwest::Method::GET, path, None, Auth::Token)
+            .await;
+        assert_eq!(answer.status, 200, "GET {path}: {answer:?}");
+        answer.json().clone()
+    }
+
+    /// `POST /v1/jobs` with this body.
+    pub async fn submit(&self, body: Value) -> Answer {
+        self.call(
+            reqwest::Method::POST,
+            "/v1/jobs",
+            Some(Body::Json(body)),
+            Auth::Token,
+        )
+        .await
+    }
+
+    /// Submits a trusted job running `sh -c script`, which must be accepted
+    /// (201); the job.
+    pub async fn submit_sh(&self, script: &str) -> Value {
+        let answer = self
+            .submit(serde_json::json!({"command": ["sh", "-c", script], "trust": "trusted"}))
+            .await;
+        assert_eq!(answer.status, 201, "submit {script:?}: {answer:?}");
+        answer.json().clone()
+    }
+
+    /// `GET /v1/jobs/{id}`, which must answer 200.
+    pub async fn job(&self, id: u64) -> Value {
+        self.get(&format!("/v1/jobs/{id}")).await
+    }
+
+    /// `GET /v1/jobs` (every job, or those in `state`), in the order answered.
+    pub async fn jobs(&self, state: Option<&str>) -> Vec<Value> {
+        let path = match state {
+            Some(state) => format!("/v1/jobs?state={state}"),
+            None => "/v1/jobs".to_owned(),
+        };
+        let answer = self.get(&path).await;
+        answer
+            .get("jobs")
+            .and_then(Value::as_array)
+            .unwrap_or_else(|| panic!("GET {path}: no \"jobs\" array in {answer}"))
+            .clone()
+    }
+
+    /// `GET /healthz` (no token): its status and JSON.
+    pub async fn health(&self) -> Answer {
+        self.call(reqwest::Method::GET, "/healthz", None, Auth::None)
+            .await
+    }
+
+    /// `GET /metrics`: the text, which must answer 200.
+    pub async fn metrics(&self) -> String {
+        let answer = self
+            .call(reqwest::Method::GET, "/metrics", None, Auth::Token)
+            .await;
+        assert_eq!(answer.status, 200, "GET /metrics: {answer:?}");
+        answer.body
+    }
+
+    /// `GET /v1/pools`: the pool named [`POOL`].
+    pub async fn pool(&self) -> Value {
+        let pools = self.get("/v1/pools").await;
+        pools
+            .get("pools")
+            .and_then(Value::as_array)
+            .and_then(|p| p.iter().find(|p| p["name"] == POOL))
+            .unwrap_or_else(|| panic!("no pool {POOL} in {pools}"))
+            .clone()
+    }
+
+    /// Polls until every job of `ids` has ended; their jobs, by id.
+    pub async fn wait_ended(&self, ids: &[u64], within: Duration) -> BTreeMap<u64, Value> {
+        let deadline = Deadline::after(within, format!("jobs {ids:?} to end"));
+        loop {
+            let mut ended = BTreeMap::new();
+            let mut pending = Vec::new();
+            for &id in ids {
+                let job = self.job(id).await;
+                if is_ended(&job) {
+                    ended.insert(id, job);
+                } else {
+                    pending.push(job);
+                }
+            }
+            if pending.is_empty() {
+                return ended;
+            }
+            deadline.check(&pending);
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Polls until job `id` satisfies `done`; that job.
+    pub async fn wait_job(
+        &self,
+        id: u64,
+        within: Duration,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Deadline::after(within, format!("job {id}: {what}"));
+        loop {
+            let job = self.job(id).await;
+            if done(&job) {
+                return job;
+            }
+            deadline.check(&job);
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Polls until at least `n` jobs are `running`; those jobs.
+    pub async fn wait_running(&self, n: usize, within: Duration) -> Vec<Value> {
+        let deadline = Deadline::after(within, format!("{n} running jobs"));
+        loop {
+            let running = self.jobs(Some("running")).await;
+            if running.len() >= n {
+                return running;
+            }
+            deadline.check(&running);
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// A request body: JSON, or raw bytes (sent as `application/json`).
+pub enum Body {
+    Json(Value),
+    Raw(Vec<u8>),
+}
+
+/// Whether a job has ended (finished, failed or cancelled).
+pub fn is_ended(job: &Value) -> bool {
+    matches!(
+        job["state"].as_str(),
+        Some("finished" | "failed" | "cancelled")
+    )
+}
+
+/// The id of a job.
+pub fn id_of(job: &Value) -> u64 {
+    job["id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no numeric id in {job}"))
+}
+
+/// Whether `s` reads as an RFC 3339 date-time (`2024-01-02T03:04:05Z`, with
+/// optional fractional seconds and `Z` or a `±hh:mm` offset).
+pub fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |range: std::ops::Range<usize>| {
+        b.get(range)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+    };
+    if b.len() < 20
+        || !digits(0..4)
+        || b[4] != b'-'
+        || !digits(5..7)
+        || b[7] != b'-'
+        || !digits(8..10)
+        || !matches!(b[10], b'T' | b't')
+        || !digits(11..13)
+        || b[13] != b':'
+        || !digits(14..16)
+        || b[16] != b':'
+        || !digits(17..19)
+    {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    if rest == "Z" || rest == "z" {
+        return true;
+    }
+    let o = rest.as_bytes();
+    o.len() == 6
+        && matches!(o[0], b'+' | b'-')
+        && o[1..3].iter().all(u8::is_ascii_digit)
+        && o[3] == b':'
+        && o[4..6].iter().all(u8::is_ascii_digit)
+}
+
+/// The value of the Prometheus series `name` whose labels include every
+/// `key="value"` of `labels`, in a text exposition.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (series_name, series_labels) = match series.split_once('{') {
+                Some((n, l)) => (n, l.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            if series_name != name {
+                return None;
+            }
+            let matches = labels
+                .iter()
+                .all(|(k, v)| series_labels.contains(&format!("{k}=\"{v}\"")));
+            if !matches {
+                return None;
+            }
+            value.trim().parse().ok()
+        })
+}
+
+/// Runs the binary with `args` to its exit (at most 30 s): its status, stdout
+/// and stderr.
+pub async fn run_billet(args: &[&str], dir: &Path) -> (ExitStatus, String, String) {
+    let out = dir.join(format!("run-{}.out", unique_id("run")));
+    let err = dir.join(format!("run-{}.err", unique_id("run")));
+    let mut child = Command::new(BILLET)
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).expect("an output file"))
+        .stderr(std::fs::File::create(&err).expect("an error file"))
+        .spawn()
+        .expect("spawn billet");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "billet {args:?} still runs after 30 s; stderr:\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    (
+        status,
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        std::fs::read_to_string(&err).unwrap_or_default(),
+    )
+}
+
+// ---------------------------------------------------------------------------
+// What the daemon saw: every event of a deployment, and samples of its
+// containers
+// ---------------------------------------------------------------------------
+
+/// One docker event of a container.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// `create`, `start`, `die`, `destroy`, ...
+    pub action: String,
+    pub id: String,
+    /// The instance name (`billet.name` label).
+    pub name: String,
+}
+
+/// Largest counts seen by sampling the daemon's container list.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    pub count: u32,
+    /// Most containers of the deployment listed at once, any state.
+    pub max_total: usize,
+    /// Most running (or created) containers listed at once.
+    pub max_live: usize,
+    /// Most live containers of one job listed at once.
+    pub max_live_per_job: usize,
+}
+
+/// Every container event of one deployment, from a subscription to the
+/// daemon's event stream made before anything happens, plus a sampler that
+/// lists the deployment's containers every 100 ms.
+pub struct Watch {
+    owner: String,
+    events: Arc<Mutex<Vec<Event>>>,
+    samples: Arc<Mutex<Samples>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// What a deployment's events show.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// Most containers existing at once (create to destroy).
+    pub max_existing: usize,
+    /// Most containers running at once (start to die).
+    pub max_running: usize,
+    /// `start` events per job id.
+    pub starts: BTreeMap<u64, usize>,
+    /// Most containers of one job existing at once.
+    pub max_existing_per_job: usize,
+    /// Containers created and never destroyed.
+    pub undestroyed: usize,
+}
+
+impl Watch {
+    /// Subscribes to `owner`'s container events (from a moment before this
+    /// call) and starts sampling its containers.
+    pub async fn start(owner: &str) -> Watch {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(Duration::from_secs(1));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let samples = Arc::new(Mutex::new(Samples::default()));
+        let filters = HashMap::from([
+            ("label", vec![format!("{OWNER_LABEL}={owner}")]),
+            ("type", vec!["container".to_owned()]),
+        ]);
+        let options = EventsOptionsBuilder::new()
+            .since(&format!("{}.{:09}", since.as_secs(), since.subsec_nanos()))
+            .filters(&filters)
+            .build();
+        let mut stream = Box::pin(raw_client().events(Some(options)));
+        let record = Arc::clone(&events);
+        let subscriber = tokio::spawn(async move {
+            while let Some(Ok(event)) = stream.next().await {
+                let action = event.action.unwrap_or_default();
+                let actor = event.actor.unwrap_or_default();
+                let attributes = actor.attributes.unwrap_or_default();
+                record.lock().push(Event {
+                    action,
+                    id: actor.id.unwrap_or_default(),
+                    name: attributes.get(NAME_LABEL).cloned().unwrap_or_default(),
+                });
+            }
+        });
+        let owner_sampled = owner.to_owned();
+        let sampled = Arc::clone(&samples);
+        let sampler = tokio::spawn(async move {
+            loop {
+                let all = containers_of(&owner_sampled).await;
+                let live: Vec<_> = all.iter().filter(|c| c.is_live()).collect();
+                let mut per_job: HashMap<&str, usize> = HashMap::new();
+                for c in &live {
+                    *per_job.entry(c.name.as_str()).or_default() += 1;
+                }
+                {
+                    let mut s = sampled.lock();
+                    s.count += 1;
+                    s.max_total = s.max_total.max(all.len());
+                    s.max_live = s.max_live.max(live.len());
+                    s.max_live_per_job = s
+                        .max_live_per_job
+                        .max(per_job.values().copied().max().unwrap_or(0));
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        });
+        Watch {
+            owner: owner.to_owned(),
+            events,
+            samples,
+            tasks: vec![subscriber, sampler],
+        }
+    }
+
+    /// The events seen so far, in the daemon's order.
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().clone()
+    }
+
+    /// The samples' maxima so far.
+    pub fn samples(&self) -> Samples {
+        self.samples.lock().clone()
+    }
+
+    /// Counts from the events seen so far.
+    pub fn tally(&self) -> Tally {
+        let mut tally = Tally::default();
+        let mut existing: HashMap<String, String> = HashMap::new();
+        let mut running: HashSet<String> = HashSet::new();
+        for event in self.events.lock().iter() {
+            match event.action.as_str() {
+                "create" => {
+                    existing.insert(event.id.clone(), event.name.clone());
+                }
+                "start" => {
+                    running.insert(event.id.clone());
+                    if let Some(job) = job_of_instance(&event.name) {
+                        *tally.starts.entry(job).or_default() += 1;
+                    }
+                }
+                "die" => {
+                    running.remove(&event.id);
+                }
+                "destroy" => {
+                    existing.remove(&event.id);
+                    running.remove(&event.id);
+                }
+                _ => {}
+            }
+            tally.max_existing = tally.max_existing.max(existing.len());
+            tally.max_running = tally.max_running.max(running.len());
+            let mut per_job: HashMap<&str, usize> = HashMap::new();
+            for name in existing.values() {
+                *per_job.entry(name.as_str()).or_default() += 1;
+            }
+            tally.max_existing_per_job = tally
+                .max_existing_per_job
+                .max(per_job.values().copied().max().unwrap_or(0));
+        }
+        tally.undestroyed = existing.len();
+        tally
+    }
+
+    /// Waits until the events stream has shown `action` for at least `n`
+    /// containers (events may arrive a moment after the fact).
+    pub async fn wait_events(&self, action: &str, n: usize, within: Duration) {
+        let deadline = Deadline::after(within, format!("{n} {action} events of {}", self.owner));
+        loop {
+            let seen = self
+                .events
+                .lock()
+                .iter()
+                .filter(|e| e.action == action)
+                .count();
+            if seen >= n {
+                return;
+            }
+            deadline.check(self.events());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A socket proxy between the service and the daemon
+// ---------------------------------------------------------------------------
+
+/// One proxied connection: both ends, to shut down at a cut, and how many
+/// of its two directions have finished copying.
+struct Connection {
+    client: UnixStream,
+    daemon: UnixStream,
+    done: Arc<AtomicU64>,
+}
+
+struct ProxyShared {
+    /// Open connections, and whether the proxy is cut: one lock, so that no
+    /// connection accepted around a cut escapes it.
+    state: Mutex<ProxyState>,
+}
+
+struct ProxyState {
+    connections: Vec<Connection>,
+    /// Set to stop the current accept loop.
+    stop: Arc<AtomicBool>,
+}
+
+/// A unix-socket proxy between a `billet serve` and the daemon, owned by the
+/// test, on plain threads (it serves another process, so it needs no
+/// runtime). [`cut`](SocketProxy::cut) closes its socket (connects are
+/// refused) and every open connection, as a daemon that died would;
+/// [`restore`](SocketProxy::restore) listens and passes everything through
+/// again.
+pub struct SocketProxy {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    upstream: PathBuf,
+    shared: Arc<ProxyShared>,
+}
+
+impl SocketProxy {
+    /// A proxy to the daemon's socket, open, on a fresh socket path.
+    pub fn start() -> SocketProxy {
+        let dir = tempfile::Builder::new()
+            .prefix("billet-e2e-proxy-")
+            .tempdir()
+            .expect("a proxy directory");
+        let proxy = SocketProxy {
+            path: dir.path().join("docker.sock"),
+            dir,
+            upstream: daemon_socket(),
+            shared: Arc::new(ProxyShared {
+                state: Mutex::new(ProxyState {
+                    connections: Vec::new(),
+                    stop: Arc::new(AtomicBool::new(true)),
+                }),
+            }),
+        };
+        proxy.listen();
+        proxy
+    }
+
+    /// The endpoint a configuration names to go through this proxy.
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.path.display())
+    }
+
+    fn listen(&self) {
+        let _ = std::fs::remove_file(&self.path);
+        let listener = UnixListener::bind(&self.path).expect("bind the proxy socket");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        self.shared.state.lock().stop = Arc::clone(&stop);
+        let shared = Arc::clone(&self.shared);
+        let upstream = self.upstream.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        let _ = client.set_nonblocking(false);
+                        let Ok(daemon) = UnixStream::connect(&upstream) else {
+                            continue;
+                        };
+                        pipe(&shared, &stop, client, daemon);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+            // The listener is dropped here: its socket stops accepting.
+        });
+    }
+
+    /// Stops accepting and shuts every open connection down, without waiting.
+    fn close(&self) {
+        let mut state = self.shared.state.lock();
+        state.stop.store(true, Ordering::SeqCst);
+        for connection in state.connections.drain(..) {
+            let _ = connection.client.shutdown(std::net::Shutdown::Both);
+            let _ = connection.daemon.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// The daemon is gone: the socket is closed (connects fail) and every
+    /// open connection is shut down.
+    pub fn cut(&self) {
+        self.close();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while UnixStream::connect(&self.path).is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "the proxy at {} still accepts after a cut",
+                self.path.display()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    /// The daemon is back: the socket listens and passes connections again.
+    pub fn restore(&self) {
+        let cut = self.shared.state.lock().stop.load(Ordering::SeqCst);
+        if cut {
+            self.listen();
+        }
+    }
+}
+
+/// Copies bytes both ways between `client` and `daemon`, on two threads,
+/// keeping both ends so a cut can shut them down; drops both at once when
+/// the proxy was cut meanwhile.
+fn pipe(shared: &ProxyShared, stop: &AtomicBool, client: UnixStream, daemon: UnixStream) {
+    let clones = (
+        client.try_clone(),
+        daemon.try_clone(),
+        client.try_clone(),
+        daemon.try_clone(),
+    );
+    let (Ok(client_read), Ok(daemon_read), Ok(client_keep), Ok(daemon_keep)) = clones else {
+        return;
+    };
+    let done = Arc::new(AtomicU64::new(0));
+    {
+        let mut state = shared.state.lock();
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        state
+            .connections
+            .retain(|c| c.done.load(Ordering::SeqCst) < 2);
+        state.connections.push(Connection {
+            client: client_keep,
+            daemon: daemon_keep,
+            done: Arc::clone(&done),
+        });
+    }
+    let mut daemon_write = daemon;
+    let mut client_write = client;
+    let done_up = Arc::clone(&done);
+    std::thread::spawn(move || {
+        let mut from = client_read;
+        let _ = std::io::copy(&mut from, &mut daemon_write);
+        let _ = daemon_write.shutdown(std::net::Shutdown::Write);
+        done_up.fetch_add(1, Ordering::SeqCst);
+    });
+    std::thread::spawn(move || {
+        let mut from = daemon_read;
+        let _ = std::io::copy(&mut from, &mut client_write);
+        let _ = client_write.shutdown(std::net::Shutdown::Write);
+        done.fetch_add(1, Ordering::SeqCst);
+    });
+}
+
+impl Drop for SocketProxy {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
