@@ -328,3 +328,40 @@ fn x1_a_member_with_too_many_chains_lists_a_bounded_number_and_says_so() {
         .count();
     assert_eq!(layer0, 64);
 }
+
+/// The service crate's shape: a production binary crate over the scheduler,
+/// with the simulated backend among its `[dev-dependencies]` only.
+fn service(scheduler_rest: &str) -> Fixture {
+    Fixture::new()
+        .production("billet-scheduler", scheduler_rest)
+        .production(
+            "billet",
+            &format!(
+                "[dependencies]\nbillet-scheduler = {{ path = \"../billet-scheduler\", version = \"0.1.0\" }}\n\n[dev-dependencies]\n{SIM}\n"
+            ),
+        )
+}
+
+#[test]
+fn x1_the_service_crate_may_test_with_simulated() {
+    // X1, L1: the `billet` service takes billet-simulated for its tests and
+    // benches only: that passes.
+    let run = deps(&service(""));
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert!(run.problems().is_empty(), "{}", run.stdout);
+}
+
+#[test]
+fn x1_the_service_crate_reaching_simulated_through_the_scheduler_is_caught() {
+    // X1, L1: were the scheduler to depend on billet-simulated, the service
+    // binary would ship it: both chains are named.
+    let run = deps(&service(&format!("[dependencies]\n{SIM}\n")));
+    assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.problems(),
+        [
+            "billet -> billet-scheduler -> billet-simulated (normal, normal)",
+            "billet-scheduler -> billet-simulated (normal)",
+        ]
+    );
+}
