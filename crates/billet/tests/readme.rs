@@ -1,0 +1,344 @@
+//! The README's "Run billet for real" session, run as written (L9): its
+//! `billet.yaml`, then every `$ ` command of its `console` blocks, in order,
+//! on the docker daemon, each output compared with the README's (times,
+//! container ids and the token aside). `cargo run --release -p billet --` is
+//! replaced by the binary this test run built; the `^C` is a SIGINT.
+//!
+//! Needs the daemon and `curl`; without a daemon it says so and passes,
+//! unless `BILLET_DOCKER_REQUIRED=1` (set by `.ci/run`), which makes a missing
+//! daemon a failure. The image the README names is made offline from the
+//! static busybox when the daemon lacks it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_billet");
+const CARGO_RUN: &str = "cargo run --release -p billet --";
+const DEPLOYMENT: &str = "my-ci";
+
+/// One `console` block: each command with the lines printed after it.
+type Block = Vec<(String, Vec<String>)>;
+
+struct Session {
+    yaml: String,
+    blocks: Vec<Block>,
+}
+
+/// Reads the section "Run billet for real" of the README.
+fn session() -> Session {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .expect("read README.md");
+    let start = readme
+        .find("## Run billet for real")
+        .expect("the README has the section");
+    let rest = &readme[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    let section = &rest[..end];
+    let yaml_start = section
+        .find("Save this as `billet.yaml`:\n\n```yaml\n")
+        .expect("the billet.yaml block")
+        + "Save this as `billet.yaml`:\n\n```yaml\n".len();
+    let yaml_end = section[yaml_start..].find("```").expect("its end") + yaml_start;
+    let yaml = section[yaml_start..yaml_end].to_owned();
+    let mut blocks = Vec::new();
+    let mut rest = section;
+    while let Some(at) = rest.find("```console\n") {
+        let body_start = at + "```console\n".len();
+        let body_end = rest[body_start..].find("```").expect("a closed block") + body_start;
+        let mut block: Block = Vec::new();
+        for line in rest[body_start..body_end].lines() {
+            if let Some(command) = line.strip_prefix("$ ") {
+                block.push((command.to_owned(), Vec::new()));
+            } else if let Some((_, output)) = block.last_mut() {
+                output.push(line.to_owned());
+            }
+        }
+        blocks.push(block);
+        rest = &rest[body_end + 3..];
+    }
+    Session { yaml, blocks }
+}
+
+fn docker_ok() -> bool {
+    Command::new("docker")
+        .arg("info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Makes `image` from the static busybox when the daemon lacks it.
+fn ensure_image(image: &str) {
+    let have = Command::new("docker")
+        .args(["image", "inspect", image])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if have {
+        return;
+    }
+    let busybox = std::fs::read("/bin/busybox")
+        .expect("a static busybox at /bin/busybox (apt-get install busybox-static)");
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(busybox.len() as u64);
+    header.set_mode(0o755);
+    tar.append_data(&mut header, "bin/busybox", busybox.as_slice())
+        .unwrap();
+    for applet in ["sh", "sleep", "echo", "true", "false", "cat"] {
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Symlink);
+        link.set_size(0);
+        link.set_mode(0o777);
+        tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
+            .unwrap();
+    }
+    let bytes = tar.into_inner().unwrap();
+    let mut import = Command::new("docker")
+        .args(["import", "-", image])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    import.stdin.take().unwrap().write_all(&bytes).unwrap();
+    assert!(import.wait().unwrap().success(), "docker import {image}");
+}
+
+/// Containers of the README's deployment, stopped ones included.
+fn containers() -> Vec<String> {
+    let output = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=billet.owner={DEPLOYMENT}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Kills the service and removes the deployment's containers, also when the
+/// test fails.
+struct Cleanup(Option<Child>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let ids = containers();
+        if !ids.is_empty() {
+            let _ = Command::new("docker")
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
+    }
+}
+
+fn is_hex_id(word: &str) -> bool {
+    word.len() == 64 && word.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A log line without its timestamp, container ids as `<id>`.
+fn normal_log(line: &str) -> String {
+    let body = line.split_once(' ').map_or(line, |(_, rest)| rest).trim();
+    body.split(' ')
+        .map(|word| match word.split_once('=') {
+            Some((key, value)) if is_hex_id(value) => format!("{key}=<id>"),
+            _ => word.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `actual` is what `expected` shows: JSON compared field by field,
+/// times and instance ids only for being there or not; other text exactly.
+fn same(expected: &[String], actual: &str) -> bool {
+    let actual: Vec<&str> = actual.lines().collect();
+    if expected.len() != actual.len() {
+        return false;
+    }
+    expected.iter().zip(actual).all(|(want, got)| {
+        match (
+            serde_json::from_str::<Value>(want),
+            serde_json::from_str::<Value>(got),
+        ) {
+            (Ok(Value::Object(want)), Ok(Value::Object(got))) => {
+                let volatile = ["instance", "submitted_at", "started_at", "ended_at"];
+                want.len() == got.len()
+                    && want.iter().all(|(key, value)| match got.get(key) {
+                        None => false,
+                        Some(other) if volatile.contains(&key.as_str()) => {
+                            value.is_null() == other.is_null()
+                        }
+                        Some(other) => other == value,
+                    })
+            }
+            _ => want == got,
+        }
+    })
+}
+
+// L9 and the README: the session runs as written and prints what it shows.
+#[test]
+fn readme_run_billet_for_real_session() {
+    if !docker_ok() {
+        assert!(
+            std::env::var("BILLET_DOCKER_REQUIRED").as_deref() != Ok("1"),
+            "BILLET_DOCKER_REQUIRED=1 but no docker daemon answers `docker info`"
+        );
+        eprintln!("skipped: no docker daemon (set BILLET_DOCKER_REQUIRED=1 to fail instead)");
+        return;
+    }
+    let session = session();
+    assert_eq!(
+        session.blocks.len(),
+        4,
+        "validate, serve, submit, read back"
+    );
+    let image = session
+        .yaml
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("image: "))
+        .expect("the file names an image")
+        .to_owned();
+    ensure_image(&image);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("billet.yaml"), &session.yaml).unwrap();
+    let mut cleanup = Cleanup(None);
+    assert!(
+        containers().is_empty(),
+        "containers of {DEPLOYMENT} are on the daemon already"
+    );
+    let shell = |command: &str, variables: &BTreeMap<String, String>| {
+        let command = command.replace(CARGO_RUN, BINARY);
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(&command)
+            .current_dir(dir.path())
+            .envs(variables)
+            .output()
+            .unwrap();
+        (
+            output.status,
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+
+    // The first block: validate.
+    let mut variables = BTreeMap::new();
+    for (command, expected) in &session.blocks[0] {
+        let (status, out) = shell(command, &variables);
+        assert!(status.success(), "{command}");
+        assert!(
+            same(expected, &out),
+            "{command}:\n{out}\nthe README shows:\n{expected:?}"
+        );
+    }
+
+    // The second block: serve, in the background, its log to a file.
+    let serve_block = &session.blocks[1];
+    let (serve, _) = &serve_block[0];
+    assert!(serve.starts_with(&format!("{CARGO_RUN} serve")), "{serve}");
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {}", serve.replace(CARGO_RUN, BINARY)))
+        .current_dir(dir.path())
+        .stderr(log)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    cleanup.0 = Some(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("listening on") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve never listened:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its first inventory answers within moments on a local daemon.
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The third and fourth blocks, in the second terminal. Commands that
+    // only read are tried again until they show what the README shows.
+    for block in &session.blocks[2..] {
+        for (command, expected) in block {
+            if let Some((name, value)) = command.split_once('=')
+                && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            {
+                let (status, out) = shell(&format!("printf %s {value}"), &variables);
+                assert!(status.success(), "{command}");
+                variables.insert(name.to_owned(), out.trim().to_owned());
+                continue;
+            }
+            let reads = !command.contains(" -d ");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let (status, out) = shell(command, &variables);
+                if status.success() && same(expected, &out) {
+                    break;
+                }
+                assert!(
+                    reads && Instant::now() < deadline,
+                    "{command}:\n{out}\nthe README shows:\n{expected:?}\nlog:\n{}",
+                    std::fs::read_to_string(&log_path).unwrap_or_default()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+
+    // `^C`, then `echo $?`.
+    let child = cleanup.0.as_mut().unwrap();
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    cleanup.0 = None;
+    let (echo, shown) = serve_block.last().unwrap();
+    assert_eq!(echo, "echo $?");
+    assert_eq!(shown, &[status.code().unwrap_or(-1).to_string()]);
+
+    // The log lines the README shows appear, in that order.
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let actual: Vec<String> = text.lines().map(normal_log).collect();
+    let mut at = 0;
+    for line in &serve_block[0].1 {
+        if line == "^C" {
+            continue;
+        }
+        let want = normal_log(line);
+        match actual[at..].iter().position(|got| *got == want) {
+            Some(found) => at += found + 1,
+            None => panic!("the README's log line\n  {want}\nis not in the log, in order:\n{text}"),
+        }
+    }
+    assert!(containers().is_empty(), "billet left containers behind");
+}
