@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{Fixture, Run, broken, cargo_deny_bans, clean, deps};
+use support::{Fixture, Run, SIM, broken, cargo_deny_bans, clean, deps, service};
 
 /// Builds one fixture workspace.
 type MakeFixture = fn() -> Fixture;
@@ -75,4 +75,14 @@ fn x5_what_cargo_deny_cannot_see_the_lint_does() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(run.stdout.trim(), "bans ok", "{}", run.stderr);
     assert_eq!(deps(&fixture).code, Some(1));
+}
+
+#[test]
+fn x5_cargo_deny_covers_the_service_crate() {
+    // X5, L1: the service binary with billet-simulated in [dev-dependencies]
+    // passes; were the scheduler under it to take billet-simulated, it fails.
+    let run = cargo_deny_bans(&service(""));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let run = cargo_deny_bans(&service(&format!("[dependencies]\n{SIM}\n")));
+    assert_banned("service", &run, "billet-simulated");
 }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use support::{Fixture, SIM, broken, clean, deps, xtask_deps};
+use support::{Fixture, SIM, broken, clean, deps, service, xtask_deps};
 
 const FAILED: &str = "deps: FAILED: ";
 
@@ -327,19 +327,6 @@ fn x1_a_member_with_too_many_chains_lists_a_bounded_number_and_says_so() {
         .filter(|line| line.starts_with("layer0-a -> "))
         .count();
     assert_eq!(layer0, 64);
-}
-
-/// The service crate's shape: a production binary crate over the scheduler,
-/// with the simulated backend among its `[dev-dependencies]` only.
-fn service(scheduler_rest: &str) -> Fixture {
-    Fixture::new()
-        .production("billet-scheduler", scheduler_rest)
-        .production(
-            "billet",
-            &format!(
-                "[dependencies]\nbillet-scheduler = {{ path = \"../billet-scheduler\", version = \"0.1.0\" }}\n\n[dev-dependencies]\n{SIM}\n"
-            ),
-        )
 }
 
 #[test]

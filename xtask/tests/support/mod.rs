@@ -165,6 +165,20 @@ pub(crate) fn cargo_deny_bans(fixture: &Fixture) -> Run {
 pub(crate) const SIM: &str =
     r#"billet-simulated = { path = "../billet-simulated", version = "0.1.0" }"#;
 
+/// The service crate's shape: a production crate `billet` over
+/// `billet-scheduler` (whose dependency tables are `scheduler_rest`), with
+/// billet-simulated among its `[dev-dependencies]` only.
+pub(crate) fn service(scheduler_rest: &str) -> Fixture {
+    Fixture::new()
+        .production("billet-scheduler", scheduler_rest)
+        .production(
+            "billet",
+            &format!(
+                "[dependencies]\nbillet-scheduler = {{ path = \"../billet-scheduler\", version = \"0.1.0\" }}\n\n[dev-dependencies]\n{SIM}\n"
+            ),
+        )
+}
+
 /// The fixtures that break the rule, one per way, shared by the lint's tests and
 /// the cargo-deny tests. Production crates are publishable and give path
 /// dependencies a version, as a real one would (cargo-deny refuses wildcards).
