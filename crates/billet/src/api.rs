@@ -386,6 +386,7 @@ pub fn rfc3339(at: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
 
     // L5: every field is checked, and the error names it.
     #[test]
@@ -487,6 +488,37 @@ mod tests {
         ] {
             let error = parse_list_query(Some(bad)).expect_err(bad);
             assert!(error.field.is_some(), "{bad}: {error}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 2048,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        // L5: no bytes panic the parser, and whatever it accepts keeps every
+        // limit; whatever it refuses says why.
+        #[test]
+        fn l5_parsing_never_panics_and_accepts_only_what_fits(
+            body in proptest::prop_oneof![
+                proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+                "\\{\"command\": \\[(\"[ -~]{0,12}\", ?){0,4}\\](, \"(labels|trust|key|timeout_secs|x)\": (\"[ -~]{0,8}\"|[0-9-]{1,6}|null|\\[\\]|\\[\"[a-z ]{0,6}\"\\]))*\\}"
+                    .prop_map(String::into_bytes),
+            ]
+        ) {
+            match parse_job(&body) {
+                Ok(job) => {
+                    proptest::prop_assert!(!job.command.is_empty());
+                    proptest::prop_assert!(job.command.len() <= MAX_ARGS);
+                    proptest::prop_assert!(job.labels.len() <= MAX_LABELS);
+                    proptest::prop_assert!(job.labels.iter().all(|l| !l.trim().is_empty() && l.len() <= MAX_LABEL_BYTES));
+                    proptest::prop_assert!(job.key.as_ref().is_none_or(|k| !k.is_empty() && k.len() <= MAX_KEY_BYTES));
+                    proptest::prop_assert!(job.timeout.is_none_or(|t| t.as_secs() >= 1 && t.as_secs() <= MAX_TIMEOUT_SECS));
+                }
+                Err(error) => proptest::prop_assert!(!error.message.is_empty()),
+            }
         }
     }
 
