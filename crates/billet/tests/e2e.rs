@@ -100,6 +100,72 @@ fn assert_finished(job: &Value, code: i64) {
     }
 }
 
+/// How long a container may stay `created` (never started) before a test
+/// calls its job stuck: a launch takes well under a second here.
+const STUCK_CREATED: Duration = Duration::from_secs(10);
+
+/// What must hold at every look while jobs run across restarts: never more
+/// live containers nor `running` jobs than the capacity (B4, B8), and no
+/// container left `created` (never started) for longer than
+/// [`STUCK_CREATED`]: that is a launch that never completes, whose job would
+/// hold its lease for ever (L6, D11). Remembers since when it saw each
+/// `created` container.
+struct Invariants {
+    capacity: usize,
+    created: BTreeMap<String, Instant>,
+}
+
+impl Invariants {
+    fn new(capacity: u32) -> Invariants {
+        Invariants {
+            capacity: capacity as usize,
+            created: BTreeMap::new(),
+        }
+    }
+
+    /// Looks once; panics naming what broke.
+    async fn check(&mut self, service: &Service) {
+        let containers = service.containers().await;
+        let live: Vec<_> = containers.iter().filter(|c| c.is_live()).collect();
+        assert!(
+            live.len() <= self.capacity,
+            "{} live containers on a pool of capacity {}: {live:#?}",
+            live.len(),
+            self.capacity
+        );
+        let running = service.jobs(Some("running")).await;
+        assert!(
+            running.len() <= self.capacity,
+            "{} jobs running on a pool of capacity {}: {running:#?}",
+            running.len(),
+            self.capacity
+        );
+        self.created.retain(|id, _| {
+            containers
+                .iter()
+                .any(|c| &c.id == id && c.state == "created")
+        });
+        for c in containers.iter().filter(|c| c.state == "created") {
+            let since = *self
+                .created
+                .entry(c.id.clone())
+                .or_insert_with(Instant::now);
+            if since.elapsed() > STUCK_CREATED {
+                let job = match job_of_instance(&c.name) {
+                    Some(id) => service.job(id).await,
+                    None => Value::Null,
+                };
+                panic!(
+                    "container {} ({}) has stayed `created` (never started) for {:?}; its job: {job}",
+                    c.id,
+                    c.name,
+                    since.elapsed()
+                );
+            }
+        }
+    }
+}
+
 /// The ids of `jobs`, in their order.
 fn ids(jobs: &[Value]) -> Vec<u64> {
     jobs.iter().map(id_of).collect()
@@ -267,13 +333,15 @@ async fn l9_jobs_over_capacity_all_end_with_their_exit_codes() {
     service.finish().await;
 }
 
-// L6, L9: `kill -9` at three moments (right after submissions were answered,
-// with two more in flight; while jobs run; once some have ended), each
+// L6, L9: `kill -9` at four moments (right after submissions were answered,
+// with two more in flight; as soon as a job holds a lease again, its launch
+// likely in flight; while containers run; once some jobs have ended), each
 // followed by a restart on the same state: no accepted job lost, none run
 // twice (one container start per job, never two containers of a job at
 // once), running containers adopted (their jobs end with their real exit
-// codes, never relaunched), outcomes ended before a kill kept as they were,
-// and never more containers than capacity across the restarts (B8).
+// codes, never relaunched), no launch left half done (`created`) for ever,
+// outcomes ended before a kill kept as they were, and never more containers
+// or running jobs than capacity across the restarts (B4, B8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
     if !daemon("l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing") {
@@ -372,8 +440,24 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
         "after the first restart (unsure before it: {unsure:?}): {listed:#?}"
     );
 
-    // Moment 2: while jobs run.
+    // Moment 2: as soon as a job holds a lease again (its launch is
+    // likely in flight).
+    let mut invariants = Invariants::new(capacity);
     service.wait_running(1, END).await;
+    service.kill9();
+    service.start().await;
+
+    // Moment 3: while jobs run (a container of theirs really runs).
+    let deadline = Deadline::after(END, "a running container");
+    loop {
+        let containers = service.containers().await;
+        if containers.iter().any(|c| c.state == "running") {
+            break;
+        }
+        invariants.check(&service).await;
+        deadline.check(&containers);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     service.kill9();
     service.start().await;
     assert_eq!(
@@ -383,7 +467,7 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
         all_ids
     );
 
-    // Moment 3: once some have ended and others have not.
+    // Moment 4: once some have ended and others have not.
     let deadline = Deadline::after(END, "some jobs ended, others not");
     let before = loop {
         let jobs = service.jobs(None).await;
@@ -391,6 +475,7 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
         if ended >= 2 && ended < jobs.len() {
             break jobs;
         }
+        invariants.check(&service).await;
         deadline.check(&jobs);
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -398,6 +483,16 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
     service.start().await;
 
     let ids_sorted: Vec<u64> = all_ids.iter().copied().collect();
+    let deadline = Deadline::after(END, "every job to end");
+    loop {
+        let jobs = service.jobs(None).await;
+        if jobs.iter().all(is_ended) {
+            break;
+        }
+        invariants.check(&service).await;
+        deadline.check(&jobs);
+        tokio::time::sleep(POLL).await;
+    }
     let ended = service.wait_ended(&ids_sorted, END).await;
     for job in ended.values() {
         assert_finished(job, expected_code(job));
@@ -471,6 +566,8 @@ async fn l9_a_daemon_cut_frees_nothing_and_health_says_so() {
     let queued = service.submit_sh("sleep 1; exit 7").await;
     let running = service.wait_running(2, END).await;
     assert_eq!(ids(&running), ids(&long));
+    // Cut once both containers really run (a lease is held from placement on).
+    service.wait_containers_running(2, END).await;
     let health = service.health().await;
     assert_eq!(health.status, 200, "{health:?}");
 
@@ -1045,14 +1142,7 @@ async fn l7_sigterm_exits_0_and_a_restart_adopts_the_running_containers() {
         service.submit_sh("sleep 1; exit 6").await,
     ];
     service.wait_running(2, END).await;
-    let running_before: BTreeSet<String> = service
-        .containers()
-        .await
-        .into_iter()
-        .filter(|c| c.state == "running")
-        .map(|c| c.id)
-        .collect();
-    assert_eq!(running_before.len(), 2);
+    let running_before = service.wait_containers_running(2, END).await;
 
     let signalled = Instant::now();
     service.sigterm();

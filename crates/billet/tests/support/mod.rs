@@ -12,7 +12,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -494,7 +494,10 @@ impl Service {
             command.arg("--token-file").arg(path);
         }
         command
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("BILLET_E2E_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(stdout)
@@ -609,6 +612,25 @@ impl Service {
     /// This deployment's containers on the daemon, any state.
     pub async fn containers(&self) -> Vec<Container> {
         containers_of(&self.id).await
+    }
+
+    /// Polls until the daemon holds at least `n` running containers of this
+    /// deployment; their ids.
+    pub async fn wait_containers_running(&self, n: usize, within: Duration) -> BTreeSet<String> {
+        let deadline = Deadline::after(within, format!("{n} running containers of {}", self.id));
+        loop {
+            let all = self.containers().await;
+            let running: BTreeSet<String> = all
+                .iter()
+                .filter(|c| c.state == "running")
+                .map(|c| c.id.clone())
+                .collect();
+            if running.len() >= n {
+                return running;
+            }
+            deadline.check(&all);
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     /// Polls until the daemon holds no container of this deployment.
@@ -994,6 +1016,8 @@ pub async fn run_billet(args: &[&str], dir: &Path) -> (ExitStatus, String, Strin
 /// One docker event of a container.
 #[derive(Debug, Clone)]
 pub struct Event {
+    /// When the daemon says it happened, in nanoseconds since the epoch.
+    pub at: i64,
     /// `create`, `start`, `die`, `destroy`, ...
     pub action: String,
     pub id: String,
@@ -1064,6 +1088,7 @@ impl Watch {
                 let actor = event.actor.unwrap_or_default();
                 let attributes = actor.attributes.unwrap_or_default();
                 record.lock().push(Event {
+                    at: event.time_nano.unwrap_or_default(),
                     action,
                     id: actor.id.unwrap_or_default(),
                     name: attributes.get(NAME_LABEL).cloned().unwrap_or_default(),
@@ -1173,6 +1198,29 @@ impl Drop for Watch {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+        if std::thread::panicking() {
+            let mut lines = String::new();
+            for e in self.events.lock().iter() {
+                let secs = e.at.div_euclid(1_000_000_000);
+                let nanos = e.at.rem_euclid(1_000_000_000);
+                let short = e.id.get(..12).unwrap_or(&e.id);
+                lines.push_str(&format!(
+                    "{:02}:{:02}:{:02}.{:06} {:<8} {short} {}\n",
+                    (secs / 3600) % 24,
+                    (secs / 60) % 60,
+                    secs % 60,
+                    nanos / 1000,
+                    e.action,
+                    e.name
+                ));
+            }
+            eprintln!(
+                "===== docker events of deployment {} (UTC) =====\n{lines}{:?}\n{:?}",
+                self.owner,
+                self.tally(),
+                self.samples()
+            );
         }
     }
 }
