@@ -166,6 +166,26 @@ impl Invariants {
     }
 }
 
+/// Polls until every job has ended, checking `invariants` at every look;
+/// the jobs `ids`, by id.
+async fn wait_all_ended(
+    service: &Service,
+    invariants: &mut Invariants,
+    ids: &[u64],
+) -> BTreeMap<u64, Value> {
+    let deadline = Deadline::after(END, "every job to end");
+    loop {
+        let jobs = service.jobs(None).await;
+        if jobs.iter().all(is_ended) {
+            break;
+        }
+        invariants.check(service).await;
+        deadline.check(&jobs);
+        tokio::time::sleep(POLL).await;
+    }
+    service.wait_ended(ids, END).await
+}
+
 /// The ids of `jobs`, in their order.
 fn ids(jobs: &[Value]) -> Vec<u64> {
     jobs.iter().map(id_of).collect()
@@ -483,17 +503,7 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
     service.start().await;
 
     let ids_sorted: Vec<u64> = all_ids.iter().copied().collect();
-    let deadline = Deadline::after(END, "every job to end");
-    loop {
-        let jobs = service.jobs(None).await;
-        if jobs.iter().all(is_ended) {
-            break;
-        }
-        invariants.check(&service).await;
-        deadline.check(&jobs);
-        tokio::time::sleep(POLL).await;
-    }
-    let ended = service.wait_ended(&ids_sorted, END).await;
+    let ended = wait_all_ended(&service, &mut invariants, &ids_sorted).await;
     for job in ended.values() {
         assert_finished(job, expected_code(job));
     }
@@ -535,6 +545,76 @@ async fn l6_l9_kill_9_at_any_moment_loses_and_duplicates_nothing() {
     );
     assert!(tally.max_running <= capacity as usize, "{tally:?}");
     assert!(tally.max_existing <= capacity as usize, "{tally:?}");
+    service.finish().await;
+}
+
+// L6, D11, B5: a launch whose answer is lost mid-call (a proxy passes the
+// create to the daemon, which makes the container, and drops the answer)
+// still runs its job once: once the daemon answers again, the job ends
+// finished with its own exit code, its container started once (adopted, or
+// destroyed and made again, never run twice), never left `created`; the
+// same when the server is killed (`kill -9`) after losing the answer and
+// started again. Never more containers than capacity meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_d11_a_launch_whose_answer_is_lost_runs_its_job_once() {
+    if !daemon("l6_d11_a_launch_whose_answer_is_lost_runs_its_job_once") {
+        return;
+    }
+    let proxy = SocketProxy::start();
+    let capacity = 2;
+    let mut service = Service::new(
+        "lost",
+        &Pool {
+            capacity,
+            endpoint: proxy.endpoint(),
+        },
+    );
+    let watch = Watch::start(&service.id).await;
+    service.start().await;
+    let mut invariants = Invariants::new(capacity);
+    let made = |service: &Service, id: u64| {
+        let owner = service.id.clone();
+        async move {
+            let deadline = Deadline::after(END, format!("a container for job {id}"));
+            loop {
+                let all = support::containers_of(&owner).await;
+                if all.iter().any(|c| job_of_instance(&c.name) == Some(id)) {
+                    return;
+                }
+                deadline.check(&all);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    // The answer lost, the daemon answering again, no restart.
+    proxy.lose_answers();
+    let first = id_of(&service.submit_sh("sleep 1; exit 3").await);
+    made(&service, first).await;
+    proxy.restore();
+    let ended = wait_all_ended(&service, &mut invariants, &[first]).await;
+    assert_finished(&ended[&first], 3);
+
+    // The answer lost, then kill -9 and a restart.
+    proxy.lose_answers();
+    let second = id_of(&service.submit_sh("sleep 1; exit 4").await);
+    made(&service, second).await;
+    service.kill9();
+    proxy.restore();
+    service.start().await;
+    let ended = wait_all_ended(&service, &mut invariants, &[first, second]).await;
+    assert_finished(&ended[&first], 3);
+    assert_finished(&ended[&second], 4);
+
+    service.wait_no_containers(Duration::from_secs(20)).await;
+    watch
+        .wait_events("destroy", 2, Duration::from_secs(10))
+        .await;
+    let tally = watch.tally();
+    for id in [first, second] {
+        assert_eq!(tally.starts.get(&id), Some(&1), "job {id}: {tally:?}");
+    }
+    assert!(tally.max_existing_per_job <= 1, "{tally:?}");
     service.finish().await;
 }
 

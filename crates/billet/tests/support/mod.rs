@@ -1245,6 +1245,9 @@ struct ProxyShared {
 
 struct ProxyState {
     connections: Vec<Connection>,
+    /// Pass requests to the daemon but lose its answers: each connection is
+    /// closed as soon as the daemon starts answering.
+    lose_answers: bool,
     /// Set to stop the current accept loop.
     stop: Arc<AtomicBool>,
 }
@@ -1276,6 +1279,7 @@ impl SocketProxy {
             shared: Arc::new(ProxyShared {
                 state: Mutex::new(ProxyState {
                     connections: Vec::new(),
+                    lose_answers: false,
                     stop: Arc::new(AtomicBool::new(true)),
                 }),
             }),
@@ -1340,9 +1344,33 @@ impl SocketProxy {
         let _ = std::fs::remove_file(&self.path);
     }
 
-    /// The daemon is back: the socket listens and passes connections again.
+    /// Answers are lost from now on: every request reaches the daemon, which
+    /// acts on it, but the connection is closed as soon as the daemon starts
+    /// answering (a launch whose answer is lost mid-call, D11). Open
+    /// connections are shut down, so that every later call takes a new one.
+    pub fn lose_answers(&self) {
+        let mut state = self.shared.state.lock();
+        state.lose_answers = true;
+        for connection in state.connections.drain(..) {
+            let _ = connection.client.shutdown(std::net::Shutdown::Both);
+            let _ = connection.daemon.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// The daemon is back: the socket listens and passes connections, and
+    /// their answers, again.
     pub fn restore(&self) {
-        let cut = self.shared.state.lock().stop.load(Ordering::SeqCst);
+        let cut = {
+            let mut state = self.shared.state.lock();
+            if state.lose_answers {
+                state.lose_answers = false;
+                for connection in state.connections.drain(..) {
+                    let _ = connection.client.shutdown(std::net::Shutdown::Both);
+                    let _ = connection.daemon.shutdown(std::net::Shutdown::Both);
+                }
+            }
+            state.stop.load(Ordering::SeqCst)
+        };
         if cut {
             self.listen();
         }
@@ -1363,7 +1391,7 @@ fn pipe(shared: &ProxyShared, stop: &AtomicBool, client: UnixStream, daemon: Uni
         return;
     };
     let done = Arc::new(AtomicU64::new(0));
-    {
+    let lose_answers = {
         let mut state = shared.state.lock();
         if stop.load(Ordering::SeqCst) {
             return;
@@ -1376,7 +1404,8 @@ fn pipe(shared: &ProxyShared, stop: &AtomicBool, client: UnixStream, daemon: Uni
             daemon: daemon_keep,
             done: Arc::clone(&done),
         });
-    }
+        state.lose_answers
+    };
     let mut daemon_write = daemon;
     let mut client_write = client;
     let done_up = Arc::clone(&done);
@@ -1388,8 +1417,17 @@ fn pipe(shared: &ProxyShared, stop: &AtomicBool, client: UnixStream, daemon: Uni
     });
     std::thread::spawn(move || {
         let mut from = daemon_read;
-        let _ = std::io::copy(&mut from, &mut client_write);
-        let _ = client_write.shutdown(std::net::Shutdown::Write);
+        if lose_answers {
+            // The daemon has acted once it answers: drop the answer and the
+            // connection both ways.
+            let mut first = [0u8; 1];
+            let _ = from.read(&mut first);
+            let _ = client_write.shutdown(std::net::Shutdown::Both);
+            let _ = from.shutdown(std::net::Shutdown::Both);
+        } else {
+            let _ = std::io::copy(&mut from, &mut client_write);
+            let _ = client_write.shutdown(std::net::Shutdown::Write);
+        }
         done.fetch_add(1, Ordering::SeqCst);
     });
 }
