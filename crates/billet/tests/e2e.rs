@@ -618,6 +618,64 @@ async fn l6_d11_a_launch_whose_answer_is_lost_runs_its_job_once() {
     service.finish().await;
 }
 
+// L6, B4, B8: a launch still on its way to the daemon when the server is
+// killed (a proxy holds the create request and delivers it only after the
+// restart, as a daemon that received it late would): the restarted server
+// never holds more containers or running jobs than capacity, whatever
+// lands, and both jobs end finished with their exit codes, each started
+// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_b8_a_launch_landing_after_a_restart_never_overcommits() {
+    if !daemon("l6_b8_a_launch_landing_after_a_restart_never_overcommits") {
+        return;
+    }
+    let proxy = SocketProxy::start();
+    let capacity = 1;
+    let mut service = Service::new(
+        "late",
+        &Pool {
+            capacity,
+            endpoint: proxy.endpoint(),
+        },
+    );
+    let watch = Watch::start(&service.id).await;
+    service.start().await;
+    let mut invariants = Invariants::new(capacity);
+
+    let hold = proxy.hold();
+    let first = id_of(&service.submit_sh("sleep 1; exit 3").await);
+    let second = id_of(&service.submit_sh("sleep 1; exit 4").await);
+    let deadline = Deadline::after(Duration::from_secs(10), "the first job's create held");
+    while hold.creates() == 0 {
+        deadline.check(hold.creates());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    service.kill9();
+    proxy.pass();
+    service.start().await;
+    // The restarted server places what it will; then the old create lands,
+    // well before the first job (1 s) could have run to its end.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    invariants.check(&service).await;
+    hold.release();
+    let look = Instant::now();
+    while look.elapsed() < Duration::from_millis(1500) {
+        invariants.check(&service).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ended = wait_all_ended(&service, &mut invariants, &[first, second]).await;
+    assert_finished(&ended[&first], 3);
+    assert_finished(&ended[&second], 4);
+
+    service.wait_no_containers(Duration::from_secs(20)).await;
+    let tally = watch.tally();
+    assert!(tally.max_existing <= capacity as usize, "{tally:?}");
+    for id in [first, second] {
+        assert_eq!(tally.starts.get(&id), Some(&1), "job {id}: {tally:?}");
+    }
+    service.finish().await;
+}
+
 // L9, L4, B6: the daemon cut (a proxy between the service and the daemon
 // closes its socket and every connection) for several reconcile intervals:
 // `/healthz` answers 503 degraded naming the pool, the inventory errors are

@@ -1248,6 +1248,11 @@ struct ProxyState {
     /// Pass requests to the daemon but lose its answers: each connection is
     /// closed as soon as the daemon starts answering.
     lose_answers: bool,
+    /// Hold new connections: their requests are read and kept, and reach
+    /// the daemon only when the hold is released (see [`Hold`]).
+    hold: Option<Arc<Hold>>,
+    /// Every hold made, to discard at drop what was never released.
+    holds: Vec<Arc<Hold>>,
     /// Set to stop the current accept loop.
     stop: Arc<AtomicBool>,
 }
@@ -1280,6 +1285,8 @@ impl SocketProxy {
                 state: Mutex::new(ProxyState {
                     connections: Vec::new(),
                     lose_answers: false,
+                    hold: None,
+                    holds: Vec::new(),
                     stop: Arc::new(AtomicBool::new(true)),
                 }),
             }),
@@ -1306,6 +1313,11 @@ impl SocketProxy {
                 match listener.accept() {
                     Ok((client, _)) => {
                         let _ = client.set_nonblocking(false);
+                        let hold = shared.state.lock().hold.clone();
+                        if let Some(hold) = hold {
+                            held(hold, client, upstream.clone());
+                            continue;
+                        }
                         let Ok(daemon) = UnixStream::connect(&upstream) else {
                             continue;
                         };
@@ -1357,6 +1369,29 @@ impl SocketProxy {
         }
     }
 
+    /// Holds every new connection from now on: its request is read and kept
+    /// until [`release`](SocketProxy::release) sends it to the daemon (as if
+    /// the daemon received it late), even if the client is gone by then.
+    /// Open connections are shut down, so that every later call takes a new
+    /// one.
+    pub fn hold(&self) -> Arc<Hold> {
+        let hold = Arc::new(Hold::default());
+        let mut state = self.shared.state.lock();
+        state.hold = Some(Arc::clone(&hold));
+        state.holds.push(Arc::clone(&hold));
+        for connection in state.connections.drain(..) {
+            let _ = connection.client.shutdown(std::net::Shutdown::Both);
+            let _ = connection.daemon.shutdown(std::net::Shutdown::Both);
+        }
+        hold
+    }
+
+    /// New connections pass through again; those already held stay held
+    /// until their [`Hold`] is released.
+    pub fn pass(&self) {
+        self.shared.state.lock().hold = None;
+    }
+
     /// The daemon is back: the socket listens and passes connections, and
     /// their answers, again.
     pub fn restore(&self) {
@@ -1375,6 +1410,82 @@ impl SocketProxy {
             self.listen();
         }
     }
+}
+
+/// Connections held by [`SocketProxy::hold`]: how many container creates
+/// they hold, and whether they are released (sent on to the daemon) or
+/// discarded (the proxy is dropped).
+#[derive(Default)]
+pub struct Hold {
+    /// 0: held; 1: released; 2: discarded.
+    fate: std::sync::atomic::AtomicU8,
+    creates: AtomicU64,
+}
+
+impl Hold {
+    /// How many held requests create a container.
+    pub fn creates(&self) -> u64 {
+        self.creates.load(Ordering::SeqCst)
+    }
+
+    /// Sends every held request on to the daemon.
+    pub fn release(&self) {
+        let _ = self
+            .fate
+            .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    fn discard(&self) {
+        let _ = self
+            .fate
+            .compare_exchange(0, 2, Ordering::SeqCst, Ordering::SeqCst);
+    }
+}
+
+/// Reads and keeps what `client` sends until `hold` is released, then sends
+/// it to the daemon and passes the daemon's answer back (to a client that
+/// may be gone), without ever closing the daemon's side early: a daemon
+/// sees a request whose client it cannot tell has died.
+fn held(hold: Arc<Hold>, mut client: UnixStream, upstream: PathBuf) {
+    std::thread::spawn(move || {
+        let _ = client.set_read_timeout(Some(Duration::from_millis(10)));
+        let mut request = Vec::new();
+        let mut counted = false;
+        let mut chunk = [0u8; 8192];
+        loop {
+            match hold.fate.load(Ordering::SeqCst) {
+                0 => {}
+                1 => break,
+                _ => return,
+            }
+            match client.read(&mut chunk) {
+                Ok(0) => std::thread::sleep(Duration::from_millis(10)),
+                Ok(n) => {
+                    request.extend_from_slice(&chunk[..n]);
+                    if !counted && request.windows(18).any(|w| w == b"/containers/create") {
+                        counted = true;
+                        hold.creates.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        let Ok(mut daemon) = UnixStream::connect(&upstream) else {
+            return;
+        };
+        if std::io::Write::write_all(&mut daemon, &request).is_err() {
+            return;
+        }
+        // The daemon's answer, for as long as it takes (bounded).
+        let _ = daemon.set_read_timeout(Some(Duration::from_secs(15)));
+        let _ = client.set_read_timeout(None);
+        let _ = std::io::copy(&mut daemon, &mut client);
+    });
 }
 
 /// Copies bytes both ways between `client` and `daemon`, on two threads,
@@ -1434,6 +1545,9 @@ fn pipe(shared: &ProxyShared, stop: &AtomicBool, client: UnixStream, daemon: Uni
 
 impl Drop for SocketProxy {
     fn drop(&mut self) {
+        for hold in self.shared.state.lock().holds.drain(..) {
+            hold.discard();
+        }
         self.close();
     }
 }
