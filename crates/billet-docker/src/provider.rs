@@ -75,6 +75,15 @@ pub enum PullPolicy {
 /// * Every daemon call is bounded by the timeout; a daemon that is gone or hung
 ///   answers an error of the right kind within it.
 ///
+/// * A container of this owner still `created` (never started) longer than
+///   twice the timeout after its creation is a launch that will never
+///   finish: its launch call was dropped, or the process making it died
+///   between the create and the start. `list` and `find` finish it: they start
+///   it and report what it then is. One the daemon will never start (a
+///   `4xx`) is removed and left out; one that cannot be started now stays
+///   `Pending`, and is tried again at the next look. So no container stays
+///   `created` for ever, and a job's command runs once.
+///
 /// States: `created` is [`State::Pending`]; `running`, `paused`, `restarting`
 /// (and `stopping` on newer daemons) are [`State::Running`]; `exited` and
 /// `dead` are [`State::Stopped`] with the container's exit code. A container
@@ -539,6 +548,80 @@ impl DockerProvider {
         }
     }
 
+    /// Whether `container` is this owner's, has both billet labels, and has
+    /// stayed `created` longer than any live launch takes to start it (twice
+    /// the timeout: the create and the start are each bounded by it).
+    fn is_stale_launch(&self, container: &ContainerInspectResponse) -> bool {
+        let created = container.state.as_ref().and_then(|state| state.status)
+            == Some(ContainerStateStatusEnum::CREATED);
+        let ours = matches!(self.instance(container), Ok(Some(_)));
+        let old = container
+            .created
+            .as_deref()
+            .and_then(parse_time)
+            .and_then(|at| SystemTime::now().duration_since(at).ok())
+            .is_some_and(|age| age > self.timeout.saturating_mul(2));
+        created && ours && old
+    }
+
+    /// Finishes a launch that never started its container: starts it and
+    /// answers it as it then is; `None` when the daemon will never start it
+    /// (it is removed) or it is gone. A start that fails for now leaves it as
+    /// it was (`Pending`), to be tried at the next look.
+    async fn finish_launch(
+        &self,
+        client: &Docker,
+        container: ContainerInspectResponse,
+    ) -> Result<Option<ContainerInspectResponse>, Error> {
+        let Some(id) = container.id.clone() else {
+            return Ok(Some(container));
+        };
+        let started = self
+            .call("start container", client.start_container(&id, None))
+            .await;
+        match started.as_ref().map_err(DaemonError::status) {
+            // Started now, or by someone else in between (304).
+            Ok(()) | Err(Some(304)) => {
+                self.log(|| {
+                    tracing::info!(
+                        target: "billet_docker",
+                        deployment = %self.owner,
+                        id = %id,
+                        "started a container whose launch never finished"
+                    );
+                });
+                self.inspect(client, &id)
+                    .await
+                    .map_err(Error::inventory_unavailable)
+            }
+            Err(Some(404)) => Ok(None),
+            Err(Some(code)) if (400..500).contains(&code) => {
+                self.log(|| {
+                    tracing::warn!(
+                        target: "billet_docker",
+                        deployment = %self.owner,
+                        id = %id,
+                        status = code,
+                        "a container whose launch never finished cannot start; removed"
+                    );
+                });
+                self.undo_create(client, &id).await;
+                Ok(None)
+            }
+            Err(_) => {
+                self.log(|| {
+                    tracing::warn!(
+                        target: "billet_docker",
+                        deployment = %self.owner,
+                        id = %id,
+                        "a container whose launch never finished could not be started now; tried again at the next look"
+                    );
+                });
+                Ok(Some(container))
+            }
+        }
+    }
+
     /// Inspects each of `ids`; the whole answer or an error.
     async fn inspect_all(&self, client: &Docker, ids: Vec<String>) -> Result<Vec<Instance>, Error> {
         let inspected: Vec<Option<ContainerInspectResponse>> =
@@ -550,10 +633,19 @@ impl DockerProvider {
             .try_collect()
             .await
             .map_err(Error::inventory_unavailable)?;
+        let mut finished = Vec::with_capacity(inspected.len());
+        for container in inspected.into_iter().flatten() {
+            if self.is_stale_launch(&container) {
+                finished.extend(self.finish_launch(client, container).await?);
+            } else {
+                finished.push(container);
+            }
+        }
+        let inspected = finished;
         let mut instances = Vec::with_capacity(inspected.len());
         // A container removed between the list and its inspect (404) is gone:
         // leaving it out is the exact answer as of now.
-        for container in inspected.iter().flatten() {
+        for container in &inspected {
             if let Some(instance) = self
                 .instance(container)
                 .map_err(Error::inventory_unavailable)?
@@ -643,9 +735,15 @@ impl Provider for DockerProvider {
             .inspect(&client, &container_name(&self.owner, name))
             .await
             .map_err(Error::inventory_unavailable)?;
-        let Some(inspected) = inspected else {
+        let Some(mut inspected) = inspected else {
             return Ok(None);
         };
+        if self.is_stale_launch(&inspected) {
+            match self.finish_launch(&client, inspected).await? {
+                Some(now) => inspected = now,
+                None => return Ok(None),
+            }
+        }
         let instance = self
             .instance(&inspected)
             .map_err(Error::inventory_unavailable)?;

@@ -654,3 +654,47 @@ async fn d6_two_destroys_race_one_removes() {
     }
     assert!(one.list().await.unwrap().is_empty());
 }
+
+// D5, L6: a container of this owner left `created` (a launch whose start
+// never came: its call dropped, or its process killed between create and
+// start) is `Pending` while a live launch could still start it, and is then
+// finished by the next look, `list` or `find`: started, and reported running.
+// Nothing stays `created` for ever, and its command runs once.
+#[tokio::test]
+async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
+    let Some(scope) = daemon("d5stale") else {
+        return;
+    };
+    let blue = scope
+        .builder("blue")
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    for name in ["left-by-list", "left-by-find"] {
+        create_by_hand(
+            &scope,
+            Some(&container_name(&owner, name)),
+            &[(OWNER_LABEL, &owner), (NAME_LABEL, name)],
+            &["sleep", "300"],
+        );
+    }
+    let listed = blue.list().await.unwrap();
+    assert!(
+        listed.iter().all(|i| i.state == State::Pending),
+        "a live launch could still start them: {listed:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let found = blue.find("left-by-find").await.unwrap().expect("held");
+    assert_eq!(found.state, State::Running, "find finished its launch");
+    let listed = blue.list().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed.iter().all(|i| i.state == State::Running),
+        "list finished the other: {listed:?}"
+    );
+    for instance in listed {
+        assert_eq!(blue.destroy(&instance.id).await.unwrap(), Teardown::Stopped);
+    }
+    assert!(scope.leftovers().is_empty());
+}

@@ -93,6 +93,10 @@ pub struct Core {
     may_place: bool,
     /// Jobs that ended in an earlier life: never learned again (B8).
     ended_before: rustc_hash::FxHashSet<JobId>,
+    /// Jobs that held a lease on a pool in an earlier life: not placed before
+    /// that pool's first inventory has shown whether their instance is
+    /// still there (B8).
+    held_before: rustc_hash::FxHashMap<JobId, PoolId>,
     counts: Counts,
 }
 
@@ -289,6 +293,7 @@ impl Core {
             next_reconcile: now.checked_add(settings.reconcile_every).unwrap_or(now),
             may_place: false,
             ended_before: Default::default(),
+            held_before: Default::default(),
             counts: Counts::default(),
         };
         for p in 0..core.pools.len() {
@@ -415,6 +420,19 @@ impl Core {
     pub fn ended_before(&mut self, job: JobId) {
         if self.pools.iter().any(|pool| !pool.ready) {
             self.ended_before.insert(job);
+        }
+    }
+
+    /// Tells a new core that `job`, handed over again, held a lease on
+    /// `pool` in an earlier life of this deployment (a durable store knows):
+    /// it is not placed anywhere before `pool`'s first inventory has answered,
+    /// so that an instance it may still have there is adopted rather than
+    /// doubled on another pool (B8). It keeps its place in its queue, and the
+    /// jobs behind it wait behind it. Only the first inventories consult it;
+    /// it is forgotten once every pool has answered.
+    pub fn held_before(&mut self, job: JobId, pool: PoolId) {
+        if self.pools.get(pool.0).is_some_and(|p| !p.ready) {
+            self.held_before.insert(job, pool);
         }
     }
 
@@ -1076,6 +1094,7 @@ impl Core {
         }
         if first && self.pools.iter().all(|pool| pool.ready) {
             self.ended_before = Default::default();
+            self.held_before = Default::default();
         }
         // Orphans gone by themselves are forgotten.
         self.pools[pool.0]
@@ -1482,6 +1501,10 @@ impl Core {
         // is blocked for the whole pass: set aside, put back at the end.
         let mut blocked = Vec::new();
         while let Some((seq, class)) = self.waiting.pop_first() {
+            if self.head_waits_for_an_inventory(class) {
+                blocked.push((seq, class));
+                continue;
+            }
             match self.classes[class].target.choose(|p| self.free(p)) {
                 // Its next head, if any, goes back into `waiting`.
                 Some(pool) => self.place_head(class, pool),
@@ -1489,6 +1512,19 @@ impl Core {
             }
         }
         self.waiting.extend(blocked);
+    }
+
+    /// Whether the head of `class`'s queue held a lease on a pool in an
+    /// earlier life and that pool's first inventory has not answered yet.
+    fn head_waits_for_an_inventory(&self, class: usize) -> bool {
+        if self.held_before.is_empty() {
+            return false;
+        }
+        self.classes[class]
+            .queue
+            .front()
+            .and_then(|(_, id)| self.held_before.get(id))
+            .is_some_and(|pool| !self.pools[pool.0].ready)
     }
 
     /// Takes the head of `class`'s queue onto `pool`: a lease, its timeout,

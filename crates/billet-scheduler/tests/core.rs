@@ -1476,11 +1476,7 @@ fn b6_the_outcome_is_announced_before_its_instance_is_destroyed() {
     };
     assert_eq!(
         endings(&world, 1),
-        vec![(
-            PoolId(0),
-            instance.clone(),
-            Outcome::Finished { exit_code: 3 }
-        )],
+        vec![(PoolId(0), instance, Outcome::Finished { exit_code: 3 })],
         "announced with the destroy, before it is answered"
     );
     assert_eq!(world.outcome(1), None, "not ended before the destroy");
@@ -1529,4 +1525,95 @@ fn b9_a_cancel_announces_ending_only_for_a_job_with_an_instance() {
     world.settle();
     assert_eq!(world.outcome(1), Some(Outcome::Cancelled));
     assert_eq!(endings(&world, 1).len(), 1);
+}
+
+/// Answers the pending list of each pool in `pools`, leaving the others.
+fn answer_lists(world: &mut World, pools: &[usize]) {
+    for action in world.calls() {
+        if matches!(action.call, Call::List) && pools.contains(&action.pool.0) {
+            let answer = world.fake.answer(&action, world.now);
+            world.answer_with(action.id, answer);
+        }
+    }
+}
+
+// B8: a job handed over after a restart that held a lease on a pool waits,
+// and its queue behind it, until that pool's first inventory answers, even
+// when a fallback pool has room: its instance there is adopted, never doubled
+// on another pool. Jobs of other queues are placed meanwhile.
+#[test]
+fn b8_a_job_that_held_a_lease_waits_for_its_pool_first_inventory() {
+    let mut fake = Fake::default();
+    fake.plant(0, "job-1.linux", t0(), secs(100));
+    let mut world = World::over(core(config(THREE)), fake);
+    world.core.held_before(JobId(1), PoolId(0));
+    world.submit(job(1, 100, 0).with_labels(["linux"])).unwrap();
+    world.submit(job(2, 100, 0).with_labels(["linux"])).unwrap();
+    world.submit(job(3, 100, 0).with_labels(["macos"])).unwrap();
+    answer_lists(&mut world, &[1, 2, 3]);
+    world.settle_except_lists();
+    assert_eq!(
+        placed(&world, 1),
+        None,
+        "not on a fallback pool before linux answers"
+    );
+    assert_eq!(placed(&world, 2), None, "behind job 1, in its queue");
+    assert_eq!(
+        placed(&world, 3),
+        Some(PoolId(1)),
+        "another queue is placed"
+    );
+    answer_lists(&mut world, &[0]);
+    world.settle();
+    assert_eq!(
+        world.core.lease_of(JobId(1)),
+        Some(PoolId(0)),
+        "adopted where it ran"
+    );
+    assert_eq!(
+        world.count(|d| matches!(d, Decision::Adopted { job: JobId(1), .. })),
+        1
+    );
+    assert_eq!(placed(&world, 1), None, "adopted, never launched again");
+    assert!(matches!(placed(&world, 2), Some(PoolId(2) | PoolId(3))));
+    let named = world
+        .fake
+        .instances(0)
+        .into_iter()
+        .chain(world.fake.instances(2))
+        .chain(world.fake.instances(3))
+        .filter(|i| i.name.starts_with("job-1."))
+        .count();
+    assert_eq!(named, 1, "job 1 runs once");
+}
+
+// B8: once its pool has answered without its instance, a job that held a
+// lease there is placed like any other; a hint given after that pool's first
+// inventory, or naming no pool, changes nothing.
+#[test]
+fn b8_a_job_whose_instance_is_gone_is_placed_once_its_pool_answered() {
+    let mut world = World::new(config(THREE));
+    world.core.held_before(JobId(1), PoolId(0));
+    world.core.held_before(JobId(9), PoolId(99));
+    world.submit(job(1, 100, 0).with_labels(["linux"])).unwrap();
+    answer_lists(&mut world, &[1, 2, 3]);
+    world.settle_except_lists();
+    assert_eq!(placed(&world, 1), None);
+    answer_lists(&mut world, &[0]);
+    world.settle();
+    assert_eq!(
+        placed(&world, 1),
+        Some(PoolId(0)),
+        "its pool has room: placed there"
+    );
+    world.core.held_before(JobId(2), PoolId(0));
+    world.submit(job(2, 100, 0).with_labels(["linux"])).unwrap();
+    world.settle();
+    assert!(
+        matches!(placed(&world, 2), Some(PoolId(2) | PoolId(3))),
+        "the hint came after linux answered: ignored"
+    );
+    world.submit(job(9, 100, 0)).unwrap();
+    world.settle();
+    assert!(placed(&world, 9).is_some());
 }

@@ -10,9 +10,10 @@
 //!   launch, and its outcome before the destroy of the instance that shows it.
 //! * At start, jobs come back from the store: ended ones are told to the core
 //!   so their leftover instances are collected, an outcome decided before the
-//!   crash is kept, queued jobs queue again, and a job that held a lease is
-//!   handed back only once its pool's first inventory answered, so that the
-//!   instance it may still have is adopted, never doubled.
+//!   crash is kept, and every unfinished job queues again in submission
+//!   order; one that held a lease is placed only once its pool's first
+//!   inventory answered, so that the instance it may still have is adopted,
+//!   never doubled.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::Future;
@@ -194,7 +195,6 @@ impl Engine {
             held: VecDeque::new(),
             keys: HashMap::new(),
             next_id: 1,
-            deferred: Vec::new(),
             calls: FuturesUnordered::new(),
             draining: false,
         };
@@ -257,9 +257,6 @@ struct State {
     /// Every idempotency key, committed or not yet.
     keys: HashMap<String, u64>,
     next_id: u64,
-    /// Jobs that held a lease before a restart, waiting for their pool's
-    /// first inventory: (pool, job, cancel asked for).
-    deferred: Vec<(usize, Job, bool)>,
     calls: FuturesUnordered<CallFuture>,
     draining: bool,
 }
@@ -301,20 +298,21 @@ impl State {
                 self.shared.metrics.ended(ending.state.as_str());
                 continue;
             }
-            let job = to_job(record);
-            let held_on = record
-                .pool
-                .as_ref()
-                .and_then(|pool| self.names.iter().position(|name| name == pool));
             if record.state == JobState::Running {
                 self.changes.push(Change::Requeued { id: record.id });
-            }
-            match held_on {
-                Some(pool) if record.state == JobState::Running => {
-                    self.deferred.push((pool, job, record.cancel_requested));
+                // Not placed before that pool's first inventory shows whether
+                // its instance is still there: adopted then, never doubled.
+                let held_on = record
+                    .pool
+                    .as_ref()
+                    .and_then(|pool| self.names.iter().position(|name| name == pool));
+                if let Some(pool) = held_on {
+                    self.core.held_before(id, PoolId(pool));
                 }
-                _ => self.hand_over(job, record.cancel_requested, now),
             }
+            // Every unfinished job goes back in submission order, before any
+            // inventory answers, so none overtakes another.
+            self.hand_over(to_job(record), record.cancel_requested, now);
         }
     }
 
@@ -473,13 +471,7 @@ impl State {
     }
 
     fn cancel(&mut self, id: u64, reply: oneshot::Sender<Cancelled>, now: SystemTime) {
-        let deferred = self.deferred.iter_mut().find(|(_, job, _)| job.id.0 == id);
-        let asked = if let Some((_, _, cancel)) = deferred {
-            *cancel = true;
-            true
-        } else {
-            self.core.cancel(JobId(id), now)
-        };
+        let asked = self.core.cancel(JobId(id), now);
         if asked {
             self.changes.push(Change::CancelRequested { id });
         }
@@ -532,11 +524,6 @@ impl State {
         while let Some(decision) = self.core.poll_decision() {
             self.on_decision(decision, now);
         }
-        self.hand_over_deferred(now);
-        // The hand-overs may have decided more.
-        while let Some(decision) = self.core.poll_decision() {
-            self.on_decision(decision, now);
-        }
         if !self.changes.is_empty() || !self.replies.is_empty() {
             self.sent += 1;
             let batch = Batch {
@@ -576,29 +563,6 @@ impl State {
             .collect();
     }
 
-    /// Hands back the jobs that held a lease before a restart once their
-    /// pool's first inventory answered: by then the core knows whether their
-    /// instance is still there (B8).
-    fn hand_over_deferred(&mut self, now: SystemTime) {
-        if self.deferred.is_empty() {
-            return;
-        }
-        let ready: Vec<bool> = self
-            .core
-            .stats()
-            .pools
-            .iter()
-            .map(|pool| pool.ready)
-            .collect();
-        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .partition(|(pool, _, _)| ready.get(*pool).copied().unwrap_or(true));
-        self.deferred = waiting;
-        for (_, job, cancel) in due {
-            self.hand_over(job, cancel, now);
-        }
-    }
-
     fn on_decision(&mut self, decision: Decision, now: SystemTime) {
         let name = |pool: PoolId| self.names[pool.0].clone();
         let change = match decision {
@@ -623,15 +587,11 @@ impl State {
                 at: now,
             }),
             Decision::Retrying { .. } => None,
-            Decision::Ending { job, outcome, .. } => {
-                self.deferred.retain(|(_, deferred, _)| deferred.id != job);
-                Some(Change::Ending {
-                    id: job.0,
-                    ending: Ending::from(&outcome),
-                })
-            }
+            Decision::Ending { job, outcome, .. } => Some(Change::Ending {
+                id: job.0,
+                ending: Ending::from(&outcome),
+            }),
             Decision::Ended { job, outcome, .. } => {
-                self.deferred.retain(|(_, deferred, _)| deferred.id != job);
                 let ending = Ending::from(&outcome);
                 self.shared.metrics.ended(ending.state.as_str());
                 tracing::info!(job = job.0, %outcome, "ended");

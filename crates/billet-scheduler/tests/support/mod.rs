@@ -256,6 +256,27 @@ impl World {
         }
     }
 
+    /// Answers every pending call but the lists (and those they lead to).
+    pub fn settle_except_lists(&mut self) {
+        self.collect();
+        loop {
+            let next = self
+                .pending
+                .iter()
+                .find(|(_, action)| !matches!(action.call, billet_scheduler::Call::List))
+                .map(|(id, _)| *id);
+            let Some(id) = next else {
+                return;
+            };
+            let Some(action) = self.pending.remove(&id) else {
+                return;
+            };
+            let answer = self.fake.answer(&action, self.now);
+            self.core.handle_answer(id, answer, self.now);
+            self.collect();
+        }
+    }
+
     /// Answers the pending call `id` with `answer` instead of the fake.
     pub fn answer_with(&mut self, id: CallId, answer: Answer) {
         self.pending.remove(&id);
