@@ -330,7 +330,7 @@ impl Default for Timing {
     fn default() -> Timing {
         Timing {
             reconcile_every: "500ms",
-            call_timeout: "5s",
+            call_timeout: "2s",
             orphan_grace: "2s",
             shutdown_grace: "5s",
         }
