@@ -22,25 +22,22 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use billet_docker::{NAME_LABEL, OWNER_LABEL};
-use bollard::Docker;
 use bollard::query_parameters::{
-    CreateImageOptionsBuilder, EventsOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder,
+    EventsOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-/// The image the tests' containers run: a static busybox and nothing else,
-/// made offline (see [`ensure_test_image`]); the same tag the docker tests use.
-pub const TEST_IMAGE: &str = "billet-test:latest";
+/// The docker backend's test support, shared rather than written twice: the
+/// daemon's socket, a raw client, the offline test image
+/// ([`ensure_test_image`]: a static busybox imported through the API, the
+/// same `billet-test:latest` the docker tests use) and the variable that
+/// makes a missing daemon a failure.
+#[path = "../../../billet-docker/tests/support/mod.rs"]
+mod docker;
 
-/// Where the static busybox the test image is made of comes from (Debian's
-/// `busybox-static`).
-pub const BUSYBOX: &str = "/bin/busybox";
-
-/// Set (to `1`) by `.ci/run`: a missing daemon is then a failure, not a skip.
-pub const REQUIRED_VAR: &str = "BILLET_DOCKER_REQUIRED";
+pub use docker::{REQUIRED_VAR, TEST_IMAGE, block, daemon_socket, ensure_test_image, raw_client};
 
 /// The built binary under test.
 pub const BILLET: &str = env!("CARGO_BIN_EXE_billet");
@@ -55,46 +52,9 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 // The daemon and the test image
 // ---------------------------------------------------------------------------
 
-/// The daemon's socket: `$DOCKER_HOST` when it is a unix socket, else the
-/// local default.
-pub fn daemon_socket() -> PathBuf {
-    match std::env::var("DOCKER_HOST") {
-        Ok(host) if host.starts_with("unix://") => PathBuf::from(&host["unix://".len()..]),
-        _ => PathBuf::from(billet_docker::DEFAULT_SOCKET),
-    }
-}
-
 /// The daemon's endpoint as `billet.yaml` writes it.
 pub fn daemon_endpoint() -> String {
     format!("unix://{}", daemon_socket().display())
-}
-
-/// Runs `future` to completion on a runtime of its own, in a thread of its
-/// own: works from sync code, from `Drop`, and from inside another runtime.
-pub fn block<F>(future: F) -> F::Output
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime")
-            .block_on(future)
-    })
-    .join()
-    .expect("the helper thread")
-}
-
-/// A raw bollard client on the daemon's socket (never through a proxy).
-pub fn raw_client() -> Docker {
-    Docker::connect_with_unix(
-        &daemon_socket().to_string_lossy(),
-        30,
-        bollard::API_DEFAULT_VERSION,
-    )
-    .expect("a client")
 }
 
 /// Whether this test can run: a daemon answers (and the test image is
@@ -118,57 +78,6 @@ pub fn daemon(test: &str) -> bool {
     }
     ensure_test_image();
     true
-}
-
-/// Makes [`TEST_IMAGE`] on the daemon if it lacks it: a tar of a static
-/// busybox with its applets linked, imported through the API. No network.
-pub fn ensure_test_image() {
-    static MADE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    if *made {
-        return;
-    }
-    block(async {
-        let client = raw_client();
-        if client.inspect_image(TEST_IMAGE).await.is_ok() {
-            return;
-        }
-        let mut busybox = Vec::new();
-        std::fs::File::open(BUSYBOX)
-            .and_then(|mut f| f.read_to_end(&mut busybox))
-            .unwrap_or_else(|e| {
-                panic!("the test image needs a static busybox at {BUSYBOX} (apt-get install busybox-static): {e}")
-            });
-        let mut tar = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_size(busybox.len() as u64);
-        header.set_mode(0o755);
-        header.set_mtime(0);
-        tar.append_data(&mut header, "bin/busybox", busybox.as_slice())
-            .expect("tar busybox");
-        for applet in ["sh", "sleep", "true", "false", "cat", "echo"] {
-            let mut link = tar::Header::new_gnu();
-            link.set_entry_type(tar::EntryType::Symlink);
-            link.set_size(0);
-            link.set_mode(0o777);
-            link.set_mtime(0);
-            tar.append_link(&mut link, format!("bin/{applet}"), "busybox")
-                .expect("tar link");
-        }
-        let bytes = tar.into_inner().expect("tar");
-        let (repo, tag) = TEST_IMAGE.split_once(':').expect("name:tag");
-        let options = CreateImageOptionsBuilder::new()
-            .from_src("-")
-            .repo(repo)
-            .tag(tag)
-            .build();
-        client
-            .create_image(Some(options), Some(bollard::body_full(bytes.into())), None)
-            .try_collect::<Vec<_>>()
-            .await
-            .expect("import the test image");
-    });
-    *made = true;
 }
 
 /// A deployment id unique to this test process and to this call:
