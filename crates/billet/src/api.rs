@@ -141,12 +141,15 @@ pub fn parse_job(body: &[u8]) -> Result<NewJob, BadRequest> {
     }
     let mut json = serde_json::Deserializer::from_slice(body);
     let raw: RawJob = serde_path_to_error::deserialize(&mut json).map_err(|error| {
+        // `?` stands for a segment the parser could not name (a syntax
+        // error); `.` for the whole document.
         let path = error.path().to_string();
+        let known = path.trim_end_matches(['?', '.']);
         let inner = error.into_inner();
-        if path == "." || path.is_empty() {
+        if known.is_empty() {
             BadRequest::whole(format!("malformed job: {inner}"))
         } else {
-            BadRequest::field(path, inner.to_string())
+            BadRequest::field(known, inner.to_string())
         }
     })?;
     json.end()
@@ -403,6 +406,8 @@ mod tests {
             (r#"{"command": ["ls"], "key": ""}"#, "key"),
             (r#"{"command": ["ls"], "colour": "red"}"#, "colour"),
             (r#"{"command": ["ls", 3]}"#, "command[1]"),
+            (r#"{"command": ["ls", "#, "command"),
+            (r#"{"command": ["ls"], "labels": [1"#, "labels"),
         ];
         for (body, field) in cases {
             let error = parse_job(body.as_bytes()).expect_err(body);
@@ -420,8 +425,31 @@ mod tests {
             let error = parse_job(body.as_bytes()).expect_err(body);
             assert!(!error.to_string().is_empty());
         }
+        for body in [
+            "{",
+            "[]",
+            "{]",
+            r#"{"command": ["ls"]} {}"#,
+            r#"{"labels": []}"#,
+        ] {
+            let error = parse_job(body.as_bytes()).expect_err(body);
+            assert_eq!(error.field, None, "{body}: the request as a whole: {error}");
+        }
         let long = vec![b' '; MAX_BODY_BYTES + 1];
         assert_eq!(parse_job(&long), Err(too_large()));
+    }
+
+    // L5: the limits are the documented ones (64 KiB bodies, 256 arguments
+    // of 8 KiB, 32 labels of 64 bytes, keys of 128 bytes, 7 days).
+    #[test]
+    fn l5_limits_are_the_documented_ones() {
+        assert_eq!(MAX_BODY_BYTES, 65_536);
+        assert_eq!(MAX_ARGS, 256);
+        assert_eq!(MAX_ARG_BYTES, 8_192);
+        assert_eq!(MAX_LABELS, 32);
+        assert_eq!(MAX_LABEL_BYTES, 64);
+        assert_eq!(MAX_KEY_BYTES, 128);
+        assert_eq!(MAX_TIMEOUT_SECS, 604_800);
     }
 
     // L4: only `command` is required; labels default to none, trust to unknown.

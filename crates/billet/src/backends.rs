@@ -41,10 +41,7 @@ pub enum BackendError {
 /// as configured. Docker pools use the file's `docker` settings (endpoint,
 /// network; the image goes into every launch) and `call_timeout` as the
 /// bound of each daemon call.
-pub fn build(
-    config: &Config,
-    call_timeout: Duration,
-) -> Result<Vec<Named>, BackendError> {
+pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, BackendError> {
     let owner = config.deployment().id();
     config
         .providers()

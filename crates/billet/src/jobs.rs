@@ -238,7 +238,8 @@ impl Change {
 /// Every job the service knows, by id, with their keys.
 #[derive(Debug, Default, Clone)]
 pub struct Jobs {
-    /// Record `i` is job `first + i`; ids are dense from 1.
+    /// Record `i` is job `first + i`: ids are dense, as the engine gives
+    /// them (one after the last, never reused) and the store keeps them.
     records: Vec<JobRecord>,
     keys: HashMap<String, u64>,
 }
@@ -257,10 +258,9 @@ impl Jobs {
         if let Some(key) = &record.key {
             self.keys.insert(key.clone(), record.id);
         }
-        let index = self.index(record.id);
-        match index {
-            Some(i) if i < self.records.len() => self.records[i] = record,
-            _ => self.records.push(record),
+        match self.index(record.id) {
+            Some(i) => self.records[i] = record,
+            None => self.records.push(record),
         }
     }
 
@@ -348,7 +348,15 @@ mod tests {
             t(2),
         ))));
         assert_eq!(jobs.len(), 2);
+        assert!(!jobs.is_empty());
         assert_eq!(jobs.last_id(), 2);
+        // Accepting an id again replaces its record (a restart's store
+        // holds each id once; this keeps the table a function of it).
+        let mut again = JobRecord::accepted(2, new_job(None), t(2));
+        again.labels = vec!["again".into()];
+        jobs.apply(&Change::Accepted(Box::new(again)));
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs.get(2).unwrap().labels, ["again"]);
         assert_eq!(jobs.by_key("k").map(|r| r.id), Some(1));
         assert_eq!(jobs.by_key("other"), None);
         assert_eq!(jobs.get(3), None);

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{JobState, trust_from_name, trust_name};
 use crate::jobs::{Change, Ending, JobRecord};
@@ -113,14 +113,7 @@ impl Store {
             path: path.clone(),
             detail,
         };
-        let flags = if exists {
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        };
-        let conn = Connection::open_with_flags(&path, flags).map_err(sqlite)?;
+        let conn = Connection::open(&path).map_err(sqlite)?;
         if exists {
             // Read before writing anything: a damaged or foreign file fails
             // here, and nothing has been written to it.
@@ -453,6 +446,29 @@ mod tests {
         let error = Store::open(dir.path()).unwrap_err();
         assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    // L6: an empty file is an empty database: the store starts in it; a
+    // file that cannot be looked at is an error, not a new store.
+    #[test]
+    fn l6_an_empty_file_starts_afresh_and_an_unreadable_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(DATABASE_FILE), b"").unwrap();
+        let (mut store, records) = Store::open(dir.path()).unwrap();
+        assert!(records.is_empty());
+        store
+            .commit(&[Change::Accepted(Box::new(record(1, None)))])
+            .unwrap();
+        drop(store);
+        assert_eq!(Store::open(dir.path()).unwrap().1.len(), 1);
+        #[cfg(unix)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(DATABASE_FILE);
+            std::os::unix::fs::symlink(&path, &path).unwrap();
+            let error = Store::open(dir.path()).unwrap_err();
+            assert!(matches!(error, StoreError::Io { .. }), "{error}");
+        }
     }
 
     // L6: a database of another layout is refused too.

@@ -125,6 +125,14 @@ mod tests {
         let other = dir.path().join("other");
         let (second, _) = load_or_create(&other).unwrap();
         assert_ne!(second, made, "tokens are random");
+        let folder = dir.path().join("a-folder");
+        std::fs::create_dir(&folder).unwrap();
+        match load_or_create(&folder) {
+            Err(TokenError::Io { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::IsADirectory);
+            }
+            other => panic!("a folder is not a token file: {other:?}"),
+        }
         std::fs::write(&other, "  \n").unwrap();
         assert!(matches!(
             load_or_create(&other),
