@@ -395,9 +395,8 @@ fn arbitrary_body() -> impl Strategy<Value = Vec<u8>> {
     });
     prop_oneof![
         prop::collection::vec(any::<u8>(), 0..200),
-        prop::collection::btree_map(field, value, 0..6).prop_map(|m| {
-            serde_json::to_vec(&Value::Object(m.into_iter().collect())).unwrap()
-        }),
+        prop::collection::btree_map(field, value, 0..6)
+            .prop_map(|m| { serde_json::to_vec(&Value::Object(m.into_iter().collect())).unwrap() }),
     ]
 }
 
