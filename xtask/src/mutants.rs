@@ -60,7 +60,7 @@ pub const COVERED: &[&str] = &[
 
 /// The crates `cargo xtask mutants --ci` covers: the two smallest core crates,
 /// whose full run takes about two minutes and so fits the CI budget. The
-/// others take longer than a CI run allows (see README.md for the measured
+/// others take longer than a CI run allows (see CONTRIBUTING.md for the measured
 /// times); `cargo xtask mutants` runs them.
 pub const CI_COVERED: &[&str] = &["billet-provider", "billet-clock"];
 
