@@ -197,6 +197,7 @@ impl Engine {
             next_id: 1,
             calls: FuturesUnordered::new(),
             draining: false,
+            read: vec![false; pools.providers().len()],
         };
         state.restore(now);
         state.step();
@@ -259,6 +260,8 @@ struct State {
     next_id: u64,
     calls: FuturesUnordered<CallFuture>,
     draining: bool,
+    /// Whether each pool's inventory has been read once since the start.
+    read: Vec<bool>,
 }
 
 fn to_job(record: &JobRecord) -> Job {
@@ -490,12 +493,21 @@ impl State {
     fn on_finished(&mut self, finished: Finished) {
         let pool = &self.names[finished.pool.0];
         if finished.list {
-            let readable = matches!(finished.answer, Some(Answer::Listed(Ok(_))));
+            let listed = match &finished.answer {
+                Some(Answer::Listed(Ok(instances))) => Some(instances.len()),
+                _ => None,
+            };
             let mut unreadable = self.shared.unreadable.lock();
-            if readable {
-                unreadable.remove(pool);
-            } else {
-                unreadable.insert(pool.clone());
+            match listed {
+                Some(instances) => {
+                    unreadable.remove(pool);
+                    if !std::mem::replace(&mut self.read[finished.pool.0], true) {
+                        tracing::info!(%pool, instances, "first inventory read; placing from now on");
+                    }
+                }
+                None => {
+                    unreadable.insert(pool.clone());
+                }
             }
         }
         if self.draining {

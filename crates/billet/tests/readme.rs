@@ -274,8 +274,18 @@ fn readme_run_billet_for_real_session() {
         assert!(Instant::now() < deadline, "serve never listened:\n{text}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Its first inventory answers within moments on a local daemon.
-    std::thread::sleep(Duration::from_millis(500));
+    // Jobs are placed once the pool's first inventory is read.
+    loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if text.contains("first inventory read") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the inventory was never read:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // The third and fourth blocks, in the second terminal. Commands that
     // only read are tried again until they show what the README shows.
