@@ -90,3 +90,95 @@ pub(crate) fn spawn(
             }
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NewJob;
+    use crate::jobs::JobRecord;
+    use std::time::SystemTime;
+
+    fn accepted(id: u64) -> Change {
+        Change::Accepted(Box::new(JobRecord::accepted(
+            id,
+            NewJob {
+                command: vec!["true".into()],
+                labels: vec![],
+                trust: billet_provider::TrustClass::Trusted,
+                timeout: None,
+                key: None,
+            },
+            SystemTime::UNIX_EPOCH,
+        )))
+    }
+
+    // L6: batches waiting when the writer looks are committed together (one
+    // transaction, at most MAX_GROUP batches), in order; each reply runs after
+    // its batch is applied, and sees it.
+    #[test]
+    fn l6_waiting_batches_commit_together_and_replies_see_them() {
+        let jobs = Arc::new(RwLock::new(Jobs::default()));
+        let (batches, inbox) = mpsc::channel();
+        let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let total = MAX_GROUP as u64 + 10;
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        for seq in 1..=total {
+            let seen = Arc::clone(&seen);
+            let reply: Reply = Box::new(move |table: &Jobs| {
+                seen.lock().push(table.get(seq).map(|r| r.id));
+            });
+            batches
+                .send(Batch {
+                    seq,
+                    changes: vec![accepted(seq)],
+                    replies: vec![reply],
+                })
+                .unwrap();
+        }
+        drop(batches);
+        let writer = spawn(Store::memory(), Arc::clone(&jobs), inbox, written_tx).unwrap();
+        writer.join().unwrap();
+        let mut committed = Vec::new();
+        while let Ok(Written::Committed(seq)) = written.try_recv() {
+            committed.push(seq);
+        }
+        assert_eq!(committed, [MAX_GROUP as u64, total]);
+        let seen = seen.lock().clone();
+        assert_eq!(seen.len(), total as usize);
+        assert!(
+            seen.iter()
+                .enumerate()
+                .all(|(i, id)| *id == Some(i as u64 + 1))
+        );
+        assert_eq!(jobs.read().len(), total as usize);
+    }
+
+    // L6: a commit that fails applies nothing, answers no one, reports the
+    // failure and stops the writer.
+    #[test]
+    fn l6_a_failed_commit_applies_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path()).unwrap();
+        let jobs = Arc::new(RwLock::new(Jobs::default()));
+        let (batches, inbox) = mpsc::channel();
+        let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let answered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&answered);
+        batches
+            .send(Batch {
+                seq: 1,
+                // One id twice: the transaction fails on the second insert.
+                changes: vec![accepted(1), accepted(1)],
+                replies: vec![Box::new(move |_: &Jobs| {
+                    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                })],
+            })
+            .unwrap();
+        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();
+        writer.join().unwrap();
+        assert!(matches!(written.try_recv(), Ok(Written::Failed(_))));
+        assert!(jobs.read().is_empty());
+        assert!(!answered.load(std::sync::atomic::Ordering::SeqCst));
+        drop(batches);
+    }
+}

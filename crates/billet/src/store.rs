@@ -83,13 +83,22 @@ pub enum StoreError {
 #[derive(Debug)]
 pub struct Store {
     db: Option<(Connection, PathBuf)>,
+    /// How long a commit to a store in memory takes.
+    delay: Duration,
 }
 
 impl Store {
     /// A store that keeps nothing: every commit succeeds at once. Jobs live
     /// only in the service's table and die with it.
     pub fn memory() -> Store {
-        Store { db: None }
+        Store::slow_memory(Duration::ZERO)
+    }
+
+    /// A store in memory whose every commit takes `delay`: for tests of
+    /// what must wait for a commit (a request's answer, a provider call),
+    /// which a commit that slow makes plain to see.
+    pub fn slow_memory(delay: Duration) -> Store {
+        Store { db: None, delay }
     }
 
     /// Opens (or creates) the database in `dir`, creating `dir` if missing,
@@ -127,6 +136,7 @@ impl Store {
         Ok((
             Store {
                 db: Some((conn, path)),
+                delay: Duration::ZERO,
             },
             records,
         ))
@@ -140,6 +150,7 @@ impl Store {
     /// Writes `changes` in one transaction: all of them, or (on error) none.
     pub fn commit(&mut self, changes: &[Change]) -> Result<(), StoreError> {
         let Some((conn, path)) = &mut self.db else {
+            std::thread::sleep(self.delay);
             return Ok(());
         };
         let sqlite = |source| StoreError::Sqlite {
