@@ -303,15 +303,17 @@ impl State {
             }
             if record.state == JobState::Running {
                 self.changes.push(Change::Requeued { id: record.id });
-                // Not placed before that pool's first inventory shows whether
-                // its instance is still there: adopted then, never doubled.
-                let held_on = record
-                    .pool
-                    .as_ref()
-                    .and_then(|pool| self.names.iter().position(|name| name == pool));
-                if let Some(pool) = held_on {
-                    self.core.held_before(id, PoolId(pool));
-                }
+            }
+            // A job that held a lease (running at the crash, or requeued by
+            // an earlier start that died before adopting it) is not placed
+            // before that pool's first inventory shows whether its instance
+            // is still there: adopted then, never doubled.
+            let held_on = record
+                .pool
+                .as_ref()
+                .and_then(|pool| self.names.iter().position(|name| name == pool));
+            if let Some(pool) = held_on {
+                self.core.held_before(id, PoolId(pool));
             }
             // Every unfinished job goes back in submission order, before any
             // inventory answers, so none overtakes another.

@@ -133,11 +133,7 @@ impl JobRecord {
     fn apply(&mut self, change: &Change) {
         match change {
             Change::Accepted(_) => {}
-            Change::Requeued { .. } => {
-                self.state = JobState::Queued;
-                self.pool = None;
-                self.instance = None;
-            }
+            Change::Requeued { .. } => self.state = JobState::Queued,
             Change::Placed { pool, at, .. } => {
                 self.state = JobState::Running;
                 self.pool = Some(pool.clone());
@@ -171,7 +167,8 @@ pub enum Change {
     /// A job was accepted.
     Accepted(Box<JobRecord>),
     /// At a restart, an unfinished job waits again: it holds no lease until
-    /// the scheduler adopts its instance or places it.
+    /// the scheduler adopts its instance or places it. Its pool and instance
+    /// stay, as the ones it held: a later restart still knows where to look.
     Requeued {
         /// The job.
         id: u64,
@@ -412,7 +409,7 @@ mod tests {
 
     // L6: at a restart an unfinished job holds no lease until adopted.
     #[test]
-    fn l6_requeued_jobs_lose_their_lease_not_their_start() {
+    fn l6_requeued_jobs_lose_their_lease_not_where_they_held_it() {
         let mut jobs = Jobs::from_records(vec![JobRecord::accepted(7, new_job(None), t(1))]);
         assert_eq!(jobs.get(7).map(|r| r.id), Some(7));
         assert_eq!(jobs.get(6), None);
@@ -427,8 +424,8 @@ mod tests {
         jobs.apply(&Change::Requeued { id: 7 });
         let job = jobs.get(7).unwrap();
         assert_eq!(job.state, JobState::Queued);
-        assert_eq!(job.pool, None);
-        assert_eq!(job.instance, None);
+        assert_eq!(job.pool.as_deref(), Some("p"), "where it held a lease");
+        assert_eq!(job.instance.as_deref(), Some("i"));
         assert_eq!(job.started_at, Some(t(2)));
         let failed = Ending::from(&Outcome::Failed {
             reason: FailReason::TimedOut,

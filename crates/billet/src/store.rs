@@ -235,10 +235,8 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
             ])?;
         }
         Change::Requeued { id: job } => {
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'queued', pool = NULL, instance = NULL WHERE id = ?1",
-            )?
-            .execute(params![id(*job)])?;
+            tx.prepare_cached("UPDATE jobs SET state = 'queued' WHERE id = ?1")?
+                .execute(params![id(*job)])?;
         }
         Change::Placed { id: job, pool, at } => {
             tx.prepare_cached(

@@ -232,8 +232,8 @@ async fn l6_a_launch_follows_the_commit_of_its_lease() {
 
 // L6, B8: after a crash, a job that held a lease on pool `a` is not placed on
 // `b` (which has room and whose inventory reads) while `a`'s cannot be read:
-// it waits, shown `queued`, and is adopted on `a` once `a` answers; it never
-// runs twice.
+// it waits, shown `queued` (its pool still `a`), also across a second crash
+// in that window, and is adopted on `a` once `a` answers; it never runs twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l6_a_restart_waits_for_the_pool_a_job_held() {
     let host = Host::new();
@@ -259,6 +259,22 @@ async fn l6_a_restart_waits_for_the_pool_a_job_held() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let waiting = get(&base, 1).await;
     assert_eq!(waiting["state"], "queued", "not placed on b: {waiting}");
+    assert_eq!(
+        host.instances_of("order"),
+        1,
+        "never two instances of job 1"
+    );
+    // A second crash before `a` answered: the third start still knows where
+    // job 1 held its lease.
+    second.abort();
+    let (second, base) = start(TWO, &providers, state.path()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let waiting = get(&base, 1).await;
+    assert_eq!(
+        waiting["state"], "queued",
+        "still not placed on b: {waiting}"
+    );
+    assert_eq!(waiting["pool"], "a", "where it held its lease: {waiting}");
     assert_eq!(
         host.instances_of("order"),
         1,
