@@ -15,6 +15,11 @@ use std::time::{Duration, SystemTime};
 mod manual;
 mod system;
 
+/// The checked build of [`ManualClock`], for the C5 shuttle run only (feature
+/// `shuttle`): not part of the API.
+#[cfg(feature = "shuttle")]
+#[doc(hidden)]
+pub use manual::checked;
 pub use manual::{ClockError, ManualClock};
 pub use system::SystemClock;
 

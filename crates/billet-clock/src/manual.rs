@@ -8,9 +8,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
-use parking_lot::Mutex;
+#[cfg(not(feature = "shuttle"))]
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::{Clock, Sleep};
+
+#[cfg(feature = "shuttle")]
+pub mod checked;
+#[cfg(feature = "shuttle")]
+use checked::{Mutex, MutexGuard};
 
 /// Why a [`ManualClock`] refused to move. Its time is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +55,9 @@ struct Inner {
     /// Every pending sleeper, with the waker of its latest poll (none before
     /// its first poll).
     sleepers: BTreeMap<Key, Option<Waker>>,
+    /// The fault injected into this clock, in a checked build only (C5).
+    #[cfg(feature = "shuttle")]
+    fault: Option<checked::Fault>,
 }
 
 /// A cloneable handle to one shared modelled time.
@@ -83,6 +92,8 @@ impl ManualClock {
                 now: start,
                 next_seq: 0,
                 sleepers: BTreeMap::new(),
+                #[cfg(feature = "shuttle")]
+                fault: None,
             })),
         }
     }
@@ -98,8 +109,7 @@ impl ManualClock {
             .checked_add(d)
             .ok_or(ClockError::Overflow { now, by: d })?;
         let woken = Self::move_to(&mut inner, to);
-        drop(inner);
-        wake_all(woken);
+        release_and_wake(inner, woken);
         Ok(())
     }
 
@@ -117,8 +127,7 @@ impl ManualClock {
             });
         }
         let woken = Self::move_to(&mut inner, to);
-        drop(inner);
-        wake_all(woken);
+        release_and_wake(inner, woken);
         Ok(())
     }
 
@@ -130,8 +139,7 @@ impl ManualClock {
         let next = inner.sleepers.keys().next()?.deadline;
         let to = next.max(inner.now);
         let woken = Self::move_to(&mut inner, to);
-        drop(inner);
-        wake_all(woken);
+        release_and_wake(inner, woken);
         Some(next)
     }
 
@@ -159,8 +167,13 @@ impl ManualClock {
     }
 }
 
-fn wake_all(wakers: Vec<Waker>) {
-    for waker in wakers {
+/// Releases the clock's lock, then calls the wakers of the sleepers a move
+/// reached, in wake order.
+fn release_and_wake(inner: MutexGuard<'_, Inner>, woken: Vec<Waker>) {
+    #[cfg(feature = "shuttle")]
+    let woken = checked::before_release(&inner, woken);
+    drop(inner);
+    for waker in woken {
         waker.wake();
     }
 }
@@ -223,6 +236,8 @@ impl Future for ManualSleep {
             }
             return Poll::Ready(());
         }
+        #[cfg(feature = "shuttle")]
+        let mut inner = checked::between_check_and_register(&clock, inner);
         let slot = inner.sleepers.entry(key).or_insert(None);
         match slot {
             Some(waker) if waker.will_wake(cx.waker()) => {}
