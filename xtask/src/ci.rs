@@ -1,8 +1,10 @@
 //! `cargo xtask ci`: every check and test, in order, stopping at the first failure.
 //!
-//! The steps: `fmt`, `clippy`, `deps` (the [`crate::deps`] check, run in-process),
-//! `test`, `benches`, `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`,
-//! see [`crate::mutants`], run in-process).
+//! The steps: `fmt`, `clippy`, `clippy-c5` (the same over billet-clock with its
+//! `shuttle` feature), `deps` (the [`crate::deps`] check, run in-process),
+//! `test`, `c5` (billet-clock's C5 run under the shuttle checker), `benches`,
+//! `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`, see
+//! [`crate::mutants`], run in-process).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -51,6 +53,25 @@ const STEPS: &[Step] = &[
         },
     },
     Step {
+        // billet-clock's checked build and its C5 test compile only with the
+        // crate's `shuttle` feature, which the workspace run leaves off.
+        name: "clippy-c5",
+        action: Action::Cargo {
+            args: &[
+                "clippy",
+                "-p",
+                "billet-clock",
+                "--features",
+                "shuttle",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            env: &[],
+        },
+    },
+    Step {
         // No production crate depends on billet-simulated (SPEC X1, X2). Cheap, so
         // it runs before the tests.
         name: "deps",
@@ -60,6 +81,25 @@ const STEPS: &[Step] = &[
         name: "test",
         action: Action::Cargo {
             args: &["test", "--workspace"],
+            env: &[],
+        },
+    },
+    Step {
+        // C5: the manual clock under the shuttle checker (random and PCT
+        // schedules, and the broken clocks it must catch). The test needs the
+        // crate's `shuttle` feature (`required-features`), so `test --workspace`
+        // skips it; about 15 s of a debug build on two cores.
+        name: "c5",
+        action: Action::Cargo {
+            args: &[
+                "test",
+                "-p",
+                "billet-clock",
+                "--features",
+                "shuttle",
+                "--test",
+                "c5_shuttle",
+            ],
             env: &[],
         },
     },

@@ -4,6 +4,9 @@
 //! system directly. Production uses [`SystemClock`], the default everywhere.
 //! Harnesses use [`ManualClock`], whose modelled time moves only when told, so
 //! a modelled hour of a simulated fleet takes no wall time.
+//!
+//! The `shuttle` feature is for this crate's C5 test only (the manual clock
+//! under the shuttle concurrency checker); it changes nothing a caller sees.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 

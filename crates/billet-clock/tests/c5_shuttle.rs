@@ -34,9 +34,9 @@ use shuttle::sync::{Mutex, mpsc};
 use shuttle::thread::{self, JoinHandle};
 
 /// Executions per scenario under the random scheduler.
-const RANDOM_ITERATIONS: usize = 2_000;
+const RANDOM_ITERATIONS: usize = 5_000;
 /// Executions per scenario under the PCT scheduler.
-const PCT_ITERATIONS: usize = 2_000;
+const PCT_ITERATIONS: usize = 5_000;
 /// PCT's bug depth: the number of priority changes per execution. The bugs
 /// this run looks for (a move between two steps of one poll, a waker under the
 /// lock) need one or two preemptions; three leaves a margin.
@@ -340,15 +340,42 @@ fn next_deadline_racing_registrations(fault: Option<Fault>) -> impl Fn() + Send 
     move || {
         let clock = ManualClock::checked(t(0), fault);
         let log = new_log();
-        let a = sleeper(&clock, 0, t(10), &log);
-        let b = sleeper(&clock, 1, t(20), &log);
+        let deadlines = [t(10), t(20)];
+        // Which sleeps have been created (so registered), set by each sleeper
+        // thread right after its `sleep_until` returns.
+        let registered = Arc::new(Mutex::new([false; 2]));
+        let sleepers: Vec<_> = (0..deadlines.len())
+            .map(|id| {
+                let deadline = deadlines[id];
+                let (clock, log, registered) =
+                    (clock.clone(), Arc::clone(&log), Arc::clone(&registered));
+                thread::spawn(move || {
+                    let sleep = clock.sleep_until(deadline);
+                    registered.lock().unwrap()[id] = true;
+                    await_sleep(sleep, id, deadline, &clock, &log);
+                })
+            })
+            .collect();
         let stepper = {
-            let clock = clock.clone();
+            let (clock, registered) = (clock.clone(), Arc::clone(&registered));
             thread::spawn(move || {
                 let mut answers = Vec::new();
                 for _ in 0..2 {
+                    // A sleep registered before the call, with its deadline
+                    // still ahead, is pending throughout the call: the call
+                    // must move to it or to an earlier one.
+                    let registered = *registered.lock().unwrap();
+                    let before = clock.now();
                     let answer = clock.advance_to_next_deadline();
                     let now = clock.now();
+                    for (id, deadline) in deadlines.iter().enumerate() {
+                        if registered[id] && before < *deadline {
+                            assert!(
+                                answer.is_some_and(|a| a <= *deadline),
+                                "C5: advance_to_next_deadline answered {answer:?} from {before:?} while the sleep until {deadline:?} was pending"
+                            );
+                        }
+                    }
                     if let Some(deadline) = answer {
                         assert!(
                             deadline == t(10) || deadline == t(20),
@@ -377,8 +404,9 @@ fn next_deadline_racing_registrations(fault: Option<Fault>) -> impl Fn() + Send 
             clock.now()
         );
         clock.advance_to(t(20)).unwrap();
-        a.join().unwrap();
-        b.join().unwrap();
+        for handle in sleepers {
+            handle.join().unwrap();
+        }
         assert_each_woken_at_most_once(&log);
         assert_eq!(clock.pending_sleepers(), 0);
     }
