@@ -44,7 +44,12 @@ const PCT_DEPTH: usize = 3;
 
 /// Executions a broken clock gets under each scheduler before its test fails
 /// for want of a failure. Shuttle stops at the first failing execution, so a
-/// caught clock costs far fewer.
+/// caught clock costs far fewer. Measured per execution of `sleep_and_move`
+/// (400 single executions each): the random scheduler fails the lost wake-up
+/// in about 2% of executions and the wake under the lock in about 78%; PCT
+/// fails the wake under the lock in all, and the lost wake-up within 20
+/// executions in 34 to 35 runs of 40 (never in its first execution, which has
+/// no priority change points yet). Missing either in 2,000 is beyond odds.
 const BROKEN_ITERATIONS: usize = 2_000;
 
 fn t(seconds: u64) -> SystemTime {

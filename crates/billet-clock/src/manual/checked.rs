@@ -41,6 +41,7 @@ impl ManualClock {
     /// shuttle's mutex, running with `fault` injected (`None`: the real clock).
     /// Use it only inside a shuttle execution (`shuttle::check_random` and
     /// friends): shuttle's primitives panic anywhere else.
+    #[doc(hidden)]
     pub fn checked(start: SystemTime, fault: Option<Fault>) -> Self {
         ManualClock {
             inner: Arc::new(Mutex::Checked(shuttle::sync::Mutex::new(Inner {
