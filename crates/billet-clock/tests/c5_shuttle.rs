@@ -34,9 +34,9 @@ use shuttle::sync::{Mutex, mpsc};
 use shuttle::thread::{self, JoinHandle};
 
 /// Executions per scenario under the random scheduler.
-const RANDOM_ITERATIONS: usize = 5_000;
+const RANDOM_ITERATIONS: usize = 10_000;
 /// Executions per scenario under the PCT scheduler.
-const PCT_ITERATIONS: usize = 5_000;
+const PCT_ITERATIONS: usize = 10_000;
 /// PCT's bug depth: the number of priority changes per execution. The bugs
 /// this run looks for (a move between two steps of one poll, a waker under the
 /// lock) need one or two preemptions; three leaves a margin.
