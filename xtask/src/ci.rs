@@ -6,10 +6,10 @@
 //! `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`, see
 //! [`crate::mutants`], run in-process).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use crate::{deps, mutants};
+use crate::{deps, mutants, workspace};
 
 /// One step of the CI run: a name people read, and what it runs.
 struct Step {
@@ -156,8 +156,8 @@ const STEPS: &[Step] = &[
 
 /// Runs every step from the workspace root; answers failure at the first step that fails.
 pub fn run() -> ExitCode {
-    let root = workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let root = workspace::root();
+    let cargo = workspace::cargo();
     for (i, step) in STEPS.iter().enumerate() {
         println!("==> [{}/{}] {}", i + 1, STEPS.len(), step.name);
         let outcome = match &step.action {
@@ -198,13 +198,4 @@ fn run_cargo(cargo: &str, root: &Path, args: &[&str], env: &[(&str, &str)]) -> R
         Ok(status) => Err(status.to_string()),
         Err(err) => Err(format!("could not start cargo: {err}")),
     }
-}
-
-/// The workspace root: the parent of this crate's manifest directory.
-pub(crate) fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
 }

@@ -13,3 +13,4 @@
 pub mod ci;
 pub mod deps;
 pub mod mutants;
+mod workspace;

@@ -309,8 +309,8 @@ pub fn run(args: &[String]) -> ExitCode {
 
 /// Runs the gate as asked.
 pub fn run_request(request: &Request) -> ExitCode {
-    let root = crate::ci::workspace_root();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let root = crate::workspace::root();
+    let cargo = crate::workspace::cargo();
     if let Err(message) = check_version(&cargo) {
         eprintln!("xtask mutants: {message}");
         return ExitCode::from(2);

@@ -7,25 +7,32 @@
 //! container's cgroup memory (`memory.usage_in_bytes` on cgroup v1,
 //! `memory.current` on v2) plus the resident memory of its runtime shim
 //! (`containerd-shim-runc-v2 ... -id <container id>`); the growth of `dockerd`
-//! and `containerd` themselves is printed beside it. On the simulated backend
-//! it is the heap bytes held per instance, counted by a counting allocator.
+//! and `containerd` themselves is printed beside it. A file it needs and cannot
+//! read makes that figure `unknown`, with the file named, never 0. On the
+//! simulated backend it is the heap the provider grew by while it held the
+//! leases, counted by a counting allocator, with the bench's own vectors
+//! allocated before the count starts and only the ids of its answers kept
+//! (shared with the provider's records, so they allocate nothing).
 //!
 //! ```sh
 //! cargo bench -p billet-docker --bench leases                   # N = 100
 //! cargo bench -p billet-docker --bench leases -- --leases 300   # more
 //! ```
 //!
-//! `cargo test --benches` runs it once with N = 4. Without a docker daemon it
+//! `--leases` takes a whole number of at least 1; anything else is refused
+//! with one line on stderr and exit code 2. `cargo test --benches` runs it
+//! once with N = 4. Without a docker daemon it
 //! prints one line and measures the simulated side only (with
 //! `BILLET_DOCKER_REQUIRED=1` a missing daemon fails it).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use billet_provider::{Instance, Provider, Resources, Spec, TrustClass};
+use billet_provider::{InstanceId, Provider, Resources, Spec, TrustClass};
 use billet_simulated::{SimulatedProvider, run_for};
 
 /// The system allocator, counting the bytes currently allocated.
@@ -37,8 +44,8 @@ struct Measured {
     launch: Vec<Duration>,
     list: Vec<Duration>,
     destroy: Vec<Duration>,
-    /// Bytes held per lease.
-    memory: f64,
+    /// Bytes held per lease, or why they are unknown.
+    memory: Result<f64, String>,
 }
 
 /// The `q`-quantile (0..=1) of `samples`, nearest rank.
@@ -51,34 +58,41 @@ fn quantile(samples: &[Duration], q: f64) -> Duration {
 
 /// Runs the same lease cycle on one provider: N launches one after another
 /// (each timed), `lists` lists with N held, then N destroys (each timed).
+///
+/// `before` runs once every vector the cycle keeps is allocated and before
+/// the first launch; `held` runs with the N leases held, after the lists. In
+/// between, the cycle allocates nothing that outlives a call except what the
+/// provider gave it: of each launch's answer it keeps only the id.
 async fn cycle(
     provider: &dyn Provider,
     n: usize,
     lists: usize,
     spec: impl Fn(usize) -> Spec,
-    mut held: impl FnMut(&[Instance]),
+    before: impl FnOnce(),
+    held: impl FnOnce(&[InstanceId]),
 ) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
     let mut launch = Vec::with_capacity(n);
-    let mut instances = Vec::with_capacity(n);
+    let mut ids = Vec::with_capacity(n);
+    let mut list = Vec::with_capacity(lists);
+    let mut destroy = Vec::with_capacity(n);
+    before();
     for i in 0..n {
         let spec = spec(i);
         let started = Instant::now();
         let instance = provider.launch(spec).await.expect("launch");
         launch.push(started.elapsed());
-        instances.push(instance);
+        ids.push(instance.id);
     }
-    let mut list = Vec::with_capacity(lists);
     for _ in 0..lists {
         let started = Instant::now();
         let listed = provider.list().await.expect("list");
         list.push(started.elapsed());
         assert_eq!(listed.len(), n, "the inventory answers every lease held");
     }
-    held(&instances);
-    let mut destroy = Vec::with_capacity(n);
-    for instance in &instances {
+    held(&ids);
+    for id in &ids {
         let started = Instant::now();
-        provider.destroy(&instance.id).await.expect("destroy");
+        provider.destroy(id).await.expect("destroy");
         destroy.push(started.elapsed());
     }
     (launch, list, destroy)
@@ -89,9 +103,9 @@ fn simulated(n: usize, lists: usize) -> Measured {
         .enable_all()
         .build()
         .expect("a runtime");
-    let before = ALLOCATOR.current_usage();
     let provider = SimulatedProvider::new("d10-simulated").expect("an owner");
-    let mut memory = 0.0;
+    let before = Cell::new(0);
+    let mut memory = Err("never measured".to_owned());
     let (launch, list, destroy) = runtime.block_on(cycle(
         &provider,
         n,
@@ -100,20 +114,20 @@ fn simulated(n: usize, lists: usize) -> Measured {
             Spec::new(format!("lease-{i:05}"), run_for(Duration::from_secs(3600)))
                 .with_trust(TrustClass::Trusted)
         },
-        |instances| {
-            // Held by the provider: everything allocated since it was made,
-            // less the answers this bench keeps.
-            let answers: usize = instances
-                .iter()
-                .map(|i| {
-                    std::mem::size_of::<Instance>()
-                        + i.name.len()
-                        + i.owner.len()
-                        + i.id.as_str().len()
-                })
-                .sum();
-            let held = ALLOCATOR.current_usage().saturating_sub(before + answers);
-            memory = held as f64 / n as f64;
+        || before.set(ALLOCATOR.current_usage()),
+        |_| {
+            // Held by the provider: what the heap grew by while it took the
+            // leases. The cycle's vectors were allocated before `before`,
+            // and the ids it kept share the provider's own text.
+            let (before, after) = (before.get(), ALLOCATOR.current_usage());
+            memory = if after >= before {
+                Ok((after - before) as f64 / n as f64)
+            } else {
+                Err(format!(
+                    "the heap shrank by {} B while {n} leases were held",
+                    before - after
+                ))
+            };
         },
     ));
     Measured {
@@ -124,20 +138,24 @@ fn simulated(n: usize, lists: usize) -> Measured {
     }
 }
 
-/// The resident memory of process `pid`, in bytes.
-fn rss(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+/// The resident memory of process `pid`, in bytes, or why it cannot be read
+/// (naming the file).
+fn rss(pid: u32) -> Result<u64, String> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .ok_or_else(|| format!("{path} has no VmRSS line in kB"))?;
+    Ok(kib * 1024)
 }
 
-/// Every process's argv, by pid.
-fn processes() -> HashMap<u32, Vec<String>> {
+/// Every process's argv, by pid (a process that ends while it is read is
+/// left out), or why `/proc` cannot be read.
+fn processes() -> Result<HashMap<u32, Vec<String>>, String> {
     let mut out = HashMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
+    let entries = std::fs::read_dir("/proc").map_err(|e| format!("cannot read /proc: {e}"))?;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -155,39 +173,60 @@ fn processes() -> HashMap<u32, Vec<String>> {
             out.insert(pid, argv);
         }
     }
-    out
+    Ok(out)
 }
 
-/// The resident memory of every process whose program is named `name`.
-fn rss_of(name: &str, procs: &HashMap<u32, Vec<String>>) -> u64 {
-    procs
+/// The resident memory of every process whose program is named `name`, or
+/// why it is unknown: no such process, or a file of one that cannot be read.
+fn rss_of(name: &str, procs: &HashMap<u32, Vec<String>>) -> Result<u64, String> {
+    let pids: Vec<u32> = procs
         .iter()
         .filter(|(_, argv)| {
             argv.first()
                 .is_some_and(|p| p.rsplit('/').next() == Some(name))
         })
-        .filter_map(|(pid, _)| rss(*pid))
-        .sum()
+        .map(|(pid, _)| *pid)
+        .collect();
+    if pids.is_empty() {
+        return Err(format!("no {name} process in /proc"));
+    }
+    pids.into_iter().map(rss).sum()
 }
 
-/// A container's cgroup memory, cgroup v1 (cgroupfs or systemd driver) or v2.
-fn cgroup_memory(id: &str) -> Option<u64> {
-    [
+/// A container's cgroup memory, cgroup v1 (cgroupfs or systemd driver) or v2,
+/// or why none can be read (every file tried, and what went wrong with each).
+fn cgroup_memory(id: &str) -> Result<u64, String> {
+    let paths = [
         format!("/sys/fs/cgroup/memory/docker/{id}/memory.usage_in_bytes"),
         format!("/sys/fs/cgroup/memory/system.slice/docker-{id}.scope/memory.usage_in_bytes"),
         format!("/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.current"),
         format!("/sys/fs/cgroup/docker/{id}/memory.current"),
-    ]
-    .iter()
-    .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse().ok())
+    ];
+    let mut tried = Vec::new();
+    for path in &paths {
+        match std::fs::read_to_string(path) {
+            Ok(text) => {
+                return text
+                    .trim()
+                    .parse()
+                    .map_err(|e| format!("{path} holds {:?}, not a byte count: {e}", text.trim()));
+            }
+            Err(e) => tried.push(format!("{path}: {e}")),
+        }
+    }
+    Err(format!(
+        "no cgroup memory file of container {id} can be read: {}",
+        tried.join("; ")
+    ))
 }
 
-/// What the daemon's side holds for the docker leases, and how it was read.
+/// What the daemon's side holds for the docker leases, and how it was read;
+/// each figure is unknown (with why) when a file it needs cannot be read.
 struct DaemonMemory {
-    cgroup: u64,
-    shims: u64,
+    cgroup: Result<u64, String>,
+    shims: Result<u64, String>,
     shims_found: usize,
-    daemons_growth: i64,
+    daemons_growth: Result<i64, String>,
 }
 
 fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMemory) {
@@ -197,14 +236,16 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
         .build()
         .expect("a runtime");
     let provider = scope.provider("d10");
-    let daemons =
-        |procs: &HashMap<u32, Vec<String>>| rss_of("dockerd", procs) + rss_of("containerd", procs);
-    let daemons_before = daemons(&processes());
+    let daemons = || -> Result<u64, String> {
+        let procs = processes()?;
+        Ok(rss_of("dockerd", &procs)? + rss_of("containerd", &procs)?)
+    };
+    let daemons_before = RefCell::new(Err("never measured".to_owned()));
     let mut daemon_memory = DaemonMemory {
-        cgroup: 0,
-        shims: 0,
+        cgroup: Ok(0),
+        shims: Ok(0),
         shims_found: 0,
-        daemons_growth: 0,
+        daemons_growth: Err("never measured".to_owned()),
     };
     let (launch, list, destroy) = runtime.block_on(cycle(
         &provider,
@@ -219,24 +260,42 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
                     memory_mib: 64,
                 })
         },
-        |instances| {
-            let procs = processes();
-            for instance in instances {
-                let id = instance.id.as_str();
-                daemon_memory.cgroup += cgroup_memory(id).unwrap_or(0);
+        || *daemons_before.borrow_mut() = daemons(),
+        |ids| {
+            let procs = match processes() {
+                Ok(procs) => procs,
+                Err(why) => {
+                    daemon_memory.shims = Err(why);
+                    HashMap::new()
+                }
+            };
+            let add = |total: &mut Result<u64, String>, part: Result<u64, String>| {
+                if let Ok(sum) = total {
+                    *total = part.map(|part| *sum + part);
+                }
+            };
+            for id in ids {
+                let id = id.as_str();
+                add(&mut daemon_memory.cgroup, cgroup_memory(id));
                 let shim = procs.iter().find(|(_, argv)| {
                     argv.first().is_some_and(|p| p.contains("containerd-shim"))
                         && argv.windows(2).any(|w| w[0] == "-id" && w[1] == id)
                 });
-                if let Some(rss) = shim.and_then(|(pid, _)| rss(*pid)) {
-                    daemon_memory.shims += rss;
+                if let Some((pid, _)) = shim {
+                    add(&mut daemon_memory.shims, rss(*pid));
                     daemon_memory.shims_found += 1;
                 }
             }
-            daemon_memory.daemons_growth = daemons(&procs) as i64 - daemons_before as i64;
+            daemon_memory.daemons_growth = daemons_before
+                .borrow()
+                .clone()
+                .and_then(|before| Ok(daemons()? as i64 - before as i64));
         },
     ));
-    let memory = (daemon_memory.cgroup + daemon_memory.shims) as f64 / n as f64;
+    let memory = match (&daemon_memory.cgroup, &daemon_memory.shims) {
+        (Ok(cgroup), Ok(shims)) => Ok((cgroup + shims) as f64 / n as f64),
+        (Err(why), _) | (_, Err(why)) => Err(why.clone()),
+    };
     (
         Measured {
             launch,
@@ -266,17 +325,45 @@ fn bytes(b: f64) -> String {
     }
 }
 
+/// The number of leases: the value of `--leases`, else `default`; at least 1.
+fn leases(args: &[String], default: usize) -> Result<usize, String> {
+    let Some(at) = args.iter().position(|a| a == "--leases") else {
+        return Ok(default);
+    };
+    let value = args
+        .get(at + 1)
+        .ok_or("--leases needs a number of leases (at least 1) after it")?;
+    match value.parse::<usize>() {
+        Ok(0) => {
+            Err("--leases 0: there is nothing to measure with no lease; give at least 1".to_owned())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!(
+            "--leases {value:?}: not a whole number of leases ({e})"
+        )),
+    }
+}
+
+/// A byte count per lease, or `unknown`.
+fn per_lease(memory: &Result<f64, String>) -> String {
+    match memory {
+        Ok(b) => bytes(*b),
+        Err(_) => "unknown".to_owned(),
+    }
+}
+
 // D10: N concurrent leases on docker and on the simulated backend, side by
 // side in one run, with the ratio of each measure.
 fn main() {
-    let full = std::env::args().any(|a| a == "--bench");
     let args: Vec<String> = std::env::args().collect();
-    let n = args
-        .iter()
-        .position(|a| a == "--leases")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse::<usize>().expect("--leases takes a number"))
-        .unwrap_or(if full { 100 } else { 4 });
+    let full = args.iter().any(|a| a == "--bench");
+    let n = match leases(&args, if full { 100 } else { 4 }) {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!("leases: {why}");
+            std::process::exit(2);
+        }
+    };
     let lists = if full { 20 } else { 2 };
 
     let sim = simulated(n, lists);
@@ -286,8 +373,11 @@ fn main() {
             ms(quantile(&sim.launch, 0.5)),
             ms(quantile(&sim.list, 0.5)),
             ms(quantile(&sim.destroy, 0.5)),
-            bytes(sim.memory)
+            per_lease(&sim.memory)
         );
+        if let Err(why) = &sim.memory {
+            println!("simulated memory per lease unknown: {why}");
+        }
         return;
     };
     let (dock, daemon_memory) = docker(&scope, n, lists);
@@ -332,18 +422,48 @@ fn main() {
         quantile(&dock.destroy, 0.99),
         quantile(&sim.destroy, 0.99),
     );
+    let ratio = match (&dock.memory, &sim.memory) {
+        (Ok(d), Ok(s)) => format!("{:.0}x", d / s.max(1.0)),
+        _ => "unknown".to_owned(),
+    };
     println!(
-        "| memory per lease | {} | {} | {:.0}x |",
-        bytes(dock.memory),
-        bytes(sim.memory),
-        dock.memory / sim.memory.max(1.0)
+        "| memory per lease | {} | {} | {ratio} |",
+        per_lease(&dock.memory),
+        per_lease(&sim.memory),
     );
+    let known = |figure: &Result<String, String>| match figure {
+        Ok(text) => text.clone(),
+        Err(why) => format!("unknown ({why})"),
+    };
+    let cgroup = daemon_memory
+        .cgroup
+        .as_ref()
+        .map(|c| bytes(*c as f64 / n as f64))
+        .map_err(Clone::clone);
+    let shims = daemon_memory
+        .shims
+        .as_ref()
+        .map(|s| bytes(*s as f64 / daemon_memory.shims_found.max(1) as f64))
+        .map_err(Clone::clone);
+    let growth = daemon_memory
+        .daemons_growth
+        .as_ref()
+        .map(|g| {
+            format!(
+                "{} in all ({} per lease)",
+                bytes(*g as f64),
+                bytes(*g as f64 / n as f64)
+            )
+        })
+        .map_err(Clone::clone);
     println!(
-        "docker memory per lease: cgroup {} + shim RSS {} ({} of {n} shims found); dockerd + containerd grew {} in all ({} per lease)",
-        bytes(daemon_memory.cgroup as f64 / n as f64),
-        bytes(daemon_memory.shims as f64 / daemon_memory.shims_found.max(1) as f64),
+        "docker memory per lease: cgroup {} + shim RSS {} ({} of {n} shims found); dockerd + containerd grew {}",
+        known(&cgroup),
+        known(&shims),
         daemon_memory.shims_found,
-        bytes(daemon_memory.daemons_growth as f64),
-        bytes(daemon_memory.daemons_growth as f64 / n as f64),
+        known(&growth),
     );
+    if let Err(why) = &sim.memory {
+        println!("simulated memory per lease unknown: {why}");
+    }
 }

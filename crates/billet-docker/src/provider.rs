@@ -693,13 +693,8 @@ impl Provider for DockerProvider {
     }
 
     fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        match trust {
-            TrustClass::Trusted => Ok(()),
-            refused => Err(Error::Refused {
-                trust: refused,
-                kind: ProviderKind::Docker,
-            }),
-        }
+        // D3: containers share the host's kernel, no isolation boundary: only trusted work.
+        billet_provider::accepts_trust(self.kind(), billet_provider::Isolation::NoBoundary, trust)
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {

@@ -3,8 +3,10 @@
 
 mod support;
 
+use std::path::PathBuf;
+
 use billet_provider::{Provider, Spec, TrustClass};
-use support::{SocketProxy, TEST_IMAGE, daemon, exists};
+use support::{Scope, SocketProxy, TEST_IMAGE, daemon, exists};
 
 // D9: a test that fails (panics) mid-way still removes every container it
 // started, through its scope's guard.
@@ -36,6 +38,53 @@ fn d9_a_failing_test_leaves_nothing_behind() {
         .downcast::<String>()
         .expect("the id");
     assert!(!exists(&id), "container {id} outlived its failing test");
+}
+
+// D9: a test that fails while the daemon is gone fails as itself. Its scope's
+// guard cannot clean up; while the test thread unwinds it says so on stderr
+// and does not panic again (a panic during unwinding aborts the whole test
+// run, this test included). A scope dropped by a test that did not fail still
+// fails loudly, naming the daemon's socket. Both ways a daemon is gone: no
+// socket at all, and a socket nothing listens on (connections refused).
+// Needs no daemon: it has none.
+#[test]
+fn d9_a_failing_test_with_the_daemon_gone_does_not_abort_the_run() {
+    let dir = std::env::temp_dir().join(format!("billet-d9-gone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let refusing = dir.join("docker.sock");
+    let _ = std::fs::remove_file(&refusing);
+    drop(std::os::unix::net::UnixListener::bind(&refusing).unwrap());
+    let missing = PathBuf::from("/nonexistent/billet/docker.sock");
+    for gone in [missing, refusing] {
+        let socket = gone.clone();
+        let failed = std::thread::spawn(move || {
+            let _scope = Scope::on_socket("daemon-gone-failing", socket);
+            panic!("the test fails on purpose");
+        })
+        .join()
+        .expect_err("the test thread failed on purpose");
+        assert_eq!(
+            failed.downcast_ref::<&str>(),
+            Some(&"the test fails on purpose"),
+            "the test's own failure is what it failed with ({})",
+            gone.display()
+        );
+
+        let socket = gone.clone();
+        let passed = std::thread::spawn(move || {
+            let _scope = Scope::on_socket("daemon-gone-passing", socket);
+        })
+        .join()
+        .expect_err("a cleanup that cannot run fails a test that passed");
+        let message = passed
+            .downcast_ref::<String>()
+            .expect("the guard's message");
+        assert!(
+            message.contains(&gone.display().to_string()) && message.contains("cleanup"),
+            "{message}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // D7: a cut proxy refuses connections, a restored one passes them again.

@@ -5,12 +5,15 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
 use billet_provider::{Provider, Spec, TrustClass};
 use parking_lot::Mutex;
 use support::{TEST_IMAGE, create_by_hand, daemon};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 /// A writer that keeps everything written to it.
 #[derive(Clone, Default)]
@@ -23,6 +26,31 @@ impl io::Write for Captured {
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// One event as its fields, by name (the text is under `message`).
+type Fields = BTreeMap<&'static str, String>;
+
+/// A layer that keeps every event's fields, as a reader of structured logs
+/// would see them.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<Fields>>>);
+
+impl<S: tracing::Subscriber> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        struct Record(Fields);
+        impl Visit for Record {
+            fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+                self.0.insert(field.name(), format!("{value:?}"));
+            }
+            fn record_str(&mut self, field: &Field, value: &str) {
+                self.0.insert(field.name(), value.to_owned());
+            }
+        }
+        let mut record = Record(Fields::new());
+        event.record(&mut record);
+        self.0.lock().push(record.0);
     }
 }
 
@@ -40,11 +68,14 @@ async fn d1_events_carry_deployment_id_and_name() {
     };
     let captured = Captured::default();
     let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::DEBUG)
-        .finish();
+    let events = Events::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_ansi(false),
+        )
+        .with(events.clone());
     let blue = scope
         .builder("blue")
         .logger(tracing::Dispatch::new(subscriber))
@@ -98,8 +129,27 @@ async fn d1_events_carry_deployment_id_and_name() {
         destroyed.contains(&format!("id={}", launched.id)) && destroyed.contains("name=job-7"),
         "{destroyed}"
     );
+    // Green has no logger of its own: its launch of job-8 must not reach
+    // blue's. Blue's refusal to destroy job-8 does name it, so look for the
+    // event itself: a `launched` for job-8, or anything from green.
+    let events = events.0.lock().clone();
+    let field = |event: &Fields, name: &str| event.get(name).cloned().unwrap_or_default();
     assert!(
-        !log.contains("job-8\" launched"),
-        "green's events went to green's logger"
+        events
+            .iter()
+            .any(|e| field(e, "message") == "launched" && field(e, "name") == "job-7"),
+        "blue's own launch was captured: {events:?}"
+    );
+    let green_owner = scope.owner("green");
+    let leaked: Vec<&Fields> = events
+        .iter()
+        .filter(|e| {
+            (field(e, "message") == "launched" && field(e, "name") == "job-8")
+                || field(e, "deployment") == green_owner
+        })
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "green's events reached blue's logger: {leaked:?}"
     );
 }

@@ -9,6 +9,7 @@
 //!
 //! * [`Provider`]: the trait, with its obligations stated method by method.
 //! * [`Spec`], [`Resources`], [`TrustClass`]: what to start.
+//! * [`accepts_trust`], [`Isolation`]: the `accepts` rule every backend answers.
 //! * [`Instance`], [`InstanceId`], [`State`], [`Teardown`]: what a backend answers.
 //! * [`Error`], [`ErrorKind`]: every refusal and failure, each carrying what a caller acts on.
 //! * [`ProviderKind`]: the name of every backend.
@@ -20,12 +21,14 @@ mod instance;
 mod kind;
 mod provider;
 mod spec;
+mod trust;
 
 pub use error::{Cause, Error, ErrorKind};
 pub use instance::{Instance, InstanceId, State, Teardown};
 pub use kind::{ProviderKind, UnknownKind};
 pub use provider::Provider;
 pub use spec::{Resources, Spec, TrustClass};
+pub use trust::{Isolation, accepts_trust};
 
 #[cfg(test)]
 mod tests {
@@ -44,13 +47,7 @@ mod tests {
             ProviderKind::Docker
         }
         fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-            match trust {
-                TrustClass::Trusted => Ok(()),
-                trust => Err(Error::Refused {
-                    trust,
-                    kind: self.kind(),
-                }),
-            }
+            accepts_trust(self.kind(), Isolation::NoBoundary, trust)
         }
         async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
             self.accepts(spec.trust)?;

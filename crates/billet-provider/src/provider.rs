@@ -35,6 +35,9 @@ use crate::{Error, Instance, InstanceId, ProviderKind, Spec, Teardown, TrustClas
 ///   backend has an isolation boundary** (a microVM, say). Unknown is refused
 ///   alongside untrusted: work nobody classified has not been shown to be
 ///   safe.
+/// * [`accepts_trust`](crate::accepts_trust) is this rule, for a kind and
+///   its [`Isolation`](crate::Isolation); a backend answers it rather than
+///   writing the rule again.
 /// * [`launch`](Provider::launch) applies the same check first, so a caller
 ///   that skips `accepts` still cannot start refused work.
 ///

@@ -68,12 +68,13 @@ where
 
 /// A raw bollard client on the daemon's socket.
 pub fn raw_client() -> Docker {
-    Docker::connect_with_unix(
-        &daemon_socket().to_string_lossy(),
-        30,
-        bollard::API_DEFAULT_VERSION,
-    )
-    .expect("a client")
+    client_on(&daemon_socket()).expect("a client")
+}
+
+/// A raw bollard client on `socket`, or why there can be none (no socket there).
+fn client_on(socket: &Path) -> Result<Docker, String> {
+    Docker::connect_with_unix(&socket.to_string_lossy(), 30, bollard::API_DEFAULT_VERSION)
+        .map_err(|e| format!("connect to {}: {e}", socket.display()))
 }
 
 /// A daemon for this test, with the test image present, and a cleanup guard
@@ -168,16 +169,29 @@ fn run_prefix() -> &'static str {
 /// to it, and dropping it (at the end of the test, or as a failing test
 /// unwinds) force-removes every container carrying one of them, and every
 /// hand-made container labelled [`TEST_RUN_LABEL`] with [`Scope::run_id`].
+///
+/// When that cleanup cannot run (the daemon is gone), the drop panics, so a
+/// passing test fails; but while the test is already failing (its thread
+/// unwinding) it only says so on stderr: a second panic would abort the whole
+/// test run, and the test's own failure would be lost.
 pub struct Scope {
     prefix: String,
+    socket: PathBuf,
 }
 
 impl Scope {
     fn new(test: &str) -> Scope {
+        Scope::on_socket(test, daemon_socket())
+    }
+
+    /// A scope whose providers and cleanup talk to the daemon at `socket`,
+    /// whether or not one answers there: for tests of the guard itself.
+    pub fn on_socket(test: &str, socket: PathBuf) -> Scope {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         Scope {
             prefix: format!("{}-{n}-{test}", run_prefix()),
+            socket,
         }
     }
 
@@ -196,45 +210,80 @@ impl Scope {
         self.builder(tag).build().expect("a provider")
     }
 
-    /// A builder for `owner(tag)` on the daemon's socket, network `none`.
+    /// A builder for `owner(tag)` on the scope's socket, network `none`.
     pub fn builder(&self, tag: &str) -> billet_docker::Builder {
         DockerProvider::builder(self.owner(tag))
-            .endpoint(daemon_socket().to_string_lossy().into_owned())
+            .endpoint(self.socket.to_string_lossy().into_owned())
             .network("none")
     }
 
     /// Every container of this scope still on the daemon, by id.
     pub fn leftovers(&self) -> Vec<String> {
         let prefix = self.prefix.clone();
-        block(async move { scoped_containers(&prefix).await })
+        let client = client_on(&self.socket).expect("a client");
+        block(async move { scoped_containers(&client, &prefix).await })
+            .unwrap_or_else(|e| panic!("list the containers of scope {}: {e}", self.prefix))
     }
 }
 
 impl Drop for Scope {
     fn drop(&mut self) {
         let prefix = self.prefix.clone();
-        block(async move {
-            let client = raw_client();
-            for id in scoped_containers(&prefix).await {
+        let socket = self.socket.clone();
+        // Nothing in here panics: a panic in the helper thread would panic
+        // this one too, while it may be unwinding already.
+        let cleaned = block(async move {
+            let client = client_on(&socket)?;
+            let ids = scoped_containers(&client, &prefix).await?;
+            let mut failed = Vec::new();
+            for id in ids {
                 let options = RemoveContainerOptionsBuilder::new()
                     .force(true)
                     .v(true)
                     .build();
-                let _ = client.remove_container(&id, Some(options)).await;
+                match client.remove_container(&id, Some(options)).await {
+                    // Gone already, or being removed by someone else.
+                    Err(bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404 | 409,
+                        ..
+                    })
+                    | Ok(()) => {}
+                    Err(err) => failed.push(format!("remove {id}: {err}")),
+                }
+            }
+            if failed.is_empty() {
+                Ok(())
+            } else {
+                Err(failed.join("; "))
             }
         });
+        let Err(why) = cleaned else {
+            return;
+        };
+        let message = format!(
+            "test scope {}: cleanup on the daemon at {} failed, containers may be left behind: {why}",
+            self.prefix,
+            self.socket.display()
+        );
+        if std::thread::panicking() {
+            // The test is already failing: a second panic would abort the run.
+            eprintln!("{message} (not panicking: the test is already failing)");
+        } else {
+            panic!("{message}");
+        }
     }
 }
 
-/// Ids of the containers whose owner label or test-run label starts with `prefix`.
-async fn scoped_containers(prefix: &str) -> Vec<String> {
-    let client = raw_client();
+/// Ids of the containers whose owner label or test-run label starts with
+/// `prefix`, or why the daemon could not list them.
+async fn scoped_containers(client: &Docker, prefix: &str) -> Result<Vec<String>, String> {
     let options = ListContainersOptionsBuilder::new().all(true).build();
     let all = client
         .list_containers(Some(options))
         .await
-        .expect("list containers");
-    all.into_iter()
+        .map_err(|e| format!("list containers: {e}"))?;
+    Ok(all
+        .into_iter()
         .filter(|c| {
             let labels = c.labels.clone().unwrap_or_default();
             [OWNER_LABEL, TEST_RUN_LABEL]
@@ -242,7 +291,7 @@ async fn scoped_containers(prefix: &str) -> Vec<String> {
                 .any(|key| labels.get(*key).is_some_and(|v| v.starts_with(prefix)))
         })
         .filter_map(|c| c.id)
-        .collect()
+        .collect())
 }
 
 /// Creates (not starts) a container by hand with these labels (plus this
