@@ -49,5 +49,5 @@ mod provider;
 
 pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
-pub use naming::{NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
-pub use provider::{Builder, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};
+pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
+pub use provider::{Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};

@@ -9,12 +9,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use billet_docker::{
-    DaemonError, DockerProvider, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
+    DaemonError, DockerProvider, LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
 };
 use billet_provider::{
     ErrorKind, Instance, InstanceId, Provider, Resources, Spec, State, Teardown, TrustClass,
 };
 use support::{SocketProxy, TEST_IMAGE, block, create_by_hand, daemon, exists, raw_client};
+
+/// A well-formed launch mark, for containers made by hand to look like a
+/// launch billet made (D12: every mark must be there).
+const A_MARK: &str = "0123456789abcdef0123456789abcdef";
 
 /// A trusted spec on the test image.
 fn job(name: &str, command: &[&str]) -> Spec {
@@ -322,7 +326,11 @@ async fn d5_states_and_real_exit_codes() {
     create_by_hand(
         &scope,
         Some(&container_name(&owner, "pending")),
-        &[(OWNER_LABEL, &owner), (NAME_LABEL, "pending")],
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "pending"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
         &["sleep", "300"],
     );
     let id = paused.id.as_str().to_owned();
@@ -472,7 +480,9 @@ async fn d6_prefixes_and_names_remove_nothing() {
         Teardown::Absent
     );
     assert!(exists(&other));
-    assert_eq!(blue.list().await.unwrap().len(), 2);
+    // D12: the look-alike carries blue's labels but neither a launch mark nor
+    // the derived name: billet did not start it, so only `job` is listed.
+    assert_eq!(blue.list().await.unwrap(), vec![held]);
 }
 
 // D6: another deployment's container is NotOwned (naming its owner) and left
@@ -667,7 +677,9 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
     };
     let blue = scope
         .builder("blue")
-        .timeout(Duration::from_millis(400))
+        // One deadline covers the look and the start it makes (D13): a start
+        // takes this daemon a good part of a second.
+        .timeout(Duration::from_millis(1_500))
         .build()
         .unwrap();
     let owner = scope.owner("blue");
@@ -675,7 +687,11 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
         create_by_hand(
             &scope,
             Some(&container_name(&owner, name)),
-            &[(OWNER_LABEL, &owner), (NAME_LABEL, name)],
+            &[
+                (OWNER_LABEL, &owner),
+                (NAME_LABEL, name),
+                (LAUNCH_LABEL, A_MARK),
+            ],
             &["sleep", "300"],
         );
     }
@@ -684,7 +700,7 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
         listed.iter().all(|i| i.state == State::Pending),
         "a live launch could still start them: {listed:?}"
     );
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
     let found = blue.find("left-by-find").await.unwrap().expect("held");
     assert_eq!(found.state, State::Running, "find finished its launch");
     let listed = blue.list().await.unwrap();
