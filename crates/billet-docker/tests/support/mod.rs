@@ -1,8 +1,8 @@
 //! What every docker test shares: the daemon (or one line saying how to run the
 //! tests without it), the offline test image, a cleanup guard that removes
 //! every container a test started (also when it fails), and a socket proxy the
-//! test owns between a provider and the daemon, to cut, hang and restore the
-//! connection for real.
+//! test owns between a provider and the daemon, to cut, hang, slow down and
+//! restore the connection for real, and to lose an answer mid-call.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -324,6 +324,8 @@ struct Shared {
     acceptor: Mutex<Option<AbortHandle>>,
     /// Requests that reached the daemon through this proxy.
     delivered: AtomicU64,
+    /// How long each request waits in the proxy before it is forwarded.
+    delay: Mutex<Duration>,
 }
 
 impl Shared {
@@ -387,6 +389,10 @@ async fn serve(
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<ProxyBody>, BoxError> {
     use http_body_util::BodyExt;
+    let delay = *shared.delay.lock();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     match shared.next_fate() {
         Fate::Hang => std::future::pending().await,
         Fate::Pass => {
@@ -470,6 +476,7 @@ impl SocketProxy {
                 connections: Mutex::new(Vec::new()),
                 acceptor: Mutex::new(None),
                 delivered: AtomicU64::new(0),
+                delay: Mutex::new(Duration::ZERO),
             }),
             runtime: Some(runtime),
         };
@@ -602,15 +609,22 @@ impl SocketProxy {
     }
 
     /// Whether the proxy is down after losing an answer (or a cut), as the
-    /// daemon being gone: connects are refused. Waits for a loss in flight
-    /// to finish closing.
+    /// daemon being gone.
     pub fn is_cut(&self) -> bool {
         self.shared.acceptor.lock().is_none()
+    }
+
+    /// A slow daemon: every later request waits `delay` in the proxy before
+    /// it is forwarded (whatever else the proxy does with it), until
+    /// [`restore`](SocketProxy::restore).
+    pub fn slow(&self, delay: Duration) {
+        *self.shared.delay.lock() = delay;
     }
 
     /// The daemon is back: every request passes through again.
     pub fn restore(&self) {
         *self.shared.mode.lock() = Mode::Open;
+        *self.shared.delay.lock() = Duration::ZERO;
         self.drop_connections();
         if self.shared.acceptor.lock().is_none() {
             self.listen();
