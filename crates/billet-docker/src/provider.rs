@@ -1361,3 +1361,111 @@ impl Provider for DockerProvider {
         Ok(teardown)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ContainerConfig, ContainerState};
+
+    /// A container as the daemon would answer it for blue's launch of `job`,
+    /// every mark present, in `state`.
+    fn answered(state: ContainerState) -> ContainerInspectResponse {
+        ContainerInspectResponse {
+            id: Some("a".repeat(64)),
+            name: Some(format!("/{}", container_name("blue", "job"))),
+            created: Some("2026-01-02T03:04:05.123456789Z".to_owned()),
+            config: Some(ContainerConfig {
+                labels: Some(HashMap::from([
+                    (OWNER_LABEL.to_owned(), "blue".to_owned()),
+                    (NAME_LABEL.to_owned(), "job".to_owned()),
+                    (
+                        LAUNCH_LABEL.to_owned(),
+                        "0123456789abcdef0123456789abcdef".to_owned(),
+                    ),
+                ])),
+                ..ContainerConfig::default()
+            }),
+            state: Some(state),
+            ..ContainerInspectResponse::default()
+        }
+    }
+
+    fn exited(exit_code: Option<i64>, started_at: &str) -> ContainerState {
+        ContainerState {
+            status: Some(ContainerStateStatusEnum::EXITED),
+            running: Some(false),
+            exit_code,
+            started_at: Some(started_at.to_owned()),
+            ..ContainerState::default()
+        }
+    }
+
+    // D13: what billet cannot read in the daemon's answer is an error, never
+    // a guess: a stopped container without an exit code (not 0), an exit code
+    // out of range, an unreadable start time, a running container with no
+    // start time. What it can read is read exactly.
+    #[test]
+    fn d13_unreadable_answers_are_errors_never_guesses() {
+        let blue = DockerProvider::new("blue").unwrap();
+        let good = blue
+            .instance(&answered(exited(Some(3), "2026-01-02T03:04:06Z")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(good.state, State::Stopped { exit_code: 3 });
+        assert_eq!(
+            good.started_at,
+            humantime::parse_rfc3339("2026-01-02T03:04:06Z").unwrap()
+        );
+
+        let err = blue
+            .instance(&answered(exited(None, "2026-01-02T03:04:06Z")))
+            .unwrap_err();
+        assert!(err.contains("without an exit code"), "{err}");
+        let err = blue
+            .instance(&answered(exited(Some(1 << 40), "2026-01-02T03:04:06Z")))
+            .unwrap_err();
+        assert!(err.contains("out of range"), "{err}");
+        let err = blue
+            .instance(&answered(exited(Some(0), "yesterday")))
+            .unwrap_err();
+        assert!(err.contains("yesterday"), "{err}");
+        let running = ContainerState {
+            status: Some(ContainerStateStatusEnum::RUNNING),
+            running: Some(true),
+            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
+            ..ContainerState::default()
+        };
+        let err = blue.instance(&answered(running)).unwrap_err();
+        assert!(err.contains("without a start time"), "{err}");
+        // Never started: its creation time stands in, exactly.
+        let created = ContainerState {
+            status: Some(ContainerStateStatusEnum::CREATED),
+            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
+            ..ContainerState::default()
+        };
+        let pending = blue.instance(&answered(created)).unwrap().unwrap();
+        assert_eq!(pending.state, State::Pending);
+        assert_eq!(
+            pending.started_at,
+            humantime::parse_rfc3339("2026-01-02T03:04:05.123456789Z").unwrap()
+        );
+    }
+
+    // D13: an untagged image is pulled as `latest` (the daemon would pull
+    // every tag); a tag or digest is kept, and a registry's port is no tag.
+    #[test]
+    fn d13_untagged_pulls_mean_latest() {
+        assert_eq!(pull_reference("busybox"), ("busybox", Some("latest")));
+        assert_eq!(
+            pull_reference("127.0.0.1:5000/team/app"),
+            ("127.0.0.1:5000/team/app", Some("latest"))
+        );
+        assert_eq!(pull_reference("busybox:1.36"), ("busybox:1.36", None));
+        assert_eq!(
+            pull_reference("127.0.0.1:5000/app:2"),
+            ("127.0.0.1:5000/app:2", None)
+        );
+        let digest = format!("app@sha256:{}", "0".repeat(64));
+        assert_eq!(pull_reference(&digest), (digest.as_str(), None));
+    }
+}
