@@ -51,8 +51,11 @@ pub enum PullPolicy {
     /// named without a tag or digest is pulled as `:latest` (never every tag).
     /// The pull is bounded by [`Builder::pull_timeout`], apart from the
     /// launch's own deadline. A registry that does not know the image is
-    /// [`Error::InvalidSpec`]; one that cannot be reached, or a pull that does
-    /// not finish within its bound, is [`Error::Unavailable`].
+    /// [`Error::InvalidSpec`] when the daemon answers so with a `404` (docker
+    /// 20.10 answers a registry's "unknown" with a `500`: then it is
+    /// [`Error::Unavailable`] carrying the registry's words); one that cannot
+    /// be reached, or a pull that does not finish within its bound, is
+    /// [`Error::Unavailable`].
     IfMissing,
 }
 

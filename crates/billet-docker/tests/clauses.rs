@@ -1130,3 +1130,127 @@ async fn d14_find_and_list_agree_on_every_look_alike() {
     agree(&listed, &found);
     assert_eq!(listed, vec![found_first]);
 }
+
+/// A registry on 127.0.0.1 (which the daemon speaks plain HTTP to) that holds
+/// no image: it answers the API check, and every other request, after
+/// `delay`, with the registry API's 404; it records the paths it was asked.
+struct EmptyRegistry {
+    port: u16,
+    paths: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl EmptyRegistry {
+    fn start(delay: Duration) -> EmptyRegistry {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let paths = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&paths);
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let seen = std::sync::Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                        let seen = std::sync::Arc::clone(&seen);
+                        async move {
+                            let path = request.uri().path().to_owned();
+                            seen.lock().push(path.clone());
+                            let answer = hyper::Response::builder()
+                                .header("Docker-Distribution-Api-Version", "registry/2.0")
+                                .header("Content-Type", "application/json");
+                            let answer = if path == "/v2/" {
+                                answer.status(200).body("{}".to_owned())
+                            } else {
+                                tokio::time::sleep(delay).await;
+                                answer.status(404).body(
+                                    r#"{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}"#
+                                        .to_owned(),
+                                )
+                            };
+                            answer.map(|a| a.map(|text| http_body_util::Full::new(bytes::Bytes::from(text))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                        .await;
+                });
+            }
+        });
+        EmptyRegistry {
+            port,
+            paths,
+            runtime: Some(runtime),
+        }
+    }
+}
+
+impl Drop for EmptyRegistry {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+// D13: a pull has its own bound, apart from the launch's deadline: a registry
+// that takes 1.5 s to answer is waited for by a provider whose calls have 1 s
+// (its answer, that it does not know the image, comes through), and not by
+// one whose pull bound is 300 ms (Unavailable, the pull's deadline). An image named without a tag is pulled
+// as `latest`, never as every tag. Nothing is left either way.
+#[tokio::test]
+async fn d13_a_pull_has_its_own_bound_and_an_untagged_image_means_latest() {
+    let Some(scope) = daemon("d13pull") else {
+        return;
+    };
+    let registry = EmptyRegistry::start(Duration::from_millis(1_500));
+    let image = format!("127.0.0.1:{}/billet-absent", registry.port);
+    let patient = scope
+        .builder("blue")
+        .pull(PullPolicy::IfMissing)
+        .timeout(Duration::from_secs(1))
+        .pull_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let err = patient
+        .launch(sleeper("job").with_image(&image))
+        .await
+        .unwrap_err();
+    // The registry's own answer came, past the launch's 1 s: the pull was
+    // bounded by its own bound. (This daemon answers a registry's 404 with a
+    // 500 naming it, so the kind is the daemon's, Unavailable.)
+    assert!(err.to_string().contains("name unknown"), "{err}");
+    assert!(!err.to_string().contains("deadline"), "{err}");
+    let paths = registry.paths.lock().clone();
+    assert!(
+        paths.contains(&"/v2/billet-absent/manifests/latest".to_owned()),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.contains("tags/list")), "{paths:?}");
+
+    let hasty = scope
+        .builder("blue")
+        .pull(PullPolicy::IfMissing)
+        .pull_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let err = hasty
+        .launch(sleeper("job").with_image(&image))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string().contains("pull image") && err.to_string().contains("deadline"),
+        "{err}"
+    );
+    assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
+}
