@@ -417,15 +417,15 @@ async fn serve(
                 Some(keep) => {
                     let part = whole.slice(..keep.min(whole.len()));
                     let cut = Arc::clone(&shared);
-                    let frames = futures::stream::iter([
-                        Ok(hyper::body::Frame::data(part)),
-                        Err(BoxError::from("the proxy cut this answer short")),
-                    ])
-                    .inspect(move |frame| {
-                        if frame.is_err() {
+                    // The head and the part are written out before the
+                    // connection breaks (hyper flushes while the rest waits).
+                    let frames = futures::stream::iter([Ok(hyper::body::Frame::data(part))]).chain(
+                        futures::stream::once(async move {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
                             cut.cut_now();
-                        }
-                    });
+                            Err(BoxError::from("the proxy cut this answer short"))
+                        }),
+                    );
                     let body = BodyExt::boxed(http_body_util::StreamBody::new(frames));
                     Ok(hyper::Response::from_parts(head, body))
                 }
