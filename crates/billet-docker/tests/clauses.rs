@@ -1015,6 +1015,10 @@ async fn d13_a_start_refused_for_a_missing_network_is_unavailable() {
     assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
 }
 
+/// A container made by hand for D14: the name asked for, the daemon-side name
+/// (if any), and its labels besides the owner's.
+type LookAlike<'a> = (&'a str, Option<String>, Vec<(&'a str, &'a str)>);
+
 // D14: `find` and `list` apply one rule, so they agree on every container:
 // built by hand, one with every mark (billet's, as a launch would leave it),
 // and look-alikes each missing one (no name label, the derived name of
@@ -1034,7 +1038,7 @@ async fn d14_find_and_list_agree_on_every_look_alike() {
         .unwrap();
     let owner = scope.owner("blue");
     let green = scope.owner("green");
-    let cases: Vec<(&str, Option<String>, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<LookAlike<'_>> = vec![
         (
             "whole",
             Some(container_name(&owner, "whole")),
