@@ -584,22 +584,7 @@ impl DockerProvider {
         deadline: Deadline,
         id: &str,
     ) -> Result<Removal, RemoveError> {
-        let filters = HashMap::from([("name".to_owned(), vec![format!("^/{id}$")])]);
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let named = self
-            .call(
-                deadline,
-                "list containers",
-                client.list_containers(Some(options)),
-            )
-            .await
-            .map_err(RemoveError::Daemon)?;
-        if let Some(other) = named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
-            return Err(RemoveError::LookAlike(other.id.unwrap_or_default()));
-        }
+        self.refuse_look_alikes(client, deadline, id).await?;
         let options = RemoveContainerOptionsBuilder::new()
             .force(true)
             .v(true)
@@ -616,6 +601,35 @@ impl DockerProvider {
             Err(err) if err.status() == Some(404) => Ok(Removal::Gone),
             Err(err) if err.status() == Some(409) => Ok(Removal::InProgress),
             Err(err) => Err(RemoveError::Daemon(err)),
+        }
+    }
+
+    /// An error while the daemon holds a container *named* `id` (a full id):
+    /// a call handed `id` would reach it once the container `id` is gone.
+    /// Asked through the list call's name filter, which never resolves
+    /// references.
+    async fn refuse_look_alikes(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), RemoveError> {
+        let filters = HashMap::from([("name".to_owned(), vec![format!("^/{id}$")])]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let named = self
+            .call(
+                deadline,
+                "list containers",
+                client.list_containers(Some(options)),
+            )
+            .await
+            .map_err(RemoveError::Daemon)?;
+        match named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
+            Some(other) => Err(RemoveError::LookAlike(other.id.unwrap_or_default())),
+            None => Ok(()),
         }
     }
 
@@ -937,6 +951,11 @@ impl DockerProvider {
         let Some(id) = container.id.clone() else {
             return Ok(Some(container));
         };
+        // The start is handed the full id: never while a container named
+        // like it could take its place (D12).
+        self.refuse_look_alikes(client, deadline, &id)
+            .await
+            .map_err(|err| Error::inventory_unavailable(err.describe(&id)))?;
         let started = self
             .call(
                 deadline,
@@ -1023,8 +1042,11 @@ impl DockerProvider {
         id: &str,
     ) -> Result<(), Error> {
         loop {
+            // A container answered under another id (one named like `id`) is
+            // not the one being removed: that one is gone.
             match self.inspect(client, deadline, id).await {
                 Ok(None) => return Ok(()),
+                Ok(Some(other)) if other.id.as_deref() != Some(id) => return Ok(()),
                 Ok(Some(_)) if !deadline.passed() => {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
