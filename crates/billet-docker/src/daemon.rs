@@ -57,6 +57,21 @@ impl DaemonError {
     }
 }
 
+impl DaemonError {
+    /// Whether the request surely never reached the daemon: the connection
+    /// was refused, or the socket is missing. Any other failure may have
+    /// come after the daemon received the request.
+    pub(crate) fn surely_unsent(&self) -> bool {
+        match &self.failure {
+            Failure::Connection(bollard::errors::Error::HyperLegacyError { err }) => {
+                err.is_connect()
+            }
+            Failure::Connection(bollard::errors::Error::SocketNotFoundError(_)) => true,
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (endpoint, op) = (&self.endpoint, self.operation);

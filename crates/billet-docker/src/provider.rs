@@ -540,6 +540,8 @@ impl DockerProvider {
                     daemon_message(&err)
                 ))),
                 Some(_) => CreateFailure::Refused(Error::unavailable(err)),
+                // Never sent (the connection was refused): nothing created.
+                None if err.surely_unsent() => CreateFailure::Refused(Error::unavailable(err)),
                 None => CreateFailure::Lost(Error::unavailable(err)),
             }),
         }

@@ -818,6 +818,16 @@ async fn d11_find_or_relaunch_removes_a_lost_launch_of_the_name() {
         "a new container, not the lost one"
     );
     assert_eq!(blue.list().await.unwrap(), vec![again]);
+
+    // A launch whose create never left (connects refused) is no lost launch:
+    // the next launch of its name makes its three calls and no more.
+    proxy.cut();
+    let err = blue.launch(sleeper("never-sent")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    proxy.restore();
+    let before = proxy.delivered();
+    blue.launch(sleeper("never-sent")).await.unwrap();
+    assert_eq!(proxy.delivered() - before, 3, "create, start, inspect");
 }
 
 // D11: a launch whose caller drops it after its create reached the daemon
