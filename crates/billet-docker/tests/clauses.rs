@@ -1268,3 +1268,39 @@ async fn d13_a_pull_has_its_own_bound_and_an_untagged_image_means_latest() {
     );
     assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
 }
+
+// D12: the container a destroy inspected disappears before its removal (here
+// a second destroy, straight to the daemon, removes it while the first one's
+// calls wait a second each in a slow proxy), and a container named after its
+// id is on the daemon: the first destroy's removal must not fall through to
+// that look-alike by name. Nothing but the destroyed container is removed.
+#[tokio::test]
+async fn d12_a_destroy_whose_container_vanishes_in_between_removes_no_look_alike() {
+    let Some(scope) = daemon("d12between") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let slow = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    let held = direct.launch(sleeper("job")).await.unwrap();
+    let lookalike = create_by_hand(&scope, Some(held.id.as_str()), &[], &["sleep", "300"]);
+    proxy.slow(Duration::from_secs(1));
+    let first = slow.destroy(&held.id);
+    let second = async {
+        // Once the first destroy has inspected the container, remove it.
+        while proxy.delivered() < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        direct.destroy(&held.id).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    assert!(
+        exists(&lookalike),
+        "{a:?} {b:?}: the look-alike was removed"
+    );
+}
