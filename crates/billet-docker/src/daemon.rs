@@ -1,5 +1,5 @@
 //! [`DaemonError`]: what went wrong talking to the daemon, and how each call is
-//! bounded by the provider's timeout.
+//! bounded by the deadline of the method that makes it.
 
 use std::fmt;
 use std::future::Future;
@@ -23,7 +23,9 @@ pub struct DaemonError {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Failure {
-    /// The daemon did not answer within the provider's timeout.
+    /// The daemon did not answer before the deadline of the method making the
+    /// call: the method's whole budget (the provider's timeout, or its pull
+    /// bound for a pull) is carried.
     Timeout(Duration),
     /// The daemon could not be reached, or the connection broke mid-call (the
     /// socket is missing, refused, or closed).
@@ -55,13 +57,28 @@ impl DaemonError {
     }
 }
 
+impl DaemonError {
+    /// Whether the request surely never reached the daemon: the connection
+    /// was refused, or the socket is missing. Any other failure may have
+    /// come after the daemon received the request.
+    pub(crate) fn surely_unsent(&self) -> bool {
+        match &self.failure {
+            Failure::Connection(bollard::errors::Error::HyperLegacyError { err }) => {
+                err.is_connect()
+            }
+            Failure::Connection(bollard::errors::Error::SocketNotFoundError(_)) => true,
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for DaemonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (endpoint, op) = (&self.endpoint, self.operation);
         match &self.failure {
             Failure::Timeout(limit) => write!(
                 f,
-                "docker daemon at {endpoint} did not answer `{op}` within {limit:?}"
+                "docker daemon at {endpoint} did not answer `{op}` before the deadline ({limit:?} for the whole provider call)"
             ),
             Failure::Connection(err) => {
                 write!(
@@ -86,14 +103,37 @@ impl std::error::Error for DaemonError {
     }
 }
 
-/// Runs one daemon call, bounded by `limit`, and sorts its failure.
+/// When a method must have answered: one deadline for every daemon call the
+/// method makes, not a timeout per call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    at: tokio::time::Instant,
+    budget: Duration,
+}
+
+impl Deadline {
+    /// A deadline `budget` from now.
+    pub(crate) fn after(budget: Duration) -> Deadline {
+        Deadline {
+            at: tokio::time::Instant::now() + budget,
+            budget,
+        }
+    }
+
+    /// Whether the deadline has passed.
+    pub(crate) fn passed(&self) -> bool {
+        tokio::time::Instant::now() >= self.at
+    }
+}
+
+/// Runs one daemon call, bounded by `deadline`, and sorts its failure.
 pub(crate) async fn bounded<T>(
     endpoint: &str,
     operation: &'static str,
-    limit: Duration,
+    deadline: Deadline,
     call: impl Future<Output = Result<T, bollard::errors::Error>>,
 ) -> Result<T, DaemonError> {
-    let failure = match tokio::time::timeout(limit, call).await {
+    let failure = match tokio::time::timeout_at(deadline.at, call).await {
         Ok(Ok(value)) => return Ok(value),
         Ok(Err(bollard::errors::Error::DockerResponseServerError {
             status_code,
@@ -102,7 +142,9 @@ pub(crate) async fn bounded<T>(
             code: status_code,
             message,
         },
-        Ok(Err(bollard::errors::Error::RequestTimeoutError)) | Err(_) => Failure::Timeout(limit),
+        Ok(Err(bollard::errors::Error::RequestTimeoutError)) | Err(_) => {
+            Failure::Timeout(deadline.budget)
+        }
         Ok(Err(err)) => Failure::Connection(err),
     };
     Err(DaemonError::new(endpoint, operation, failure))

@@ -4,17 +4,22 @@
 //! [`DockerProvider`] keeps every obligation of [`billet_provider::Provider`]
 //! on a real daemon: its inventory never answers short, destroy is scoped by
 //! the deployment identity and answers only to a full container id, only
-//! trusted work runs (containers share the host's kernel), and every daemon
-//! call is bounded by a timeout so that a daemon that is gone or hung answers
-//! errors of the right kind instead of hanging the scheduler.
+//! trusted work runs (containers share the host's kernel), and each call has
+//! one deadline, however many daemon calls it makes, so that a daemon that is
+//! gone or hung answers errors of the right kind instead of hanging the
+//! scheduler. A launch whose answer is lost, or whose caller drops it, leaves
+//! nothing once the daemon answers again.
 //!
 //! # Identity on the daemon
 //!
-//! Every container carries two labels, [`OWNER_LABEL`] (the deployment) and
-//! [`NAME_LABEL`] (the instance name, exactly), and a daemon-side name derived
-//! from both by [`container_name`], so that the daemon itself refuses a second
-//! container for a name this deployment holds. Any instance name works, though
-//! docker's own container names allow only a few characters.
+//! Every container carries three labels, [`OWNER_LABEL`] (the deployment),
+//! [`NAME_LABEL`] (the instance name, exactly) and [`LAUNCH_LABEL`] (a mark
+//! drawn at random for each launch), and a daemon-side name derived from the
+//! owner and the name by [`container_name`], so that the daemon itself refuses
+//! a second container for a name this deployment holds. A container is this
+//! deployment's only if every one of these marks is there: `list`, `find` and
+//! `destroy` apply that one rule. Any instance name works, though docker's own
+//! container names allow only a few characters.
 //!
 //! # Example
 //!
@@ -49,5 +54,5 @@ mod provider;
 
 pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
-pub use naming::{NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
-pub use provider::{Builder, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};
+pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
+pub use provider::{Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};

@@ -12,6 +12,25 @@ pub const OWNER_LABEL: &str = "billet.owner";
 /// The label that carries the instance name exactly as the spec gave it.
 pub const NAME_LABEL: &str = "billet.name";
 
+/// The label that carries the mark of the launch that created a container: 32
+/// hex digits drawn at random for each launch.
+///
+/// It lets a provider recognise a container of its own launch that failed or
+/// was dropped after the daemon may have created it (the answer was lost), so
+/// that it removes that container rather than report it. A container without
+/// a well-formed mark was not started by billet (D12).
+pub const LAUNCH_LABEL: &str = "billet.launch";
+
+/// A fresh launch mark: 128 random bits as 32 lower-case hex digits.
+pub(crate) fn new_launch_mark() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// Whether `mark` is a launch mark as [`new_launch_mark`] makes them.
+pub(crate) fn is_launch_mark(mark: &str) -> bool {
+    mark.len() == 32 && mark.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The prefix of every container name billet gives on the daemon.
 pub const NAME_PREFIX: &str = "billet-";
 
@@ -108,6 +127,20 @@ mod tests {
             container_name("blue", "job-1"),
             container_name("blue", "job-1")
         );
+    }
+
+    // D12: launch marks are fresh and well-formed; anything else is no mark.
+    #[test]
+    fn d12_launch_marks_are_fresh_and_checked() {
+        let (a, b) = (new_launch_mark(), new_launch_mark());
+        assert!(is_launch_mark(&a) && is_launch_mark(&b));
+        assert_ne!(a, b);
+        assert!(!is_launch_mark(&a[..31]));
+        assert!(!is_launch_mark(
+            &a.to_uppercase().replace(|c: char| c.is_ascii_digit(), "A")
+        ));
+        assert!(!is_launch_mark(""));
+        assert!(!is_launch_mark(&format!("{}g", &a[..31])));
     }
 
     // D6: only 64 lower-case hex digits are a full id.

@@ -2,8 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant as StdInstant, SystemTime};
 
 use async_trait::async_trait;
 use billet_provider::{
@@ -21,12 +20,20 @@ use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 use tracing::Dispatch;
 
-use crate::daemon::{DaemonError, Failure, bounded};
+use crate::daemon::{DaemonError, Deadline, Failure, bounded};
 use crate::endpoint::Endpoint;
-use crate::naming::{NAME_LABEL, OWNER_LABEL, container_name, is_full_id};
+use crate::naming::{
+    LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, is_launch_mark,
+    new_launch_mark,
+};
 
-/// The timeout of every daemon call unless the builder sets another.
+/// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
+/// unless the builder sets another.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The bound on one image pull (when the provider was built to pull) unless
+/// the builder sets another.
+pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How many containers `list` inspects at once.
 const INSPECT_CONCURRENCY: usize = 8;
@@ -40,28 +47,54 @@ pub enum PullPolicy {
     /// a launch should not wait on a registry.
     #[default]
     Never,
-    /// Pull an image the daemon lacks, then create the container. A registry
-    /// that does not know the image is [`Error::InvalidSpec`]; one that cannot
-    /// be reached is [`Error::Unavailable`].
+    /// Pull an image the daemon lacks, then create the container. An image
+    /// named without a tag or digest is pulled as `:latest` (never every tag).
+    /// The pull is bounded by [`Builder::pull_timeout`], apart from the
+    /// launch's own deadline. A registry that does not know the image is
+    /// [`Error::InvalidSpec`] when the daemon answers so with a `404` (docker
+    /// 20.10 answers a registry's "unknown" with a `500`: then it is
+    /// [`Error::Unavailable`] carrying the registry's words); one that cannot
+    /// be reached, or a pull that does not finish within its bound, is
+    /// [`Error::Unavailable`].
     IfMissing,
 }
 
 /// The docker backend for one deployment, over one docker daemon.
 ///
 /// Every container it starts carries the labels [`OWNER_LABEL`](crate::OWNER_LABEL)
-/// (this deployment) and [`NAME_LABEL`](crate::NAME_LABEL) (the instance name,
-/// exactly), and the daemon-side name [`container_name`](crate::container_name)
-/// derives from both, so the daemon itself refuses a second container for a
-/// name this deployment holds, even from two processes at once.
+/// (this deployment), [`NAME_LABEL`](crate::NAME_LABEL) (the instance name,
+/// exactly) and [`LAUNCH_LABEL`](crate::LAUNCH_LABEL) (a mark drawn at random
+/// for each launch), and the daemon-side name
+/// [`container_name`](crate::container_name) derives from the owner and the
+/// name, so the daemon itself refuses a second container for a name this
+/// deployment holds, even from two processes at once.
 ///
 /// Every obligation of [`Provider`] holds, on a real daemon:
 ///
 /// * `accepts` passes only [`TrustClass::Trusted`]: containers share the
 ///   host's kernel, so there is no isolation boundary.
+/// * Ownership is proven by every mark together (D12, D14): a container is
+///   this deployment's instance only if it carries this owner's label, a name
+///   label, a well-formed launch mark, and the daemon-side name derived from
+///   that owner and name. One rule decides it for `list`, `find` and
+///   `destroy`, so they never disagree: whatever `list` reports, `find` finds
+///   under its name, and the reverse. A container missing any mark is one
+///   billet did not start: never reported, never removed.
 /// * `launch` creates and starts one container with the spec's image and
 ///   command (run exactly as argv: the first element is the entrypoint), its
 ///   cpus and memory. It answers the full container id and the daemon's start
-///   time. A refused launch leaves nothing on the daemon.
+///   time. A refused launch leaves nothing on the daemon. A start the daemon
+///   refuses for the spec's own sake (`400`: the program is not in the image)
+///   is [`Error::InvalidSpec`]; refused for any other reason (a network that
+///   does not exist: `404`) it is [`Error::Unavailable`].
+/// * A launch whose answer is lost (D11: the connection fails after the
+///   daemon received the create or the start, the deadline passes, or the
+///   caller drops the call) leaves nothing once the daemon answers again: the
+///   provider remembers each launch it gave up on after its create may have
+///   reached the daemon, and removes that launch's container (recognised by
+///   its launch mark) at its next `list`, at a `find` or `launch` of that
+///   name, before it answers. It never reports such a container, and a
+///   relaunch of the name is not refused because of it.
 /// * `list` asks the daemon for this owner's containers in every state and
 ///   inspects each for its exit code and start time; if any part cannot be
 ///   had, the whole call is [`Error::InventoryUnavailable`], never a short
@@ -72,14 +105,24 @@ pub enum PullPolicy {
 ///   an id the daemon does not hold, and refuses, untouched, another
 ///   deployment's container ([`Error::NotOwned`] with its owner) or one billet
 ///   did not start ([`Error::NotOwned`] with an empty owner: no deployment).
-/// * Every daemon call is bounded by the timeout; a daemon that is gone or hung
-///   answers an error of the right kind within it.
+///   The daemon resolves the id it is handed as a full id first, then as a
+///   container name: so that a container removed in between (two destroys at
+///   once) never lets the removal fall through to a container *named* like
+///   that id, `destroy` refuses with [`Error::Unavailable`], removing
+///   nothing, while the daemon holds a container of that name.
+/// * Each call answers within its own deadline, the provider's timeout
+///   ([`Builder::timeout`]), however many daemon calls it makes; a daemon
+///   that is gone or hung answers an error of the right kind within it. An
+///   image pull has its own bound ([`Builder::pull_timeout`]).
+/// * What the daemon answers that billet cannot read (a stopped container
+///   without an exit code, a start or creation time it cannot parse, a state
+///   it does not know) fails the call; it is never taken as success or as 0.
 ///
 /// * A container of this owner still `created` (never started) longer than
-///   twice the timeout after its creation is a launch that will never
-///   finish: its launch call was dropped, or the process making it died
-///   between the create and the start. `list` and `find` finish it: they start
-///   it and report what it then is. One the daemon will never start (a
+///   twice the timeout after its creation, and not of a launch this provider
+///   gave up on, is a launch that will never finish: the process making it
+///   died between the create and the start. `list` and `find` finish it: they
+///   start it and report what it then is. One the daemon will never start (a
 ///   `4xx`) is removed and left out; one that cannot be started now stays
 ///   `Pending`, and is tried again at the next look. So no container stays
 ///   `created` for ever, and a job's command runs once.
@@ -93,14 +136,26 @@ pub enum PullPolicy {
 /// Launches, destroys and refusals emit `tracing` events (target
 /// `billet_docker`) carrying `deployment`, `id` and `name`.
 pub struct DockerProvider {
-    owner: Arc<str>,
+    owner: std::sync::Arc<str>,
     endpoint: Endpoint,
     endpoint_text: String,
     timeout: Duration,
+    pull_timeout: Duration,
     network: Option<String>,
     pull: PullPolicy,
     logger: Option<Dispatch>,
     client: Mutex<Option<Docker>>,
+    /// Launches given up on after their create may have reached the daemon.
+    abandoned: Mutex<Vec<Abandoned>>,
+}
+
+/// A launch this provider gave up on after its create may have reached the
+/// daemon: its container, if any, is removed at the next chance.
+#[derive(Debug, Clone)]
+struct Abandoned {
+    name: String,
+    mark: String,
+    since: StdInstant,
 }
 
 /// Builds a [`DockerProvider`]; start from [`DockerProvider::builder`].
@@ -109,6 +164,7 @@ pub struct Builder {
     owner: String,
     endpoint: Option<String>,
     timeout: Duration,
+    pull_timeout: Duration,
     network: Option<String>,
     pull: PullPolicy,
     logger: Option<Dispatch>,
@@ -123,21 +179,35 @@ impl Builder {
         self
     }
 
-    /// Bounds every daemon call by `timeout` instead of [`DEFAULT_TIMEOUT`]
-    /// (15 s). A call the daemon does not answer in time is an error of the
-    /// kind its method answers when the daemon is gone. A method makes one or
-    /// a few calls: `launch` creates, starts and inspects (and removes what it
-    /// created when a later call fails), `list` lists and then inspects each
-    /// container, eight at a time, `find` inspects once, `destroy` inspects and
-    /// removes. Starting a container takes a docker daemon a good part of a
-    /// second, so a timeout much under a second makes launches fail.
+    /// The deadline of each call, instead of [`DEFAULT_TIMEOUT`] (15 s): one
+    /// deadline for the whole method, however many daemon calls it makes
+    /// (`launch` creates, starts and inspects, and removes what it created
+    /// when a later step fails; `list` lists, then inspects each container,
+    /// eight at a time; `find` inspects; `destroy` inspects, checks for a
+    /// container named like the id, and removes). A call the daemon does not
+    /// finish in time is an error of the kind its method answers when the
+    /// daemon is gone. An image pull is bounded apart
+    /// ([`pull_timeout`](Builder::pull_timeout)): a launch that pulls may take
+    /// the pull's bound and then its own deadline. Starting a container takes
+    /// a docker daemon a good part of a second, so a timeout much under a
+    /// second makes launches fail.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
+    /// Bounds one image pull by `bound` instead of [`DEFAULT_PULL_TIMEOUT`]
+    /// (5 minutes); used only with [`PullPolicy::IfMissing`]. A pull that
+    /// does not finish within it makes the launch [`Error::Unavailable`].
+    pub fn pull_timeout(mut self, bound: Duration) -> Self {
+        self.pull_timeout = bound;
+        self
+    }
+
     /// Puts every container on this docker network mode (`none`, `bridge`,
-    /// `host`, or a network's name) instead of the daemon's default.
+    /// `host`, or a network's name) instead of the daemon's default. A
+    /// network the daemon does not have makes every launch
+    /// [`Error::Unavailable`] naming it (not the spec's fault).
     pub fn network(mut self, network: impl Into<String>) -> Self {
         self.network = Some(network.into());
         self
@@ -157,10 +227,11 @@ impl Builder {
     }
 
     /// The provider. Refuses an owner that is empty or only whitespace with
-    /// [`Error::InvalidOwner`], a zero timeout with [`Error::InvalidSpec`], and
-    /// an endpoint it cannot read with [`Error::Unavailable`] naming the forms
-    /// expected. It does not contact the daemon: a provider may be built before
-    /// its daemon is up, and every call connects afresh.
+    /// [`Error::InvalidOwner`], a zero timeout or pull bound with
+    /// [`Error::InvalidSpec`], and an endpoint it cannot read with
+    /// [`Error::Unavailable`] naming the forms expected. It does not contact
+    /// the daemon: a provider may be built before its daemon is up, and every
+    /// call connects afresh.
     pub fn build(self) -> Result<DockerProvider, Error> {
         if self.owner.trim().is_empty() {
             return Err(Error::InvalidOwner {
@@ -170,7 +241,12 @@ impl Builder {
         }
         if self.timeout.is_zero() {
             return Err(Error::invalid_spec(
-                "the docker daemon call timeout must be longer than zero",
+                "the docker provider's call timeout must be longer than zero",
+            ));
+        }
+        if self.pull_timeout.is_zero() {
+            return Err(Error::invalid_spec(
+                "the docker provider's image pull bound must be longer than zero",
             ));
         }
         let endpoint = match &self.endpoint {
@@ -178,22 +254,102 @@ impl Builder {
             None => Endpoint::default(),
         };
         Ok(DockerProvider {
-            owner: Arc::from(self.owner),
+            owner: std::sync::Arc::from(self.owner),
             endpoint_text: endpoint.to_string(),
             endpoint,
             timeout: self.timeout,
+            pull_timeout: self.pull_timeout,
             network: self.network,
             pull: self.pull,
             logger: self.logger,
             client: Mutex::new(None),
+            abandoned: Mutex::new(Vec::new()),
         })
     }
 }
 
 /// What a failed `create container` means for `launch`.
 enum CreateFailure {
+    /// The daemon lacks the image (it answered so: nothing was created).
     MissingImage,
-    Other(Error),
+    /// The daemon answered a refusal: nothing was created.
+    Refused(Error),
+    /// No answer: the container may or may not exist.
+    Lost(Error),
+}
+
+/// What the daemon holds as one of its containers, read by the one rule.
+enum Claim<'a> {
+    /// This deployment's instance: every mark is there.
+    Ours { name: &'a str, mark: &'a str },
+    /// Another deployment's container: every mark is there, for its owner.
+    Theirs { owner: &'a str },
+    /// A container billet did not start: some mark is missing or wrong.
+    Foreign,
+}
+
+/// What became of a removal.
+enum Removal {
+    /// Removed now.
+    Removed,
+    /// The daemon no longer held it (`404`).
+    Gone,
+    /// Another call is removing it (`409`).
+    InProgress,
+}
+
+/// Why a removal was not made.
+enum RemoveError {
+    Daemon(DaemonError),
+    /// The daemon holds a container *named* like the id (its id here): the
+    /// id could resolve to it, so nothing is removed through it.
+    LookAlike(String),
+}
+
+impl RemoveError {
+    fn describe(&self, id: &str) -> String {
+        match self {
+            RemoveError::Daemon(err) => err.to_string(),
+            RemoveError::LookAlike(other) => format!(
+                "container {other} on the docker daemon is named {id:?}, like the container to remove: \
+                 the daemon could resolve that id to it, so billet removes nothing through it while it exists"
+            ),
+        }
+    }
+}
+
+/// Marks a launch that may have reached the daemon: unless disarmed (the
+/// launch answered, or it is known to have left nothing), dropping it records
+/// the launch as abandoned, so its container is removed at the next chance.
+/// Dropped also when the caller drops the launch's future.
+struct LaunchGuard<'a> {
+    provider: &'a DockerProvider,
+    name: String,
+    mark: String,
+    armed: bool,
+}
+
+impl Drop for LaunchGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.provider.abandoned.lock().push(Abandoned {
+            name: self.name.clone(),
+            mark: self.mark.clone(),
+            since: StdInstant::now(),
+        });
+        self.provider.log(|| {
+            tracing::warn!(
+                target: "billet_docker",
+                deployment = %self.provider.owner,
+                id = tracing::field::Empty,
+                name = %self.name,
+                launch = %self.mark,
+                "a launch was given up after the daemon may have created its container; it is removed at the next look"
+            );
+        });
+    }
 }
 
 impl DockerProvider {
@@ -209,6 +365,7 @@ impl DockerProvider {
             owner: owner.into(),
             endpoint: None,
             timeout: DEFAULT_TIMEOUT,
+            pull_timeout: DEFAULT_PULL_TIMEOUT,
             network: None,
             pull: PullPolicy::Never,
             logger: None,
@@ -225,9 +382,14 @@ impl DockerProvider {
         &self.endpoint
     }
 
-    /// The bound on every daemon call.
+    /// The deadline of each call.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// The bound on one image pull.
+    pub fn pull_timeout(&self) -> Duration {
+        self.pull_timeout
     }
 
     /// The bollard client, made on first use. Making it does not contact the
@@ -239,7 +401,7 @@ impl DockerProvider {
         }
         // bollard's own timeout is whole seconds; ours (tokio, exact) is the
         // authority, bollard's only a backstop behind it.
-        let backstop = self.timeout.as_secs() + 1;
+        let backstop = self.timeout.max(self.pull_timeout).as_secs() + 1;
         let made = match &self.endpoint {
             Endpoint::Unix(path) => Docker::connect_with_unix(
                 &path.to_string_lossy(),
@@ -265,13 +427,19 @@ impl DockerProvider {
         }
     }
 
-    /// Runs one bounded daemon call.
+    /// The deadline of a call starting now.
+    fn deadline(&self) -> Deadline {
+        Deadline::after(self.timeout)
+    }
+
+    /// Runs one daemon call, bounded by its method's deadline.
     async fn call<T>(
         &self,
+        deadline: Deadline,
         operation: &'static str,
         call: impl Future<Output = Result<T, bollard::errors::Error>>,
     ) -> Result<T, DaemonError> {
-        bounded(&self.endpoint_text, operation, self.timeout, call).await
+        bounded(&self.endpoint_text, operation, deadline, call).await
     }
 
     /// Runs `f` with this provider's logger as the default subscriber, if it has one.
@@ -314,10 +482,11 @@ impl DockerProvider {
         Ok(())
     }
 
-    fn create_body(&self, spec: &Spec) -> ContainerCreateBody {
+    fn create_body(&self, spec: &Spec, mark: &str) -> ContainerCreateBody {
         let labels = HashMap::from([
             (OWNER_LABEL.to_owned(), String::from(&*self.owner)),
             (NAME_LABEL.to_owned(), spec.name.clone()),
+            (LAUNCH_LABEL.to_owned(), mark.to_owned()),
         ]);
         let cpus = spec.resources.cpus;
         let memory = spec.resources.memory_mib;
@@ -337,43 +506,62 @@ impl DockerProvider {
         }
     }
 
-    async fn create(&self, client: &Docker, spec: &Spec) -> Result<String, CreateFailure> {
+    async fn create(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        spec: &Spec,
+        mark: &str,
+    ) -> Result<String, CreateFailure> {
         let options = CreateContainerOptionsBuilder::new()
             .name(&container_name(&self.owner, &spec.name))
             .build();
         let created = self
             .call(
+                deadline,
                 "create container",
-                client.create_container(Some(options), self.create_body(spec)),
+                client.create_container(Some(options), self.create_body(spec, mark)),
             )
             .await;
         match created {
-            Ok(response) => Ok(response.id),
+            Ok(response) if is_full_id(&response.id) => Ok(response.id),
+            Ok(response) => Err(CreateFailure::Lost(Error::unavailable(format!(
+                "the docker daemon answered the create of {:?} with {:?}, which is not a full container id",
+                spec.name, response.id
+            )))),
             Err(err) => Err(match err.status() {
                 Some(404) => CreateFailure::MissingImage,
-                Some(409) => CreateFailure::Other(Error::Conflict {
+                Some(409) => CreateFailure::Refused(Error::Conflict {
                     name: spec.name.clone(),
                 }),
-                Some(400) => CreateFailure::Other(Error::invalid_spec(format!(
+                Some(400) => CreateFailure::Refused(Error::invalid_spec(format!(
                     "the docker daemon refused the container for {:?}: {}",
                     spec.name,
                     daemon_message(&err)
                 ))),
-                _ => CreateFailure::Other(Error::unavailable(err)),
+                Some(_) => CreateFailure::Refused(Error::unavailable(err)),
+                // Never sent (the connection was refused): nothing created.
+                None if err.surely_unsent() => CreateFailure::Refused(Error::unavailable(err)),
+                None => CreateFailure::Lost(Error::unavailable(err)),
             }),
         }
     }
 
     async fn pull_image(&self, client: &Docker, image: &str) -> Result<(), Error> {
-        let options = CreateImageOptionsBuilder::new().from_image(image).build();
-        let pulled = self
-            .call(
-                "pull image",
-                client
-                    .create_image(Some(options), None, None)
-                    .try_for_each(|_| async { Ok(()) }),
-            )
-            .await;
+        let (from, tag) = pull_reference(image);
+        let mut options = CreateImageOptionsBuilder::new().from_image(from);
+        if let Some(tag) = tag {
+            options = options.tag(tag);
+        }
+        let pulled = bounded(
+            &self.endpoint_text,
+            "pull image",
+            Deadline::after(self.pull_timeout),
+            client
+                .create_image(Some(options.build()), None, None)
+                .try_for_each(|_| async { Ok(()) }),
+        )
+        .await;
         match pulled {
             Ok(()) => Ok(()),
             Err(err) if err.status() == Some(404) => Err(Error::invalid_spec(format!(
@@ -384,40 +572,80 @@ impl DockerProvider {
         }
     }
 
-    /// Removes a container this launch created and could not finish; best
-    /// effort, bounded by the timeout. What cannot be removed stays in the
-    /// inventory, where the caller sees it.
-    async fn undo_create(&self, client: &Docker, id: &str) {
+    /// Removes the container with the full id `id`, and only it (D12).
+    ///
+    /// The daemon resolves a reference as a full id, then as a container
+    /// name, then as an id prefix: were the container removed by another
+    /// call between our inspect and this removal, a container *named* `id`
+    /// would be removed in its place. So nothing is removed while the daemon
+    /// holds a container of that name (asked through the list call's name
+    /// filter, which never resolves references).
+    async fn remove_exact(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<Removal, RemoveError> {
+        self.refuse_look_alikes(client, deadline, id).await?;
         let options = RemoveContainerOptionsBuilder::new()
             .force(true)
             .v(true)
             .build();
-        if let Err(err) = self
+        match self
             .call(
+                deadline,
                 "remove container",
                 client.remove_container(id, Some(options)),
             )
             .await
         {
-            self.log(|| {
-                tracing::warn!(
-                    target: "billet_docker",
-                    deployment = %self.owner,
-                    id,
-                    error = %err,
-                    "a container this launch created could not be removed; it stays in the inventory"
-                );
-            });
+            Ok(()) => Ok(Removal::Removed),
+            Err(err) if err.status() == Some(404) => Ok(Removal::Gone),
+            Err(err) if err.status() == Some(409) => Ok(Removal::InProgress),
+            Err(err) => Err(RemoveError::Daemon(err)),
         }
     }
 
+    /// An error while the daemon holds a container *named* `id` (a full id):
+    /// a call handed `id` would reach it once the container `id` is gone.
+    /// Asked through the list call's name filter, which never resolves
+    /// references.
+    async fn refuse_look_alikes(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), RemoveError> {
+        let filters = HashMap::from([("name".to_owned(), vec![format!("^/{id}$")])]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let named = self
+            .call(
+                deadline,
+                "list containers",
+                client.list_containers(Some(options)),
+            )
+            .await
+            .map_err(RemoveError::Daemon)?;
+        match named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
+            Some(other) => Err(RemoveError::LookAlike(other.id.unwrap_or_default())),
+            None => Ok(()),
+        }
+    }
+
+    /// Inspects a container by a reference the provider chose (a full id, or
+    /// a derived name); `None` when the daemon holds none by it.
     async fn inspect(
         &self,
         client: &Docker,
+        deadline: Deadline,
         reference: &str,
     ) -> Result<Option<ContainerInspectResponse>, DaemonError> {
         match self
             .call(
+                deadline,
                 "inspect container",
                 client.inspect_container(reference, None),
             )
@@ -429,84 +657,198 @@ impl DockerProvider {
         }
     }
 
-    /// The instance an inspected container is, if it is this owner's.
-    fn instance(&self, inspected: &ContainerInspectResponse) -> Result<Option<Instance>, String> {
+    /// The one rule (D12, D14) for whose a container is: every mark billet
+    /// puts on a container, together. `list`, `find` and `destroy` all ask it.
+    fn claim<'a>(&self, inspected: &'a ContainerInspectResponse) -> Claim<'a> {
         let labels = inspected.config.as_ref().and_then(|c| c.labels.as_ref());
-        let (Some(owner), Some(name)) = (
-            labels.and_then(|l| l.get(OWNER_LABEL)),
-            labels.and_then(|l| l.get(NAME_LABEL)),
-        ) else {
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        let (Some(owner), Some(name), Some(mark)) =
+            (label(OWNER_LABEL), label(NAME_LABEL), label(LAUNCH_LABEL))
+        else {
+            return Claim::Foreign;
+        };
+        let named = inspected
+            .name
+            .as_deref()
+            .and_then(|n| n.strip_prefix('/'))
+            .is_some_and(|n| n == container_name(owner, name));
+        if owner.trim().is_empty() || name.is_empty() || !is_launch_mark(mark) || !named {
+            return Claim::Foreign;
+        }
+        if owner == &*self.owner {
+            Claim::Ours { name, mark }
+        } else {
+            Claim::Theirs { owner }
+        }
+    }
+
+    /// The instance an inspected container is, if it is this deployment's.
+    fn instance(&self, inspected: &ContainerInspectResponse) -> Result<Option<Instance>, String> {
+        let Claim::Ours { name, .. } = self.claim(inspected) else {
             return Ok(None);
         };
-        if **owner != *self.owner {
-            return Ok(None);
-        }
         let id = inspected
             .id
             .clone()
             .ok_or("the daemon answered a container without an id")?;
-        let state = inspected
-            .state
-            .as_ref()
-            .ok_or_else(|| format!("the daemon answered container {id} without a state"))?;
-        let exit_code = i32::try_from(state.exit_code.unwrap_or(0)).unwrap_or(i32::MIN);
-        let status = state.status.unwrap_or(ContainerStateStatusEnum::EMPTY);
-        let instance_state = match status {
-            ContainerStateStatusEnum::CREATED => State::Pending,
-            ContainerStateStatusEnum::RUNNING
-            | ContainerStateStatusEnum::PAUSED
-            | ContainerStateStatusEnum::RESTARTING
-            | ContainerStateStatusEnum::STOPPING => State::Running,
-            ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD => {
-                State::Stopped { exit_code }
-            }
-            ContainerStateStatusEnum::REMOVING => {
-                if state.running == Some(true) {
-                    State::Running
-                } else {
-                    State::Stopped { exit_code }
-                }
-            }
-            ContainerStateStatusEnum::EMPTY => {
-                return Err(format!("the daemon answered container {id} with no status"));
-            }
+        read_state(&id, inspected).map(|(state, started_at)| {
+            Some(Instance {
+                id: InstanceId::from(id),
+                name: name.to_owned(),
+                owner: String::from(&*self.owner),
+                kind: ProviderKind::Docker,
+                state,
+                started_at,
+            })
+        })
+    }
+
+    /// Whether the launch that left a container with this mark was given up.
+    fn is_abandoned(&self, mark: &str) -> bool {
+        self.abandoned.lock().iter().any(|a| a.mark == mark)
+    }
+
+    fn forget(&self, mark: &str) {
+        self.abandoned.lock().retain(|a| a.mark != mark);
+    }
+
+    /// Removes the container of a launch this provider gave up on (D11).
+    async fn remove_abandoned(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+        name: &str,
+        mark: &str,
+    ) -> Result<(), String> {
+        match self.remove_exact(client, deadline, id).await {
+            Ok(Removal::Removed | Removal::Gone) => {}
+            Ok(Removal::InProgress) => self
+                .await_removal(client, deadline, id)
+                .await
+                .map_err(|err| err.to_string())?,
+            Err(err) => return Err(err.describe(id)),
+        }
+        self.forget(mark);
+        self.log(|| {
+            tracing::info!(
+                target: "billet_docker",
+                deployment = %self.owner,
+                id,
+                name,
+                "removed the container of a launch that was given up"
+            );
+        });
+        Ok(())
+    }
+
+    /// What the inventory answers for one inspected container: the one path
+    /// both `list` and `find` take (D14). Not this deployment's: nothing. Of
+    /// a launch this provider gave up on: removed, nothing. Stale `created`:
+    /// finished. Else its instance.
+    async fn settle(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        container: ContainerInspectResponse,
+    ) -> Result<Option<Instance>, Error> {
+        let (name, mark) = match self.claim(&container) {
+            Claim::Ours { name, mark } => (name.to_owned(), mark.to_owned()),
+            Claim::Theirs { .. } | Claim::Foreign => return Ok(None),
         };
-        // A container that never started has the zero time as its start; its
-        // creation time stands in until it starts.
-        let started = state
-            .started_at
-            .as_deref()
-            .and_then(parse_time)
-            .or_else(|| inspected.created.as_deref().and_then(parse_time))
-            .ok_or_else(|| {
-                format!("the daemon answered container {id} without a start or creation time")
-            })?;
-        Ok(Some(Instance {
-            id: InstanceId::from(id),
-            name: name.clone(),
-            owner: owner.clone(),
-            kind: ProviderKind::Docker,
-            state: instance_state,
-            started_at: started,
-        }))
+        let Some(id) = container.id.clone() else {
+            return Err(Error::inventory_unavailable(
+                "the docker daemon answered a container without an id",
+            ));
+        };
+        if self.is_abandoned(&mark) {
+            self.remove_abandoned(client, deadline, &id, &name, &mark)
+                .await
+                .map_err(Error::inventory_unavailable)?;
+            return Ok(None);
+        }
+        let container = if self.is_stale_launch(&container) {
+            match self.finish_launch(client, deadline, container).await? {
+                Some(now) => now,
+                None => return Ok(None),
+            }
+        } else {
+            container
+        };
+        self.instance(&container)
+            .map_err(Error::inventory_unavailable)
+    }
+
+    /// Before a launch of `name`: removes the container of a launch of that
+    /// name this provider gave up on, so that the relaunch is not refused
+    /// because of it (D11). No daemon call when there is none.
+    async fn reclaim_name(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        name: &str,
+    ) -> Result<(), Error> {
+        let given_up: Vec<Abandoned> = self
+            .abandoned
+            .lock()
+            .iter()
+            .filter(|a| a.name == name)
+            .cloned()
+            .collect();
+        if given_up.is_empty() {
+            return Ok(());
+        }
+        let Some(container) = self
+            .inspect(client, deadline, &container_name(&self.owner, name))
+            .await
+            .map_err(Error::unavailable)?
+        else {
+            return Ok(());
+        };
+        if let (Claim::Ours { mark, .. }, Some(id)) = (self.claim(&container), &container.id)
+            && given_up.iter().any(|a| a.mark == mark)
+        {
+            let mark = mark.to_owned();
+            self.remove_abandoned(client, deadline, id, name, &mark)
+                .await
+                .map_err(Error::unavailable)?;
+        }
+        Ok(())
     }
 
     async fn launch_checked(&self, spec: &Spec) -> Result<Instance, Error> {
+        let mut deadline = self.deadline();
         let client = self
             .client("create container")
             .map_err(Error::unavailable)?;
+        self.reclaim_name(&client, deadline, &spec.name).await?;
+        let mut guard = LaunchGuard {
+            provider: self,
+            name: spec.name.clone(),
+            mark: new_launch_mark(),
+            armed: false,
+        };
         let mut pulled = false;
         let id = loop {
-            match self.create(&client, spec).await {
+            guard.armed = true;
+            match self.create(&client, deadline, spec, &guard.mark).await {
                 Ok(id) => break id,
-                Err(CreateFailure::Other(err)) => return Err(err),
+                Err(CreateFailure::Lost(err)) => return Err(err),
+                Err(CreateFailure::Refused(err)) => {
+                    guard.armed = false;
+                    return Err(err);
+                }
                 Err(CreateFailure::MissingImage)
                     if self.pull == PullPolicy::IfMissing && !pulled =>
                 {
+                    guard.armed = false;
                     self.pull_image(&client, &spec.image).await?;
                     pulled = true;
+                    // The pull had its own bound; the launch's deadline runs anew.
+                    deadline = self.deadline();
                 }
                 Err(CreateFailure::MissingImage) => {
+                    guard.armed = false;
                     return Err(Error::invalid_spec(format!(
                         "image {:?} is not on the docker daemon at {} (this provider does not pull images)",
                         spec.image, self.endpoint_text
@@ -514,54 +856,88 @@ impl DockerProvider {
                 }
             }
         };
-        if let Err(err) = self
-            .call("start container", client.start_container(&id, None))
-            .await
-        {
-            self.undo_create(&client, &id).await;
-            return Err(match err.status() {
-                Some(code) if (400..500).contains(&code) => Error::invalid_spec(format!(
-                    "the docker daemon could not start {:?} from image {:?}: {}",
-                    spec.name,
-                    spec.image,
-                    daemon_message(&err)
-                )),
-                _ => Error::unavailable(err),
-            });
-        }
-        let answered = match self.inspect(&client, &id).await {
-            Ok(Some(inspected)) => self.instance(&inspected).map_err(Error::unavailable),
-            Ok(None) => Err(Error::unavailable(format!(
-                "container {id} vanished from the daemon as it started"
-            ))),
-            Err(err) => Err(Error::unavailable(err)),
-        };
-        match answered {
-            Ok(Some(instance)) => Ok(instance),
-            Ok(None) => Err(Error::unavailable(format!(
-                "container {id} lost its billet labels as it started"
-            ))),
+        let answer = self.start_and_read(&client, deadline, spec, &id).await;
+        match answer {
+            Ok(instance) => {
+                guard.armed = false;
+                Ok(instance)
+            }
             Err(err) => {
-                self.undo_create(&client, &id).await;
+                // Undo within what is left of the deadline; what cannot be
+                // undone now is removed at the next look (the guard).
+                if matches!(
+                    self.remove_exact(&client, deadline, &id).await,
+                    Ok(Removal::Removed | Removal::Gone)
+                ) {
+                    guard.armed = false;
+                }
                 Err(err)
             }
         }
     }
 
-    /// Whether `container` is this owner's, has both billet labels, and has
-    /// stayed `created` longer than any live launch takes to start it (twice
-    /// the timeout: the create and the start are each bounded by it).
+    /// Starts the container a launch created and reads what it is.
+    async fn start_and_read(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        spec: &Spec,
+        id: &str,
+    ) -> Result<Instance, Error> {
+        if let Err(err) = self
+            .call(
+                deadline,
+                "start container",
+                client.start_container(id, None),
+            )
+            .await
+        {
+            return Err(match err.status() {
+                // The runtime could not run the spec's command (no such
+                // program in the image, not executable).
+                Some(400) => Error::invalid_spec(format!(
+                    "the docker daemon could not start {:?} from image {:?}: {}",
+                    spec.name,
+                    spec.image,
+                    daemon_message(&err)
+                )),
+                // Anything else (a network that does not exist: 404) is
+                // not the spec's fault.
+                _ => Error::unavailable(err),
+            });
+        }
+        let inspected = self
+            .inspect(client, deadline, id)
+            .await
+            .map_err(Error::unavailable)?
+            .ok_or_else(|| {
+                Error::unavailable(format!(
+                    "container {id} vanished from the docker daemon as it started"
+                ))
+            })?;
+        self.instance(&inspected)
+            .map_err(Error::unavailable)?
+            .ok_or_else(|| {
+                Error::unavailable(format!(
+                    "container {id} lost its billet marks as it started"
+                ))
+            })
+    }
+
+    /// Whether `container` (this deployment's, by the one rule) has stayed
+    /// `created` longer than any live launch takes to start it (twice the
+    /// timeout: a launch's create and start are within one timeout, and the
+    /// daemon's clock may differ from ours).
     fn is_stale_launch(&self, container: &ContainerInspectResponse) -> bool {
         let created = container.state.as_ref().and_then(|state| state.status)
             == Some(ContainerStateStatusEnum::CREATED);
-        let ours = matches!(self.instance(container), Ok(Some(_)));
         let old = container
             .created
             .as_deref()
-            .and_then(parse_time)
+            .and_then(|at| parse_time(at).ok().flatten())
             .and_then(|at| SystemTime::now().duration_since(at).ok())
             .is_some_and(|age| age > self.timeout.saturating_mul(2));
-        created && ours && old
+        created && old
     }
 
     /// Finishes a launch that never started its container: starts it and
@@ -571,13 +947,23 @@ impl DockerProvider {
     async fn finish_launch(
         &self,
         client: &Docker,
+        deadline: Deadline,
         container: ContainerInspectResponse,
     ) -> Result<Option<ContainerInspectResponse>, Error> {
         let Some(id) = container.id.clone() else {
             return Ok(Some(container));
         };
+        // The start is handed the full id: never while a container named
+        // like it could take its place (D12).
+        self.refuse_look_alikes(client, deadline, &id)
+            .await
+            .map_err(|err| Error::inventory_unavailable(err.describe(&id)))?;
         let started = self
-            .call("start container", client.start_container(&id, None))
+            .call(
+                deadline,
+                "start container",
+                client.start_container(&id, None),
+            )
             .await;
         match started.as_ref().map_err(DaemonError::status) {
             // Started now, or by someone else in between (304).
@@ -590,7 +976,7 @@ impl DockerProvider {
                         "started a container whose launch never finished"
                     );
                 });
-                self.inspect(client, &id)
+                self.inspect(client, deadline, &id)
                     .await
                     .map_err(Error::inventory_unavailable)
             }
@@ -605,8 +991,11 @@ impl DockerProvider {
                         "a container whose launch never finished cannot start; removed"
                     );
                 });
-                self.undo_create(client, &id).await;
-                Ok(None)
+                match self.remove_exact(client, deadline, &id).await {
+                    Ok(Removal::Removed | Removal::Gone) => Ok(None),
+                    Ok(Removal::InProgress) => Ok(None),
+                    Err(err) => Err(Error::inventory_unavailable(err.describe(&id))),
+                }
             }
             Err(_) => {
                 self.log(|| {
@@ -622,38 +1011,56 @@ impl DockerProvider {
         }
     }
 
-    /// Inspects each of `ids`; the whole answer or an error.
-    async fn inspect_all(&self, client: &Docker, ids: Vec<String>) -> Result<Vec<Instance>, Error> {
-        let inspected: Vec<Option<ContainerInspectResponse>> =
-            futures::stream::iter(ids.into_iter().map(|id| {
-                let client = client.clone();
-                async move { self.inspect(&client, &id).await }
-            }))
-            .buffer_unordered(INSPECT_CONCURRENCY)
-            .try_collect()
-            .await
-            .map_err(Error::inventory_unavailable)?;
-        let mut finished = Vec::with_capacity(inspected.len());
-        for container in inspected.into_iter().flatten() {
-            if self.is_stale_launch(&container) {
-                finished.extend(self.finish_launch(client, container).await?);
-            } else {
-                finished.push(container);
+    /// Inspects and settles each of `ids`; the whole answer or an error.
+    async fn inspect_all(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        ids: Vec<String>,
+    ) -> Result<Vec<Instance>, Error> {
+        let settled: Vec<Option<Instance>> = futures::stream::iter(ids.into_iter().map(|id| {
+            let client = client.clone();
+            async move {
+                // A container removed between the list and its inspect (404)
+                // is gone: leaving it out is the exact answer as of now.
+                match self.inspect(&client, deadline, &id).await {
+                    Ok(Some(container)) => self.settle(&client, deadline, container).await,
+                    Ok(None) => Ok(None),
+                    Err(err) => Err(Error::inventory_unavailable(err)),
+                }
+            }
+        }))
+        .buffer_unordered(INSPECT_CONCURRENCY)
+        .try_collect()
+        .await?;
+        Ok(settled.into_iter().flatten().collect())
+    }
+
+    /// Waits, within the deadline, until the daemon no longer holds `id`.
+    async fn await_removal(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), Error> {
+        loop {
+            // A container answered under another id (one named like `id`) is
+            // not the one being removed: that one is gone.
+            match self.inspect(client, deadline, id).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(other)) if other.id.as_deref() != Some(id) => return Ok(()),
+                Ok(Some(_)) if !deadline.passed() => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(Some(_)) => {
+                    return Err(Error::unavailable(format!(
+                        "container {id} was still being removed by another call after {:?}",
+                        self.timeout
+                    )));
+                }
+                Err(err) => return Err(Error::unavailable(err)),
             }
         }
-        let inspected = finished;
-        let mut instances = Vec::with_capacity(inspected.len());
-        // A container removed between the list and its inspect (404) is gone:
-        // leaving it out is the exact answer as of now.
-        for container in &inspected {
-            if let Some(instance) = self
-                .instance(container)
-                .map_err(Error::inventory_unavailable)?
-            {
-                instances.push(instance);
-            }
-        }
-        Ok(instances)
     }
 }
 
@@ -665,13 +1072,104 @@ fn daemon_message(err: &DaemonError) -> String {
     }
 }
 
-/// A daemon timestamp (RFC 3339, UTC, up to nanoseconds); `None` for docker's
-/// zero time (`0001-01-01T00:00:00Z`, "never") or anything unreadable.
-fn parse_time(text: &str) -> Option<SystemTime> {
-    if text.starts_with("0001-") {
-        return None;
+/// A daemon timestamp (RFC 3339, UTC, up to nanoseconds): `Ok(None)` for
+/// docker's zero time (`0001-01-01T00:00:00Z`, "never"), an error for anything
+/// unreadable.
+fn parse_time(text: &str) -> Result<Option<SystemTime>, String> {
+    if text.starts_with("0001-01-01T00:00:00") {
+        return Ok(None);
     }
-    humantime::parse_rfc3339(text).ok()
+    humantime::parse_rfc3339(text)
+        .map(Some)
+        .map_err(|err| format!("unreadable time {text:?}: {err}"))
+}
+
+/// The image and tag a pull asks for: an image named without a tag or digest
+/// is pulled as `latest` (the daemon would pull every tag of it).
+fn pull_reference(image: &str) -> (&str, Option<&str>) {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || last.contains('@') {
+        (image, None)
+    } else {
+        (image, Some("latest"))
+    }
+}
+
+/// The state and start time of an inspected container (D5, D13): anything
+/// billet cannot read is an error, never a guess.
+fn read_state(
+    id: &str,
+    inspected: &ContainerInspectResponse,
+) -> Result<(State, SystemTime), String> {
+    let state = inspected
+        .state
+        .as_ref()
+        .ok_or_else(|| format!("the daemon answered container {id} without a state"))?;
+    let exit_code = || -> Result<i32, String> {
+        let code = state.exit_code.ok_or_else(|| {
+            format!("the daemon answered stopped container {id} without an exit code")
+        })?;
+        i32::try_from(code).map_err(|_| {
+            format!("the daemon answered container {id} with exit code {code}, out of range")
+        })
+    };
+    let status = state
+        .status
+        .ok_or_else(|| format!("the daemon answered container {id} with no status"))?;
+    let (instance_state, has_run) = match status {
+        ContainerStateStatusEnum::CREATED => (State::Pending, false),
+        ContainerStateStatusEnum::RUNNING
+        | ContainerStateStatusEnum::PAUSED
+        | ContainerStateStatusEnum::RESTARTING
+        | ContainerStateStatusEnum::STOPPING => (State::Running, true),
+        ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD => (
+            State::Stopped {
+                exit_code: exit_code()?,
+            },
+            false,
+        ),
+        ContainerStateStatusEnum::REMOVING => {
+            if state.running == Some(true) {
+                (State::Running, true)
+            } else {
+                (
+                    State::Stopped {
+                        exit_code: exit_code()?,
+                    },
+                    false,
+                )
+            }
+        }
+        ContainerStateStatusEnum::EMPTY => {
+            return Err(format!("the daemon answered container {id} with no status"));
+        }
+    };
+    let started = match state.started_at.as_deref() {
+        Some(text) => parse_time(text)
+            .map_err(|err| format!("the daemon answered container {id} with an {err}"))?,
+        None => None,
+    };
+    let started = match started {
+        Some(at) => at,
+        None if has_run => {
+            return Err(format!(
+                "the daemon answered running container {id} without a start time"
+            ));
+        }
+        // A container that never started has the zero time as its start; its
+        // creation time stands in until it starts.
+        None => inspected
+            .created
+            .as_deref()
+            .map(parse_time)
+            .transpose()
+            .map_err(|err| format!("the daemon answered container {id} with an {err}"))?
+            .flatten()
+            .ok_or_else(|| {
+                format!("the daemon answered container {id} without a start or creation time")
+            })?,
+    };
+    Ok((instance_state, started))
 }
 
 impl fmt::Debug for DockerProvider {
@@ -680,6 +1178,7 @@ impl fmt::Debug for DockerProvider {
             .field("owner", &self.owner)
             .field("endpoint", &self.endpoint_text)
             .field("timeout", &self.timeout)
+            .field("pull_timeout", &self.pull_timeout)
             .field("network", &self.network)
             .field("pull", &self.pull)
             .finish_non_exhaustive()
@@ -720,32 +1219,26 @@ impl Provider for DockerProvider {
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        let deadline = self.deadline();
         let client = self
             .client("inspect container")
             .map_err(Error::inventory_unavailable)?;
         // The derived name is resolved by the daemon as an exact name (it holds
-        // non-hex letters, so never as an id prefix); the labels are compared
-        // here, exactly, as well.
+        // non-hex letters, so never as an id prefix); the marks are checked
+        // here by the rule `list` applies too.
         let inspected = self
-            .inspect(&client, &container_name(&self.owner, name))
+            .inspect(&client, deadline, &container_name(&self.owner, name))
             .await
             .map_err(Error::inventory_unavailable)?;
-        let Some(mut inspected) = inspected else {
+        let Some(inspected) = inspected else {
             return Ok(None);
         };
-        if self.is_stale_launch(&inspected) {
-            match self.finish_launch(&client, inspected).await? {
-                Some(now) => inspected = now,
-                None => return Ok(None),
-            }
-        }
-        let instance = self
-            .instance(&inspected)
-            .map_err(Error::inventory_unavailable)?;
+        let instance = self.settle(&client, deadline, inspected).await?;
         Ok(instance.filter(|instance| instance.name == name))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
+        let deadline = self.deadline();
         let client = self
             .client("list containers")
             .map_err(Error::inventory_unavailable)?;
@@ -758,7 +1251,11 @@ impl Provider for DockerProvider {
             .filters(&filters)
             .build();
         let summaries = self
-            .call("list containers", client.list_containers(Some(options)))
+            .call(
+                deadline,
+                "list containers",
+                client.list_containers(Some(options)),
+            )
             .await
             .map_err(Error::inventory_unavailable)?;
         let mut ids = Vec::with_capacity(summaries.len());
@@ -778,10 +1275,19 @@ impl Provider for DockerProvider {
             };
             ids.push(id);
         }
-        self.inspect_all(&client, ids).await
+        let instances = self.inspect_all(&client, deadline, ids).await?;
+        // Every container of a launch given up on that the daemon held has
+        // just been removed; one it still does not hold after twice the
+        // timeout never will.
+        let horizon = self.timeout.saturating_mul(2);
+        self.abandoned
+            .lock()
+            .retain(|a| a.since.elapsed() <= horizon);
+        Ok(instances)
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        let deadline = self.deadline();
         let client = self
             .client("inspect container")
             .map_err(Error::unavailable)?;
@@ -790,7 +1296,7 @@ impl Provider for DockerProvider {
             // Never handed to the daemon as a reference, which it would
             // resolve as an id prefix or a container name. Confirmed absent
             // only while the daemon answers, as every destroy is (H8).
-            self.call("ping", client.ping())
+            self.call(deadline, "ping", client.ping())
                 .await
                 .map_err(Error::unavailable)?;
             self.log(|| {
@@ -805,7 +1311,7 @@ impl Provider for DockerProvider {
             return Ok(Teardown::Absent);
         }
         let inspected = self
-            .inspect(&client, id.as_str())
+            .inspect(&client, deadline, id.as_str())
             .await
             .map_err(Error::unavailable)?;
         // The daemon resolves names before prefixes but after full ids; a
@@ -822,50 +1328,47 @@ impl Provider for DockerProvider {
             });
             return Ok(Teardown::Absent);
         };
-        let labels = inspected.config.as_ref().and_then(|c| c.labels.as_ref());
-        let owner = labels.and_then(|l| l.get(OWNER_LABEL)).cloned();
-        let name = labels
-            .and_then(|l| l.get(NAME_LABEL))
-            .cloned()
-            .unwrap_or_default();
-        if owner.as_deref() != Some(&*self.owner) {
-            // Another deployment's container, or one billet did not start
-            // (no owner label: it belongs to no deployment).
-            let err = Error::NotOwned {
-                id: id.clone(),
-                owner: owner.unwrap_or_default(),
-            };
-            self.log(|| {
-                tracing::warn!(
-                    target: "billet_docker",
-                    deployment = %self.owner,
-                    %id,
-                    name = %name,
-                    error = %err,
-                    "destroy refused"
-                );
-            });
-            return Err(err);
-        }
-        let options = RemoveContainerOptionsBuilder::new()
-            .force(true)
-            .v(true)
-            .build();
-        let removed = self
-            .call(
-                "remove container",
-                client.remove_container(id.as_str(), Some(options)),
-            )
-            .await;
-        let teardown = match removed {
-            Ok(()) => Teardown::Stopped,
-            Err(err) if err.status() == Some(404) => Teardown::Absent,
-            Err(err) if err.status() == Some(409) => {
+        let name = match self.claim(&inspected) {
+            Claim::Ours { name, .. } => name.to_owned(),
+            claim => {
+                // Another deployment's container, or one billet did not start
+                // (a mark missing: it belongs to no deployment).
+                let owner = match claim {
+                    Claim::Theirs { owner } => owner.to_owned(),
+                    _ => String::new(),
+                };
+                let err = Error::NotOwned {
+                    id: id.clone(),
+                    owner,
+                };
+                let name = inspected
+                    .config
+                    .as_ref()
+                    .and_then(|c| c.labels.as_ref())
+                    .and_then(|l| l.get(NAME_LABEL))
+                    .map_or("", String::as_str);
+                self.log(|| {
+                    tracing::warn!(
+                        target: "billet_docker",
+                        deployment = %self.owner,
+                        %id,
+                        name = %name,
+                        error = %err,
+                        "destroy refused"
+                    );
+                });
+                return Err(err);
+            }
+        };
+        let teardown = match self.remove_exact(&client, deadline, id.as_str()).await {
+            Ok(Removal::Removed) => Teardown::Stopped,
+            Ok(Removal::Gone) => Teardown::Absent,
+            Ok(Removal::InProgress) => {
                 // Another call is removing it right now; wait for it to be gone.
-                self.await_removal(&client, id).await?;
+                self.await_removal(&client, deadline, id.as_str()).await?;
                 Teardown::Absent
             }
-            Err(err) => return Err(Error::unavailable(err)),
+            Err(err) => return Err(Error::unavailable(err.describe(id.as_str()))),
         };
         self.log(|| {
             tracing::info!(
@@ -881,24 +1384,110 @@ impl Provider for DockerProvider {
     }
 }
 
-impl DockerProvider {
-    /// Waits, within the timeout, until the daemon no longer holds `id`.
-    async fn await_removal(&self, client: &Docker, id: &InstanceId) -> Result<(), Error> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        loop {
-            match self.inspect(client, id.as_str()).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(_)) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Ok(Some(_)) => {
-                    return Err(Error::unavailable(format!(
-                        "container {id} was still being removed by another call after {:?}",
-                        self.timeout
-                    )));
-                }
-                Err(err) => return Err(Error::unavailable(err)),
-            }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ContainerConfig, ContainerState};
+
+    /// A container as the daemon would answer it for blue's launch of `job`,
+    /// every mark present, in `state`.
+    fn answered(state: ContainerState) -> ContainerInspectResponse {
+        ContainerInspectResponse {
+            id: Some("a".repeat(64)),
+            name: Some(format!("/{}", container_name("blue", "job"))),
+            created: Some("2026-01-02T03:04:05.123456789Z".to_owned()),
+            config: Some(ContainerConfig {
+                labels: Some(HashMap::from([
+                    (OWNER_LABEL.to_owned(), "blue".to_owned()),
+                    (NAME_LABEL.to_owned(), "job".to_owned()),
+                    (
+                        LAUNCH_LABEL.to_owned(),
+                        "0123456789abcdef0123456789abcdef".to_owned(),
+                    ),
+                ])),
+                ..ContainerConfig::default()
+            }),
+            state: Some(state),
+            ..ContainerInspectResponse::default()
         }
+    }
+
+    fn exited(exit_code: Option<i64>, started_at: &str) -> ContainerState {
+        ContainerState {
+            status: Some(ContainerStateStatusEnum::EXITED),
+            running: Some(false),
+            exit_code,
+            started_at: Some(started_at.to_owned()),
+            ..ContainerState::default()
+        }
+    }
+
+    // D13: what billet cannot read in the daemon's answer is an error, never
+    // a guess: a stopped container without an exit code (not 0), an exit code
+    // out of range, an unreadable start time, a running container with no
+    // start time. What it can read is read exactly.
+    #[test]
+    fn d13_unreadable_answers_are_errors_never_guesses() {
+        let blue = DockerProvider::new("blue").unwrap();
+        let good = blue
+            .instance(&answered(exited(Some(3), "2026-01-02T03:04:06Z")))
+            .unwrap()
+            .unwrap();
+        assert_eq!(good.state, State::Stopped { exit_code: 3 });
+        assert_eq!(
+            good.started_at,
+            humantime::parse_rfc3339("2026-01-02T03:04:06Z").unwrap()
+        );
+
+        let err = blue
+            .instance(&answered(exited(None, "2026-01-02T03:04:06Z")))
+            .unwrap_err();
+        assert!(err.contains("without an exit code"), "{err}");
+        let err = blue
+            .instance(&answered(exited(Some(1 << 40), "2026-01-02T03:04:06Z")))
+            .unwrap_err();
+        assert!(err.contains("out of range"), "{err}");
+        let err = blue
+            .instance(&answered(exited(Some(0), "yesterday")))
+            .unwrap_err();
+        assert!(err.contains("yesterday"), "{err}");
+        let running = ContainerState {
+            status: Some(ContainerStateStatusEnum::RUNNING),
+            running: Some(true),
+            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
+            ..ContainerState::default()
+        };
+        let err = blue.instance(&answered(running)).unwrap_err();
+        assert!(err.contains("without a start time"), "{err}");
+        // Never started: its creation time stands in, exactly.
+        let created = ContainerState {
+            status: Some(ContainerStateStatusEnum::CREATED),
+            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
+            ..ContainerState::default()
+        };
+        let pending = blue.instance(&answered(created)).unwrap().unwrap();
+        assert_eq!(pending.state, State::Pending);
+        assert_eq!(
+            pending.started_at,
+            humantime::parse_rfc3339("2026-01-02T03:04:05.123456789Z").unwrap()
+        );
+    }
+
+    // D13: an untagged image is pulled as `latest` (the daemon would pull
+    // every tag); a tag or digest is kept, and a registry's port is no tag.
+    #[test]
+    fn d13_untagged_pulls_mean_latest() {
+        assert_eq!(pull_reference("busybox"), ("busybox", Some("latest")));
+        assert_eq!(
+            pull_reference("127.0.0.1:5000/team/app"),
+            ("127.0.0.1:5000/team/app", Some("latest"))
+        );
+        assert_eq!(pull_reference("busybox:1.36"), ("busybox:1.36", None));
+        assert_eq!(
+            pull_reference("127.0.0.1:5000/app:2"),
+            ("127.0.0.1:5000/app:2", None)
+        );
+        let digest = format!("app@sha256:{}", "0".repeat(64));
+        assert_eq!(pull_reference(&digest), (digest.as_str(), None));
     }
 }

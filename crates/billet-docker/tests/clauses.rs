@@ -9,12 +9,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use billet_docker::{
-    DaemonError, DockerProvider, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
+    DaemonError, DockerProvider, LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
 };
 use billet_provider::{
     ErrorKind, Instance, InstanceId, Provider, Resources, Spec, State, Teardown, TrustClass,
 };
 use support::{SocketProxy, TEST_IMAGE, block, create_by_hand, daemon, exists, raw_client};
+
+/// A well-formed launch mark, for containers made by hand to look like a
+/// launch billet made (D12: every mark must be there).
+const A_MARK: &str = "0123456789abcdef0123456789abcdef";
 
 /// A trusted spec on the test image.
 fn job(name: &str, command: &[&str]) -> Spec {
@@ -322,7 +326,11 @@ async fn d5_states_and_real_exit_codes() {
     create_by_hand(
         &scope,
         Some(&container_name(&owner, "pending")),
-        &[(OWNER_LABEL, &owner), (NAME_LABEL, "pending")],
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "pending"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
         &["sleep", "300"],
     );
     let id = paused.id.as_str().to_owned();
@@ -472,7 +480,9 @@ async fn d6_prefixes_and_names_remove_nothing() {
         Teardown::Absent
     );
     assert!(exists(&other));
-    assert_eq!(blue.list().await.unwrap().len(), 2);
+    // D12: the look-alike carries blue's labels but neither a launch mark nor
+    // the derived name: billet did not start it, so only `job` is listed.
+    assert_eq!(blue.list().await.unwrap(), vec![held]);
 }
 
 // D6: another deployment's container is NotOwned (naming its owner) and left
@@ -667,7 +677,9 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
     };
     let blue = scope
         .builder("blue")
-        .timeout(Duration::from_millis(400))
+        // One deadline covers the look and the start it makes (D13): a start
+        // takes this daemon a good part of a second.
+        .timeout(Duration::from_millis(1_500))
         .build()
         .unwrap();
     let owner = scope.owner("blue");
@@ -675,7 +687,11 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
         create_by_hand(
             &scope,
             Some(&container_name(&owner, name)),
-            &[(OWNER_LABEL, &owner), (NAME_LABEL, name)],
+            &[
+                (OWNER_LABEL, &owner),
+                (NAME_LABEL, name),
+                (LAUNCH_LABEL, A_MARK),
+            ],
             &["sleep", "300"],
         );
     }
@@ -684,7 +700,7 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
         listed.iter().all(|i| i.state == State::Pending),
         "a live launch could still start them: {listed:?}"
     );
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
     let found = blue.find("left-by-find").await.unwrap().expect("held");
     assert_eq!(found.state, State::Running, "find finished its launch");
     let listed = blue.list().await.unwrap();
@@ -697,4 +713,594 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
         assert_eq!(blue.destroy(&instance.id).await.unwrap(), Teardown::Stopped);
     }
     assert!(scope.leftovers().is_empty());
+}
+
+/// The daemon's container of `name` in deployment `owner`, if any: its id and
+/// status, straight from the daemon.
+fn on_daemon(owner: &str, name: &str) -> Option<(String, String)> {
+    let reference = container_name(owner, name);
+    block(async move {
+        raw_client()
+            .inspect_container(&reference, None)
+            .await
+            .ok()
+            .map(|c| {
+                let status = c
+                    .state
+                    .and_then(|s| s.status)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                (c.id.unwrap_or_default(), status)
+            })
+    })
+}
+
+// D11: a launch whose answer is lost, at each moment of it (the create, the
+// start, the inspect delivered to the daemon and its answer lost, then the
+// connection down): the launch answers Unavailable; once the daemon answers
+// again, the first list shows nothing of it (never `Pending`), nothing is
+// left on the daemon, and a relaunch of the name is not refused because of it.
+#[tokio::test]
+async fn d11_a_launch_whose_answer_is_lost_leaves_nothing() {
+    let Some(scope) = daemon("d11lost") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    // (requests through, then the one whose answer is lost; bytes of it kept)
+    let faults: [(u32, Option<usize>); 4] = [(0, None), (1, None), (2, None), (0, Some(12))];
+    for (round, (after, keep)) in faults.into_iter().enumerate() {
+        let name = format!("job-{round}");
+        let before = proxy.delivered();
+        match keep {
+            None => proxy.lose_answer_after(after),
+            Some(bytes) => proxy.cut_answer_after(after, bytes),
+        }
+        let err = blue.launch(sleeper(&name)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "round {round}: {err}");
+        assert_eq!(
+            proxy.delivered(),
+            before + u64::from(after) + 1,
+            "round {round}: the lost request reached the daemon"
+        );
+        let (_, status) = on_daemon(&owner, &name).expect("the daemon made the container");
+        assert!(proxy.is_cut(), "round {round}");
+        proxy.restore();
+        let listed = blue.list().await.unwrap();
+        assert!(
+            listed.is_empty(),
+            "round {round} (the container was {status}): {listed:?}"
+        );
+        assert_eq!(on_daemon(&owner, &name), None, "round {round}: left behind");
+        let again = blue.launch(sleeper(&name)).await.unwrap();
+        assert_eq!(blue.find(&name).await.unwrap(), Some(again.clone()));
+        assert_eq!(blue.destroy(&again.id).await.unwrap(), Teardown::Stopped);
+    }
+    assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
+}
+
+// D11: a lost launch answer is also cleaned up by the first `find` or
+// relaunch of its name, whichever comes first, not only by a list.
+#[tokio::test]
+async fn d11_find_or_relaunch_removes_a_lost_launch_of_the_name() {
+    let Some(scope) = daemon("d11find") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    proxy.lose_answer_after(0);
+    blue.launch(sleeper("by-find")).await.unwrap_err();
+    proxy.restore();
+    assert!(on_daemon(&owner, "by-find").is_some());
+    assert_eq!(blue.find("by-find").await.unwrap(), None);
+    assert_eq!(on_daemon(&owner, "by-find"), None);
+
+    proxy.lose_answer_after(1);
+    blue.launch(sleeper("by-launch")).await.unwrap_err();
+    proxy.restore();
+    let lost = on_daemon(&owner, "by-launch").expect("started, answer lost");
+    let again = blue.launch(sleeper("by-launch")).await.unwrap();
+    assert_ne!(
+        again.id.as_str(),
+        lost.0,
+        "a new container, not the lost one"
+    );
+    assert_eq!(blue.list().await.unwrap(), vec![again]);
+
+    // A launch whose create never left (connects refused) is no lost launch:
+    // the next launch of its name makes its three calls and no more.
+    proxy.cut();
+    let err = blue.launch(sleeper("never-sent")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    proxy.restore();
+    let before = proxy.delivered();
+    blue.launch(sleeper("never-sent")).await.unwrap();
+    assert_eq!(proxy.delivered() - before, 3, "create, start, inspect");
+}
+
+// D11: a launch whose caller drops it after its create reached the daemon
+// (here: the start hangs, and the caller gives up on the call) leaves
+// nothing once the provider next looks, and the name is free again.
+#[tokio::test]
+async fn d11_a_dropped_launch_leaves_nothing() {
+    let Some(scope) = daemon("d11drop") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    proxy.allow(1);
+    let created = async {
+        while proxy.delivered() < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::select! {
+        answered = blue.launch(sleeper("job")) => panic!("the start hangs: {answered:?}"),
+        () = created => {}
+    }
+    // The launch future is dropped here, its create done, its start hanging.
+    let (_, status) = on_daemon(&owner, "job").expect("the create reached the daemon");
+    assert_eq!(status, "created");
+    proxy.restore();
+    assert_eq!(blue.list().await.unwrap(), vec![]);
+    assert_eq!(on_daemon(&owner, "job"), None);
+    let again = blue.launch(sleeper("job")).await.unwrap();
+    assert_eq!(blue.list().await.unwrap(), vec![again]);
+}
+
+// D12: ownership needs every mark. Containers carrying this owner's label but
+// missing another mark (the issue's repro: only `billet.owner`; the name
+// label without the derived name; the derived name without a launch mark; a
+// malformed mark; the derived name of another name) are not billet's:
+// `destroy` of their full id refuses them (NotOwned, no owner) and leaves
+// them, and neither `list` nor `find` shows them.
+#[tokio::test]
+async fn d12_destroy_refuses_a_container_missing_any_mark() {
+    let Some(scope) = daemon("d12marks") else {
+        return;
+    };
+    let blue = scope.provider("blue");
+    let owner = scope.owner("blue");
+    let derived = container_name(&owner, "job");
+    let only_owner = create_by_hand(&scope, None, &[(OWNER_LABEL, &owner)], &["sleep", "300"]);
+    let no_derived_name = create_by_hand(
+        &scope,
+        None,
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "job"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
+        &["sleep", "300"],
+    );
+    let no_mark = create_by_hand(
+        &scope,
+        Some(&derived),
+        &[(OWNER_LABEL, &owner), (NAME_LABEL, "job")],
+        &["sleep", "300"],
+    );
+    let other_name = container_name(&owner, "other");
+    let bad_mark = create_by_hand(
+        &scope,
+        Some(&other_name),
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "other"),
+            (LAUNCH_LABEL, "not-a-mark"),
+        ],
+        &["sleep", "300"],
+    );
+    let wrong_derived = create_by_hand(
+        &scope,
+        Some(&container_name(&owner, "third")),
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "fourth"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
+        &["sleep", "300"],
+    );
+    for id in [
+        &only_owner,
+        &no_derived_name,
+        &no_mark,
+        &bad_mark,
+        &wrong_derived,
+    ] {
+        let err = blue.destroy(&id.clone().into()).await.unwrap_err();
+        match &err {
+            billet_provider::Error::NotOwned { owner, .. } => assert_eq!(owner, "", "{id}"),
+            other => panic!("{id}: {other:?}"),
+        }
+        assert!(exists(id), "{id} was removed");
+    }
+    assert_eq!(blue.list().await.unwrap(), vec![]);
+    for name in ["job", "other", "third", "fourth"] {
+        assert_eq!(blue.find(name).await.unwrap(), None, "{name}");
+    }
+}
+
+// D12: destroy never acts through docker's name lookup. The daemon resolves a
+// reference as a full id, then as a name: once the container is gone (here a
+// second destroy removes it first), a container *named* after its id would be
+// removed in its place. With such a look-alike on the daemon, two destroys of
+// the id at once remove nothing else, round after round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d12_two_destroys_and_a_look_alike_named_after_the_id_remove_nothing_else() {
+    let Some(scope) = daemon("d12lookalike") else {
+        return;
+    };
+    let one = scope.provider("blue");
+    let two = scope.provider("blue");
+    for round in 0..3 {
+        let held = one.launch(sleeper(&format!("job-{round}"))).await.unwrap();
+        let lookalike = create_by_hand(&scope, Some(held.id.as_str()), &[], &["sleep", "300"]);
+        let (a, b) = tokio::join!(one.destroy(&held.id), two.destroy(&held.id));
+        assert!(
+            exists(&lookalike),
+            "round {round}: {a:?} {b:?} removed the look-alike"
+        );
+        // While it exists, neither destroy removes through that id.
+        for answer in [&a, &b] {
+            let err = answer.as_ref().unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unavailable, "round {round}: {err}");
+            assert!(err.to_string().contains(&lookalike), "{err}");
+        }
+        assert!(exists(held.id.as_str()));
+        // Once the look-alike is gone, the destroy goes through.
+        let gone = lookalike.clone();
+        block(async move {
+            let options = bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .build();
+            raw_client()
+                .remove_container(&gone, Some(options))
+                .await
+                .unwrap();
+        });
+        assert_eq!(one.destroy(&held.id).await.unwrap(), Teardown::Stopped);
+        assert_eq!(two.destroy(&held.id).await.unwrap(), Teardown::Absent);
+    }
+}
+
+// D13: one deadline per method, not one per daemon call: on a daemon that
+// takes 600 ms to answer each request, a launch (create, start, inspect: each
+// under the 1.5 s timeout alone, 1.8 s together) answers Unavailable naming
+// the deadline; once the daemon is quick again, nothing of it is left.
+#[tokio::test]
+async fn d13_a_launch_has_one_deadline_not_one_per_daemon_call() {
+    let Some(scope) = daemon("d13deadline") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_millis(1_500))
+        .build()
+        .unwrap();
+    proxy.slow(Duration::from_millis(600));
+    let err = blue.launch(sleeper("job")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("deadline"), "{err}");
+    proxy.restore();
+    assert_eq!(blue.list().await.unwrap(), vec![]);
+    assert_eq!(on_daemon(&scope.owner("blue"), "job"), None);
+}
+
+// D13: a start the daemon refuses for a reason that is not the spec's (the
+// provider's network does not exist: the daemon answers 404) is Unavailable,
+// not InvalidSpec, naming the network; nothing is left.
+#[tokio::test]
+async fn d13_a_start_refused_for_a_missing_network_is_unavailable() {
+    let Some(scope) = daemon("d13network") else {
+        return;
+    };
+    let blue = scope
+        .builder("blue")
+        .network("billet-no-such-network")
+        .build()
+        .unwrap();
+    let err = blue.launch(sleeper("job")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.to_string().contains("billet-no-such-network"), "{err}");
+    assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
+}
+
+/// A container made by hand for D14: the name asked for, the daemon-side name
+/// (if any), and its labels besides the owner's.
+type LookAlike<'a> = (&'a str, Option<String>, Vec<(&'a str, &'a str)>);
+
+// D14: `find` and `list` apply one rule, so they agree on every container:
+// built by hand, one with every mark (billet's, as a launch would leave it),
+// and look-alikes each missing one (no name label, the derived name of
+// another name, another owner's derived name, no launch mark, a malformed
+// mark), another deployment's, and one billet made whose launch never
+// started. Whatever `list` reports `find` finds under its name, and the
+// reverse.
+#[tokio::test]
+async fn d14_find_and_list_agree_on_every_look_alike() {
+    let Some(scope) = daemon("d14agree") else {
+        return;
+    };
+    let blue = scope
+        .builder("blue")
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    let green = scope.owner("green");
+    let cases: Vec<LookAlike<'_>> = vec![
+        (
+            "whole",
+            Some(container_name(&owner, "whole")),
+            vec![(NAME_LABEL, "whole"), (LAUNCH_LABEL, A_MARK)],
+        ),
+        (
+            "no-name-label",
+            Some(container_name(&owner, "no-name-label")),
+            vec![(LAUNCH_LABEL, A_MARK)],
+        ),
+        (
+            "wrong-derived",
+            Some(container_name(&owner, "something-else")),
+            vec![(NAME_LABEL, "wrong-derived"), (LAUNCH_LABEL, A_MARK)],
+        ),
+        (
+            "green-derived",
+            Some(container_name(&green, "green-derived")),
+            vec![(NAME_LABEL, "green-derived"), (LAUNCH_LABEL, A_MARK)],
+        ),
+        (
+            "no-mark",
+            Some(container_name(&owner, "no-mark")),
+            vec![(NAME_LABEL, "no-mark")],
+        ),
+        (
+            "bad-mark",
+            Some(container_name(&owner, "bad-mark")),
+            vec![(NAME_LABEL, "bad-mark"), (LAUNCH_LABEL, "x")],
+        ),
+        (
+            "no-name",
+            None,
+            vec![(NAME_LABEL, "no-name"), (LAUNCH_LABEL, A_MARK)],
+        ),
+    ];
+    for (_, container, labels) in &cases {
+        let mut all = vec![(OWNER_LABEL, owner.as_str())];
+        all.extend(labels.iter().copied());
+        create_by_hand(&scope, container.as_deref(), &all, &["sleep", "300"]);
+    }
+    // Another deployment's, whole: blue sees none of it.
+    create_by_hand(
+        &scope,
+        Some(&container_name(&green, "theirs")),
+        &[
+            (OWNER_LABEL, &green),
+            (NAME_LABEL, "theirs"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
+        &["sleep", "300"],
+    );
+    let all_names: Vec<&str> = cases
+        .iter()
+        .map(|(name, _, _)| *name)
+        .chain(["theirs"])
+        .collect();
+    let agree = |listed: &[Instance], found: &[(String, Option<Instance>)]| {
+        for (name, instance) in found {
+            let in_list = listed.iter().find(|i| &i.name == name);
+            assert_eq!(
+                in_list.map(|i| &i.id),
+                instance.as_ref().map(|i| &i.id),
+                "{name}: list {listed:?}, find {instance:?}"
+            );
+        }
+        for instance in listed {
+            assert!(
+                found
+                    .iter()
+                    .any(|(n, f)| n == &instance.name && f.is_some()),
+                "{instance:?} listed, not found"
+            );
+        }
+    };
+    let listed = blue.list().await.unwrap();
+    let mut found = Vec::new();
+    for name in &all_names {
+        found.push(((*name).to_owned(), blue.find(name).await.unwrap()));
+    }
+    agree(&listed, &found);
+    assert_eq!(names(&listed), BTreeSet::from(["whole".to_owned()]));
+    // Past the window a live launch has (twice the timeout), the one whose
+    // launch never started is finished by both, the same way.
+    tokio::time::sleep(Duration::from_millis(4_100)).await;
+    let found_first = blue.find("whole").await.unwrap().expect("still held");
+    assert_eq!(found_first.state, State::Running);
+    let listed = blue.list().await.unwrap();
+    let mut found = Vec::new();
+    for name in &all_names {
+        found.push(((*name).to_owned(), blue.find(name).await.unwrap()));
+    }
+    agree(&listed, &found);
+    assert_eq!(listed, vec![found_first]);
+}
+
+/// A registry on 127.0.0.1 (which the daemon speaks plain HTTP to) that holds
+/// no image: it answers the API check, and every other request, after
+/// `delay`, with the registry API's 404; it records the paths it was asked.
+struct EmptyRegistry {
+    port: u16,
+    paths: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl EmptyRegistry {
+    fn start(delay: Duration) -> EmptyRegistry {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let paths = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&paths);
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((conn, _)) = listener.accept().await else {
+                    continue;
+                };
+                let seen = std::sync::Arc::clone(&seen);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+                        let seen = std::sync::Arc::clone(&seen);
+                        async move {
+                            let path = request.uri().path().to_owned();
+                            seen.lock().push(path.clone());
+                            let answer = hyper::Response::builder()
+                                .header("Docker-Distribution-Api-Version", "registry/2.0")
+                                .header("Content-Type", "application/json");
+                            let answer = if path == "/v2/" {
+                                answer.status(200).body("{}".to_owned())
+                            } else {
+                                tokio::time::sleep(delay).await;
+                                answer.status(404).body(
+                                    r#"{"errors":[{"code":"NAME_UNKNOWN","message":"repository name not known to registry"}]}"#
+                                        .to_owned(),
+                                )
+                            };
+                            answer.map(|a| a.map(|text| http_body_util::Full::new(bytes::Bytes::from(text))))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                        .await;
+                });
+            }
+        });
+        EmptyRegistry {
+            port,
+            paths,
+            runtime: Some(runtime),
+        }
+    }
+}
+
+impl Drop for EmptyRegistry {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+// D13: a pull has its own bound, apart from the launch's deadline: a registry
+// that takes 1.5 s to answer is waited for by a provider whose calls have 1 s
+// (its answer, that it does not know the image, comes through), and not by
+// one whose pull bound is 300 ms (Unavailable, the pull's deadline). An image named without a tag is pulled
+// as `latest`, never as every tag. Nothing is left either way.
+#[tokio::test]
+async fn d13_a_pull_has_its_own_bound_and_an_untagged_image_means_latest() {
+    let Some(scope) = daemon("d13pull") else {
+        return;
+    };
+    let registry = EmptyRegistry::start(Duration::from_millis(1_500));
+    let image = format!("127.0.0.1:{}/billet-absent", registry.port);
+    let patient = scope
+        .builder("blue")
+        .pull(PullPolicy::IfMissing)
+        .timeout(Duration::from_secs(1))
+        .pull_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let err = patient
+        .launch(sleeper("job").with_image(&image))
+        .await
+        .unwrap_err();
+    // The registry's own answer came, past the launch's 1 s: the pull was
+    // bounded by its own bound. (This daemon answers a registry's 404 with a
+    // 500 naming it, so the kind is the daemon's, Unavailable.)
+    assert!(err.to_string().contains("name unknown"), "{err}");
+    assert!(!err.to_string().contains("deadline"), "{err}");
+    let paths = registry.paths.lock().clone();
+    assert!(
+        paths.contains(&"/v2/billet-absent/manifests/latest".to_owned()),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| p.contains("tags/list")), "{paths:?}");
+
+    let hasty = scope
+        .builder("blue")
+        .pull(PullPolicy::IfMissing)
+        .pull_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let err = hasty
+        .launch(sleeper("job").with_image(&image))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string().contains("pull image") && err.to_string().contains("deadline"),
+        "{err}"
+    );
+    assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
+}
+
+// D12: the container a destroy inspected disappears before its removal (here
+// a second destroy, straight to the daemon, removes it while the first one's
+// calls wait a second each in a slow proxy), and a container named after its
+// id is on the daemon: the first destroy's removal must not fall through to
+// that look-alike by name. Nothing but the destroyed container is removed.
+#[tokio::test]
+async fn d12_a_destroy_whose_container_vanishes_in_between_removes_no_look_alike() {
+    let Some(scope) = daemon("d12between") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let slow = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    let held = direct.launch(sleeper("job")).await.unwrap();
+    let lookalike = create_by_hand(&scope, Some(held.id.as_str()), &[], &["sleep", "300"]);
+    proxy.slow(Duration::from_secs(1));
+    let first = slow.destroy(&held.id);
+    let second = async {
+        // Once the first destroy has inspected the container, remove it.
+        while proxy.delivered() < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        direct.destroy(&held.id).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    assert!(
+        exists(&lookalike),
+        "{a:?} {b:?}: the look-alike was removed"
+    );
 }

@@ -102,6 +102,83 @@ fn d7_the_proxy_cut_is_real() {
     assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
 }
 
+// D11 (the tool H11 uses): the proxy's lost answer is real. It counts
+// requests, not connections (here several ride one kept-alive connection):
+// after `n` answered requests, the next reaches the daemon (the container is
+// created) while its caller gets no answer; then connects are refused until
+// `restore`. `cut_answer_after` hands over only part of the answer.
+#[test]
+fn d11_the_proxy_loses_an_answer_for_real() {
+    let Some(scope) = daemon("proxy-lose") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use hyper_util::rt::TokioIo;
+        let stream = tokio::net::UnixStream::connect(proxy.path()).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        let driver = tokio::spawn(connection);
+        let ping = || {
+            hyper::Request::get("/_ping")
+                .header("Host", "docker")
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap()
+        };
+        proxy.lose_answer_after(2);
+        for _ in 0..2 {
+            let answer = sender.send_request(ping()).await.unwrap();
+            assert!(answer.status().is_success());
+        }
+        let body = format!(
+            r#"{{"Image":"{TEST_IMAGE}","Cmd":["true"],"Labels":{{"{}":"{}"}}}}"#,
+            support::TEST_RUN_LABEL,
+            scope.run_id()
+        );
+        let create = hyper::Request::post("/containers/create")
+            .header("Host", "docker")
+            .header("Content-Type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .unwrap();
+        sender.ready().await.unwrap();
+        let lost = sender.send_request(create).await;
+        assert!(lost.is_err(), "the answer came: {lost:?}");
+        let _ = driver.await;
+    });
+    assert_eq!(proxy.delivered(), 3);
+    assert_eq!(scope.leftovers().len(), 1, "the create reached the daemon");
+    let refused = std::os::unix::net::UnixStream::connect(proxy.path()).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    proxy.restore();
+    assert!(std::os::unix::net::UnixStream::connect(proxy.path()).is_ok());
+
+    // Part of an answer: the head and 5 bytes of the body, then closed.
+    proxy.cut_answer_after(0, 5);
+    let cut = runtime.block_on(async {
+        use http_body_util::BodyExt;
+        use hyper_util::rt::TokioIo;
+        let stream = tokio::net::UnixStream::connect(proxy.path()).await.unwrap();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let request = hyper::Request::get("/version")
+            .header("Host", "docker")
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .unwrap();
+        let answer = sender.send_request(request).await.unwrap();
+        assert!(answer.status().is_success());
+        answer.into_body().collect().await.map(|b| b.to_bytes())
+    });
+    assert!(cut.is_err(), "the whole answer came: {cut:?}");
+    assert_eq!(proxy.delivered(), 4);
+}
+
 /// Asks the daemon for a scope and does nothing with it: the probe the next
 /// test runs in a child process with the daemon's socket pointed elsewhere.
 #[test]

@@ -40,7 +40,7 @@ pub enum BackendError {
 /// Builds every configured pool's provider, in configuration order, named
 /// as configured. Docker pools use the file's `docker` settings (endpoint,
 /// network; the image goes into every launch) and `call_timeout` as the
-/// bound of each daemon call.
+/// deadline of each provider call.
 pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, BackendError> {
     let owner = config.deployment().id();
     config

@@ -1,8 +1,8 @@
 //! What every docker test shares: the daemon (or one line saying how to run the
 //! tests without it), the offline test image, a cleanup guard that removes
 //! every container a test started (also when it fails), and a socket proxy the
-//! test owns between a provider and the daemon, to cut, hang and restore the
-//! connection for real.
+//! test owns between a provider and the daemon, to cut, hang, slow down and
+//! restore the connection for real, and to lose an answer mid-call.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -18,7 +18,7 @@ use bollard::Docker;
 use bollard::query_parameters::{
     CreateImageOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
 
@@ -344,34 +344,159 @@ pub fn exists(id: &str) -> bool {
     })
 }
 
-/// What the proxy does with connections.
+/// What the proxy does with the requests it is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Pass every connection through to the daemon.
+    /// Pass every request through to the daemon.
     Open,
-    /// Pass this many more connections, then hang every later one.
+    /// Pass this many more requests, then hang every later one.
     Allow(u32),
     /// Accept connections and never answer.
     Hung,
+    /// Pass `pass` more requests; deliver the next one to the daemon and lose
+    /// its answer (all of it, or all but the first `keep` bytes of its body);
+    /// then behave as [`SocketProxy::cut`] until restored.
+    LoseAnswer { pass: u32, keep: Option<usize> },
+}
+
+/// What one request is to meet.
+enum Fate {
+    Pass,
+    Hang,
+    Lose { keep: Option<usize> },
 }
 
 struct Shared {
+    upstream: PathBuf,
     mode: Mutex<Mode>,
     connections: Mutex<Vec<AbortHandle>>,
     acceptor: Mutex<Option<AbortHandle>>,
+    /// Requests that reached the daemon through this proxy.
+    delivered: AtomicU64,
+    /// How long each request waits in the proxy before it is forwarded.
+    delay: Mutex<Duration>,
+}
+
+impl Shared {
+    /// Decides the fate of the next request, and counts it down.
+    fn next_fate(&self) -> Fate {
+        let mut mode = self.mode.lock();
+        match *mode {
+            Mode::Open => Fate::Pass,
+            Mode::Allow(0) | Mode::Hung => Fate::Hang,
+            Mode::Allow(n) => {
+                *mode = Mode::Allow(n - 1);
+                Fate::Pass
+            }
+            Mode::LoseAnswer { pass: 0, keep } => {
+                // Once lost, nothing passes until `restore`.
+                *mode = Mode::Hung;
+                Fate::Lose { keep }
+            }
+            Mode::LoseAnswer { pass, keep } => {
+                *mode = Mode::LoseAnswer {
+                    pass: pass - 1,
+                    keep,
+                };
+                Fate::Pass
+            }
+        }
+    }
+
+    /// As [`SocketProxy::cut`], from inside the proxy: stop accepting, close
+    /// every open connection (this one too, once its task next yields).
+    fn cut_now(&self) {
+        if let Some(acceptor) = self.acceptor.lock().take() {
+            acceptor.abort();
+        }
+        for connection in self.connections.lock().drain(..) {
+            connection.abort();
+        }
+    }
+}
+
+type ProxyBody = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Sends one request to the daemon on a connection of its own.
+async fn forward(
+    upstream: &Path,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
+    let stream = tokio::net::UnixStream::connect(upstream).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender.send_request(request).await?)
+}
+
+/// What the proxy does with one request from a provider.
+async fn serve(
+    shared: Arc<Shared>,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<ProxyBody>, BoxError> {
+    use http_body_util::BodyExt;
+    let delay = *shared.delay.lock();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    match shared.next_fate() {
+        Fate::Hang => std::future::pending().await,
+        Fate::Pass => {
+            let answer = forward(&shared.upstream, request).await?;
+            shared.delivered.fetch_add(1, Ordering::SeqCst);
+            Ok(answer.map(|body| body.map_err(BoxError::from).boxed()))
+        }
+        Fate::Lose { keep } => {
+            // The daemon gets the request and answers it in full (so whatever
+            // it does, it has done); the caller gets none of it, or a head
+            // and the first `keep` bytes of the body, then a closed
+            // connection.
+            let answer = forward(&shared.upstream, request).await;
+            shared.delivered.fetch_add(1, Ordering::SeqCst);
+            let (head, body) = answer?.into_parts();
+            let whole = body.collect().await?.to_bytes();
+            match keep {
+                None => {
+                    shared.cut_now();
+                    Err("the proxy lost this answer".into())
+                }
+                Some(keep) => {
+                    let part = whole.slice(..keep.min(whole.len()));
+                    let cut = Arc::clone(&shared);
+                    // The head and the part are written out before the
+                    // connection breaks (hyper flushes while the rest waits).
+                    let frames = futures::stream::iter([Ok(hyper::body::Frame::data(part))]).chain(
+                        futures::stream::once(async move {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            cut.cut_now();
+                            Err(BoxError::from("the proxy cut this answer short"))
+                        }),
+                    );
+                    let body = BodyExt::boxed(http_body_util::StreamBody::new(frames));
+                    Ok(hyper::Response::from_parts(head, body))
+                }
+            }
+        }
+    }
 }
 
 /// A unix-socket proxy between providers and the daemon, owned by a test.
 ///
-/// Every bollard call opens a connection of its own, so the proxy sees each
-/// call. [`cut`](SocketProxy::cut) stops accepting (connects are refused) and
-/// drops every open connection, as a daemon that died would;
-/// [`hang`](SocketProxy::hang) accepts and never answers, as a hung daemon
-/// would; [`restore`](SocketProxy::restore) passes everything through again.
+/// It speaks HTTP/1 on both sides, so it sees each request, also when a client
+/// sends several on one kept-alive connection (each is forwarded to the
+/// daemon on a connection of its own). [`cut`](SocketProxy::cut) stops
+/// accepting (connects are refused) and drops every open connection, as a
+/// daemon that died would; [`hang`](SocketProxy::hang) accepts and never
+/// answers, as a hung daemon would; [`allow`](SocketProxy::allow) passes a
+/// number of requests, then hangs; [`lose_answer_after`](SocketProxy::lose_answer_after)
+/// passes a number of requests, delivers the next and loses its answer, then
+/// is cut; [`restore`](SocketProxy::restore) passes everything through again.
 pub struct SocketProxy {
     dir: PathBuf,
     path: PathBuf,
-    upstream: PathBuf,
     shared: Arc<Shared>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -394,11 +519,13 @@ impl SocketProxy {
         let proxy = SocketProxy {
             path: dir.join("docker.sock"),
             dir,
-            upstream: daemon_socket(),
             shared: Arc::new(Shared {
+                upstream: daemon_socket(),
                 mode: Mutex::new(Mode::Open),
                 connections: Mutex::new(Vec::new()),
                 acceptor: Mutex::new(None),
+                delivered: AtomicU64::new(0),
+                delay: Mutex::new(Duration::ZERO),
             }),
             runtime: Some(runtime),
         };
@@ -416,6 +543,12 @@ impl SocketProxy {
         &self.path
     }
 
+    /// How many requests have reached the daemon through this proxy, answered
+    /// or not.
+    pub fn delivered(&self) -> u64 {
+        self.shared.delivered.load(Ordering::SeqCst)
+    }
+
     fn handle(&self) -> &tokio::runtime::Handle {
         self.runtime.as_ref().expect("a running proxy").handle()
     }
@@ -426,7 +559,6 @@ impl SocketProxy {
             std::os::unix::net::UnixListener::bind(&self.path).expect("bind the proxy socket");
         listener.set_nonblocking(true).expect("non-blocking");
         let shared = Arc::clone(&self.shared);
-        let upstream = self.upstream.clone();
         let handle = self.handle().clone();
         let acceptor = self.handle().spawn(async move {
             let listener = tokio::net::UnixListener::from_std(listener).expect("a tokio listener");
@@ -434,27 +566,14 @@ impl SocketProxy {
                 let Ok((conn, _)) = listener.accept().await else {
                     continue;
                 };
-                let pass = {
-                    let mut mode = shared.mode.lock();
-                    match *mode {
-                        Mode::Open => true,
-                        Mode::Allow(0) | Mode::Hung => false,
-                        Mode::Allow(n) => {
-                            *mode = Mode::Allow(n - 1);
-                            true
-                        }
-                    }
-                };
-                let upstream = upstream.clone();
+                let for_requests = Arc::clone(&shared);
                 let task = handle.spawn(async move {
-                    let mut conn = conn;
-                    if pass {
-                        if let Ok(mut daemon) = tokio::net::UnixStream::connect(&upstream).await {
-                            let _ = tokio::io::copy_bidirectional(&mut conn, &mut daemon).await;
-                        }
-                    } else {
-                        std::future::pending::<()>().await;
-                    }
+                    let service = hyper::service::service_fn(move |request| {
+                        serve(Arc::clone(&for_requests), request)
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(conn), service)
+                        .await;
                 });
                 let mut connections = shared.connections.lock();
                 connections.retain(|c| !c.is_finished());
@@ -470,15 +589,9 @@ impl SocketProxy {
         }
     }
 
-    /// The daemon is gone: connects are refused from now on, and every open
-    /// connection is closed.
-    pub fn cut(&self) {
-        if let Some(acceptor) = self.shared.acceptor.lock().take() {
-            acceptor.abort();
-        }
-        self.drop_connections();
-        // The listener closes once its aborted task is dropped; connects are
-        // refused from then on. Wait until they are.
+    /// Waits until connects are refused (the aborted acceptor's listener is
+    /// closed once its task is dropped).
+    fn await_refusal(&self) {
         for _ in 0..200 {
             if std::os::unix::net::UnixStream::connect(&self.path).is_err() {
                 return;
@@ -491,6 +604,13 @@ impl SocketProxy {
         );
     }
 
+    /// The daemon is gone: connects are refused from now on, and every open
+    /// connection is closed.
+    pub fn cut(&self) {
+        self.shared.cut_now();
+        self.await_refusal();
+    }
+
     /// The daemon hangs: connections are accepted and never answered, and
     /// every open connection is closed.
     pub fn hang(&self) {
@@ -501,7 +621,7 @@ impl SocketProxy {
         }
     }
 
-    /// Passes `n` more connections through, then hangs every later one.
+    /// Passes `n` more requests through, then hangs every later one.
     pub fn allow(&self, n: u32) {
         *self.shared.mode.lock() = Mode::Allow(n);
         if self.shared.acceptor.lock().is_none() {
@@ -509,9 +629,51 @@ impl SocketProxy {
         }
     }
 
-    /// The daemon is back: every connection passes through again.
+    /// A fault in the middle of a call: the next `n` requests go through with
+    /// their answers; the one after is delivered to the daemon (which acts on
+    /// it and answers) and its answer is lost: the caller's connection is
+    /// closed before any byte of it. From then on the proxy is as
+    /// [`cut`](SocketProxy::cut) until [`restore`](SocketProxy::restore).
+    pub fn lose_answer_after(&self, n: u32) {
+        *self.shared.mode.lock() = Mode::LoseAnswer {
+            pass: n,
+            keep: None,
+        };
+        if self.shared.acceptor.lock().is_none() {
+            self.listen();
+        }
+    }
+
+    /// As [`lose_answer_after`](SocketProxy::lose_answer_after), but the
+    /// caller gets the answer's head and the first `bytes` bytes of its body
+    /// before the connection is closed.
+    pub fn cut_answer_after(&self, n: u32, bytes: usize) {
+        *self.shared.mode.lock() = Mode::LoseAnswer {
+            pass: n,
+            keep: Some(bytes),
+        };
+        if self.shared.acceptor.lock().is_none() {
+            self.listen();
+        }
+    }
+
+    /// Whether the proxy is down after losing an answer (or a cut), as the
+    /// daemon being gone.
+    pub fn is_cut(&self) -> bool {
+        self.shared.acceptor.lock().is_none()
+    }
+
+    /// A slow daemon: every later request waits `delay` in the proxy before
+    /// it is forwarded (whatever else the proxy does with it), until
+    /// [`restore`](SocketProxy::restore).
+    pub fn slow(&self, delay: Duration) {
+        *self.shared.delay.lock() = delay;
+    }
+
+    /// The daemon is back: every request passes through again.
     pub fn restore(&self) {
         *self.shared.mode.lock() = Mode::Open;
+        *self.shared.delay.lock() = Duration::ZERO;
         self.drop_connections();
         if self.shared.acceptor.lock().is_none() {
             self.listen();
