@@ -110,6 +110,34 @@ impl Error {
         }
     }
 
+    /// An [`Error::Refused`]: a backend of `kind` refuses work of `trust`.
+    /// [`accepts_trust`](crate::accepts_trust) answers it for you.
+    pub fn refused(trust: TrustClass, kind: ProviderKind) -> Self {
+        Error::Refused { trust, kind }
+    }
+
+    /// An [`Error::Conflict`]: this deployment already holds `name`.
+    pub fn conflict(name: impl Into<String>) -> Self {
+        Error::Conflict { name: name.into() }
+    }
+
+    /// An [`Error::NotOwned`]: `id` is held by deployment `owner` (empty for
+    /// an instance no deployment started), not by this one.
+    pub fn not_owned(id: InstanceId, owner: impl Into<String>) -> Self {
+        Error::NotOwned {
+            id,
+            owner: owner.into(),
+        }
+    }
+
+    /// An [`Error::InvalidOwner`]: `owner` cannot be a deployment identity, for `reason`.
+    pub fn invalid_owner(owner: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::InvalidOwner {
+            owner: owner.into(),
+            reason: reason.into(),
+        }
+    }
+
     /// An [`Error::InventoryUnavailable`] with this cause (an error or a message).
     pub fn inventory_unavailable(
         cause: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
@@ -133,6 +161,30 @@ impl Error {
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    // P6: every variant has a constructor, and each builds exactly the
+    // variant it names with the data it was given.
+    #[test]
+    fn p6_constructors_build_the_variant_they_name() {
+        let refused = Error::refused(TrustClass::Untrusted, ProviderKind::Docker);
+        assert!(matches!(
+            refused,
+            Error::Refused {
+                trust: TrustClass::Untrusted,
+                kind: ProviderKind::Docker
+            }
+        ));
+        assert!(matches!(Error::conflict("job-1"), Error::Conflict { name } if name == "job-1"));
+        let id = InstanceId::from("i-1".to_owned());
+        assert!(matches!(
+            Error::not_owned(id.clone(), "green"),
+            Error::NotOwned { id: got, owner } if got == id && owner == "green"
+        ));
+        assert!(matches!(
+            Error::invalid_owner(" ", "empty"),
+            Error::InvalidOwner { owner, reason } if owner == " " && reason == "empty"
+        ));
+    }
 
     // P6: each variant carries what a caller acts on, and kind() names it.
     #[test]

@@ -30,6 +30,11 @@ pub use provider::Provider;
 pub use spec::{Resources, Spec, TrustClass};
 pub use trust::{Isolation, accepts_trust};
 
+/// The attribute [`Provider`] is written with: implement the trait under
+/// `#[async_trait]`, re-exported here so that a backend needs no
+/// `async-trait` dependency of its own.
+pub use async_trait::async_trait;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,6 +90,50 @@ use crate::{Error, Instance, InstanceId, ProviderKind, Spec, Teardown, TrustClas
 ///   [`Teardown::Requested`]. [`Teardown::Stopped`] means this call found the
 ///   instance and removed it.
 /// * Destroy does not depend on the inventory being readable.
+///
+/// # Implementing it
+///
+/// Everything a backend needs is in this crate, the `#[async_trait]`
+/// attribute included; every [`Error`] variant has a constructor:
+///
+/// ```
+/// use billet_provider::{
+///     Error, Instance, InstanceId, Isolation, Provider, ProviderKind, Spec, Teardown,
+///     TrustClass, accepts_trust, async_trait,
+/// };
+///
+/// /// A backend that holds nothing and starts nothing.
+/// #[derive(Debug)]
+/// struct Empty;
+///
+/// #[async_trait]
+/// impl Provider for Empty {
+///     fn kind(&self) -> ProviderKind {
+///         ProviderKind::Docker
+///     }
+///     fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+///         accepts_trust(self.kind(), Isolation::NoBoundary, trust)
+///     }
+///     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+///         self.accepts(spec.trust)?;
+///         Err(Error::unavailable("this backend starts nothing"))
+///     }
+///     async fn find(&self, _name: &str) -> Result<Option<Instance>, Error> {
+///         Ok(None)
+///     }
+///     async fn list(&self) -> Result<Vec<Instance>, Error> {
+///         Ok(Vec::new())
+///     }
+///     async fn destroy(&self, _id: &InstanceId) -> Result<Teardown, Error> {
+///         Ok(Teardown::Absent)
+///     }
+/// }
+///
+/// assert_eq!(
+///     Empty.accepts(TrustClass::Untrusted).unwrap_err().kind(),
+///     Error::refused(TrustClass::Untrusted, ProviderKind::Docker).kind()
+/// );
+/// ```
 #[async_trait]
 pub trait Provider: Send + Sync + std::fmt::Debug {
     /// The backend this provider drives. See the trait docs, section `kind`.
