@@ -108,7 +108,9 @@ pub enum PullPolicy {
 ///   list. This relies on billet's containers going through their states
 ///   once (billet sets no restart policy and starts no container that has
 ///   run): a container started again by hand and seen in the same state at
-///   two lists keeps the start time and exit code first read. What is kept
+///   two lists keeps the start time first read (an exit code that differs
+///   from the one read shows in the list call's status text, and has the
+///   container inspected again). What is kept
 ///   is only for containers the last list call showed. If any part of the
 ///   answer cannot be had, the whole call is [`Error::InventoryUnavailable`],
 ///   never a short answer. `find` inspects, and compares names exactly.
@@ -1345,14 +1347,18 @@ impl Provider for DockerProvider {
                 Some(Claim::Ours { mark, .. }) => !self.is_abandoned(mark),
                 None => false,
             };
-            candidates.push((id, summary.state.filter(|_| reusable)));
+            candidates.push((
+                id,
+                summary.state.filter(|_| reusable),
+                summary.status.as_deref(),
+            ));
         }
         let mut instances = Vec::with_capacity(candidates.len());
         let mut ids = Vec::new();
         {
             let seen = self.seen.lock();
-            for (id, state) in candidates {
-                match state.and_then(|state| seen.get(id, state)) {
+            for (id, state, status) in candidates {
+                match state.and_then(|state| seen.get(id, state, status)) {
                     Some(instance) => instances.push(instance),
                     None => ids.push((id.to_owned(), state)),
                 }

@@ -16,15 +16,18 @@
 //!   restart policy and never starts a container that has run. A container
 //!   started again by hand behind billet's back (`docker start`, `docker
 //!   restart`) and seen in the same state at both lists (running at both, or
-//!   exited at both) keeps the start time and exit code it was first read
-//!   with, until its state changes; this is the one assumption.
+//!   exited at both) keeps the start time it was first read with, until its
+//!   state changes; this is the one assumption. Its exit code is not kept
+//!   stale: the list call's status text of an exited container carries its
+//!   exit code (`Exited (3) ...`), and one that differs from the code read
+//!   has the container inspected again.
 //!
 //! Entries of containers a list call no longer shows are dropped by that
 //! call, so what is kept is bounded by what the daemon holds.
 
 use std::collections::{HashMap, HashSet};
 
-use billet_provider::Instance;
+use billet_provider::{Instance, State};
 use bollard::models::{ContainerStateStatusEnum as Inspected, ContainerSummaryStateEnum as Listed};
 
 /// Whether an instance read while its container is in `state` stays exact
@@ -51,6 +54,14 @@ pub(crate) fn as_listed(state: Inspected) -> Listed {
     }
 }
 
+/// The exit code in the list call's status text of an exited container
+/// (`Exited (3) 2 minutes ago`); `None` for any other text. A container
+/// started again by hand that exits with another code is told by it.
+pub(crate) fn listed_exit_code(status: &str) -> Option<i32> {
+    let (code, _) = status.strip_prefix("Exited (")?.split_once(')')?;
+    code.parse().ok()
+}
+
 /// The instances last read by an inspect, by container id, with the state
 /// each was read in.
 #[derive(Debug, Default)]
@@ -59,12 +70,18 @@ pub(crate) struct Seen {
 }
 
 impl Seen {
-    /// The instance read for container `id` in `state`, if one was and
-    /// `state` is lasting; else `None` (the container must be inspected).
-    pub(crate) fn get(&self, id: &str, state: Listed) -> Option<Instance> {
+    /// The instance read for container `id` in `state`, if one was, `state`
+    /// is lasting, and the list call's `status` text does not show another
+    /// exit code than the one read; else `None` (the container must be
+    /// inspected).
+    pub(crate) fn get(&self, id: &str, state: Listed, status: Option<&str>) -> Option<Instance> {
         match self.read.get(id) {
             Some((read_in, instance)) if *read_in == state && lasting(state) => {
-                Some(instance.clone())
+                let ran_again = match (instance.state, status.and_then(listed_exit_code)) {
+                    (State::Stopped { exit_code }, Some(listed)) => listed != exit_code,
+                    _ => false,
+                };
+                (!ran_again).then(|| instance.clone())
             }
             _ => None,
         }
@@ -97,7 +114,7 @@ impl Seen {
 mod tests {
     use std::time::{Duration, SystemTime};
 
-    use billet_provider::{InstanceId, ProviderKind, State};
+    use billet_provider::{InstanceId, ProviderKind};
 
     use super::*;
 
@@ -168,25 +185,64 @@ mod tests {
         let mut seen = Seen::default();
         let running = instance("a", State::Running);
         seen.keep("a", Listed::RUNNING, &running);
-        assert_eq!(seen.get("a", Listed::RUNNING), Some(running.clone()));
-        assert_eq!(seen.get("a", Listed::EXITED), None);
-        assert_eq!(seen.get("a", Listed::PAUSED), None);
-        assert_eq!(seen.get("b", Listed::RUNNING), None);
+        assert_eq!(seen.get("a", Listed::RUNNING, None), Some(running.clone()));
+        assert_eq!(seen.get("a", Listed::EXITED, None), None);
+        assert_eq!(seen.get("a", Listed::PAUSED, None), None);
+        assert_eq!(seen.get("b", Listed::RUNNING, None), None);
 
         let stopped = instance("a", State::Stopped { exit_code: 3 });
         seen.keep("a", Listed::EXITED, &stopped);
-        assert_eq!(seen.get("a", Listed::RUNNING), None);
-        assert_eq!(seen.get("a", Listed::EXITED), Some(stopped));
+        assert_eq!(seen.get("a", Listed::RUNNING, None), None);
+        assert_eq!(seen.get("a", Listed::EXITED, None), Some(stopped));
         assert_eq!(seen.len(), 1);
 
         // Read in a passing state: not kept, and the older reading is gone.
         seen.keep("a", Listed::REMOVING, &instance("a", State::Running));
-        assert_eq!(seen.get("a", Listed::EXITED), None);
-        assert_eq!(seen.get("a", Listed::REMOVING), None);
+        assert_eq!(seen.get("a", Listed::EXITED, None), None);
+        assert_eq!(seen.get("a", Listed::REMOVING, None), None);
         assert_eq!(seen.len(), 0);
         seen.keep("c", Listed::CREATED, &instance("c", State::Pending));
-        assert_eq!(seen.get("c", Listed::CREATED), None);
+        assert_eq!(seen.get("c", Listed::CREATED, None), None);
         assert_eq!(seen.len(), 0);
+    }
+
+    // D5: an exited container whose status text shows another exit code than
+    // the one read (started again by hand, exited again) is read again; the
+    // same code, or a text without one, keeps the reading.
+    #[test]
+    fn d5_another_exit_code_in_the_status_text_is_read_again() {
+        assert_eq!(listed_exit_code("Exited (3) 2 minutes ago"), Some(3));
+        assert_eq!(
+            listed_exit_code("Exited (137) Less than a second ago"),
+            Some(137)
+        );
+        assert_eq!(listed_exit_code("Exited (-1) 1 second ago"), Some(-1));
+        for other in [
+            "Up 3 seconds",
+            "Dead",
+            "Exited",
+            "Exited (x) now",
+            "Exited (3",
+            "",
+        ] {
+            assert_eq!(listed_exit_code(other), None, "{other:?}");
+        }
+        let mut seen = Seen::default();
+        let stopped = instance("a", State::Stopped { exit_code: 3 });
+        seen.keep("a", Listed::EXITED, &stopped);
+        let get = |status| seen.get("a", Listed::EXITED, status);
+        assert_eq!(get(Some("Exited (3) 5 minutes ago")), Some(stopped.clone()));
+        assert_eq!(get(Some("Exited (4) 1 second ago")), None);
+        assert_eq!(get(Some("Exited (0) 1 second ago")), None);
+        assert_eq!(get(Some("something else")), Some(stopped.clone()));
+        assert_eq!(get(None), Some(stopped));
+        // A running reading has no exit code to differ.
+        let running = instance("b", State::Running);
+        seen.keep("b", Listed::RUNNING, &running);
+        assert_eq!(
+            seen.get("b", Listed::RUNNING, Some("Exited (4) now")),
+            Some(running)
+        );
     }
 
     // The readings are bounded by what the daemon holds: a list drops every
@@ -199,8 +255,8 @@ mod tests {
         }
         seen.retain(&HashSet::from(["b".to_owned(), "z".to_owned()]));
         assert_eq!(seen.len(), 1);
-        assert_eq!(seen.get("a", Listed::RUNNING), None);
-        assert!(seen.get("b", Listed::RUNNING).is_some());
-        assert_eq!(seen.get("c", Listed::RUNNING), None);
+        assert_eq!(seen.get("a", Listed::RUNNING, None), None);
+        assert!(seen.get("b", Listed::RUNNING, None).is_some());
+        assert_eq!(seen.get("c", Listed::RUNNING, None), None);
     }
 }

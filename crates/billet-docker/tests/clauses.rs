@@ -567,6 +567,78 @@ async fn d5_list_inspects_only_what_changed() {
     assert_eq!(requests(before), 1);
 }
 
+// D5 (issue 20): a container that exited, was read, then was started again
+// by hand and exited with another code is read again by the next list (its
+// state is `exited` at both lists, but the list call's status text carries
+// the new code): the list never reports the old exit code.
+#[tokio::test]
+async fn d5_list_reads_again_a_container_run_again_by_hand() {
+    let Some(scope) = daemon("d5again") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    // First run: exits 7 on SIGTERM; every later run exits 4 at once.
+    let twice = direct
+        .launch(job(
+            "twice",
+            &[
+                "sh",
+                "-c",
+                "if [ -f /ran ]; then exit 4; fi; touch /ran; \
+                 trap 'exit 7' TERM; while true; do sleep 0.1; done",
+            ],
+        ))
+        .await
+        .unwrap();
+    let id = twice.id.as_str().to_owned();
+    let signalled = id.clone();
+    block(async move {
+        let options = bollard::query_parameters::KillContainerOptionsBuilder::new()
+            .signal("SIGTERM")
+            .build();
+        raw_client()
+            .kill_container(&signalled, Some(options))
+            .await
+            .unwrap();
+    });
+    await_exit(&id);
+    let first = blue.list().await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].state, State::Stopped { exit_code: 7 });
+    let before = proxy.delivered();
+    assert_eq!(blue.list().await.unwrap(), first);
+    assert_eq!(proxy.delivered() - before, 1, "read once, kept");
+
+    let started = id.clone();
+    block(async move { raw_client().start_container(&started, None).await.unwrap() });
+    await_exit(&id);
+    assert_eq!(
+        inspect(&id).state.and_then(|s| s.exit_code),
+        Some(4),
+        "the second run exited 4"
+    );
+    let before = proxy.delivered();
+    let again = blue.list().await.unwrap();
+    assert_eq!(
+        proxy.delivered() - before,
+        2,
+        "the list call and an inspect"
+    );
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, twice.id);
+    assert_eq!(again[0].state, State::Stopped { exit_code: 4 });
+    assert!(
+        again[0].started_at > first[0].started_at,
+        "{again:?} {first:?}"
+    );
+}
+
 // D6: this owner's container is removed and answers Stopped; then Absent,
 // every time; a full id the daemon never held is Absent.
 #[tokio::test]
