@@ -2,6 +2,9 @@
 //! the docker backend and on the simulated backend, side by side in one run:
 //! per-lease launch latency (p50, p99), list latency with N held, destroy
 //! latency (p50, p99), and memory held per lease, with the ratio of each.
+//! With the N held on docker it also times `list` with nothing changed
+//! against the bare label-filtered list call it makes (issue 20, goal
+//! <= 2x), and a provider's first list, which inspects every container.
 //!
 //! Memory per lease on docker is what the daemon's side holds for it: the
 //! container's cgroup memory (`memory.usage_in_bytes` on cgroup v1,
