@@ -1087,6 +1087,52 @@ async fn d11_a_dropped_launch_leaves_nothing() {
     assert_eq!(blue.list().await.unwrap(), vec![again]);
 }
 
+// D11, D5 (issue 20): a list that read a launch's container while the launch
+// was still in flight (its create and start done, its inspect hanging) does
+// not keep reporting it once the launch is given up (dropped): the next list
+// inspects it, removes it, and reports nothing.
+#[tokio::test]
+async fn d11_a_launch_given_up_after_a_list_read_it_is_removed_not_kept() {
+    let Some(scope) = daemon("d11kept") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    // The create and the start pass; the launch's inspect hangs.
+    proxy.allow(2);
+    let started = async {
+        while proxy.delivered() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    // Boxed, so that dropping it drops the launch's future (and its guard).
+    let mut launch = Box::pin(blue.launch(sleeper("job")));
+    tokio::select! {
+        answered = &mut launch => panic!("the inspect hangs: {answered:?}"),
+        () = started => {}
+    }
+    let (id, status) = on_daemon(&owner, "job").expect("the launch made its container");
+    assert_eq!(status, "running");
+    // New requests pass again; the launch's inspect still hangs.
+    proxy.restore();
+    let listed = blue.list().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].id.as_str(), id);
+    assert_eq!(listed[0].state, State::Running);
+    // Given up: the launch future is dropped mid-call.
+    drop(launch);
+    assert_eq!(blue.list().await.unwrap(), vec![]);
+    assert_eq!(on_daemon(&owner, "job"), None, "removed");
+    let again = blue.launch(sleeper("job")).await.unwrap();
+    assert_eq!(blue.list().await.unwrap(), vec![again]);
+}
+
 // D12: ownership needs every mark. Containers carrying this owner's label but
 // missing another mark (the issue's repro: only `billet.owner`; the name
 // label without the derived name; the derived name without a launch mark; a
