@@ -110,10 +110,10 @@ pub enum PullPolicy {
 ///   run): a container started again by hand and seen in the same state at
 ///   two lists keeps the start time first read (an exit code that differs
 ///   from the one read shows in the list call's status text, and has the
-///   container inspected again). What is kept
-///   is only for containers the last list call showed. If any part of the
-///   answer cannot be had, the whole call is [`Error::InventoryUnavailable`],
-///   never a short answer. `find` inspects, and compares names exactly.
+///   container inspected again). What is kept is only for containers the
+///   last list call showed. If any part of the answer cannot be had, the
+///   whole call is [`Error::InventoryUnavailable`], never a short answer.
+///   `find` inspects, and compares names exactly.
 /// * `destroy` answers only to a full container id, compared by the provider
 ///   itself (the daemon would also resolve id prefixes and container names);
 ///   it force-removes this owner's container, answers [`Teardown::Absent`] for
@@ -202,8 +202,8 @@ impl Builder {
     /// (`launch` creates, starts and inspects, and removes what it created
     /// when a later step fails; `list` lists, then inspects each container
     /// that is new or changed state since the last list, eight at a time;
-    /// `find` inspects; `destroy` inspects, checks for a
-    /// container named like the id, and removes). A call the daemon does not
+    /// `find` inspects; `destroy` inspects, checks for a container named like
+    /// the id, and removes). A call the daemon does not
     /// finish in time is an error of the kind its method answers when the
     /// daemon is gone. An image pull is bounded apart
     /// ([`pull_timeout`](Builder::pull_timeout)): a launch that pulls may take
