@@ -2,6 +2,9 @@
 //! the docker backend and on the simulated backend, side by side in one run:
 //! per-lease launch latency (p50, p99), list latency with N held, destroy
 //! latency (p50, p99), and memory held per lease, with the ratio of each.
+//! With the N held on docker it also times `list` with nothing changed
+//! against the bare label-filtered list call it makes (issue 20, goal
+//! <= 2x), and a provider's first list, which inspects every container.
 //!
 //! Memory per lease on docker is what the daemon's side holds for it: the
 //! container's cgroup memory (`memory.usage_in_bytes` on cgroup v1,
@@ -57,7 +60,8 @@ fn quantile(samples: &[Duration], q: f64) -> Duration {
 }
 
 /// Runs the same lease cycle on one provider: N launches one after another
-/// (each timed), `lists` lists with N held, then N destroys (each timed).
+/// (each timed), `lists` lists with N held, `compare` (more measures with the
+/// N held), then N destroys (each timed).
 ///
 /// `before` runs once every vector the cycle keeps is allocated and before
 /// the first launch; `held` runs with the N leases held, after the lists. In
@@ -69,6 +73,7 @@ async fn cycle(
     lists: usize,
     spec: impl Fn(usize) -> Spec,
     before: impl FnOnce(),
+    compare: impl AsyncFnOnce(),
     held: impl FnOnce(&[InstanceId]),
 ) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
     let mut launch = Vec::with_capacity(n);
@@ -89,6 +94,7 @@ async fn cycle(
         list.push(started.elapsed());
         assert_eq!(listed.len(), n, "the inventory answers every lease held");
     }
+    compare().await;
     held(&ids);
     for id in &ids {
         let started = Instant::now();
@@ -115,6 +121,7 @@ fn simulated(n: usize, lists: usize) -> Measured {
                 .with_trust(TrustClass::Trusted)
         },
         || before.set(ALLOCATOR.current_usage()),
+        async || {},
         |_| {
             // Held by the provider: what the heap grew by while it took the
             // leases. The cycle's vectors were allocated before `before`,
@@ -229,13 +236,76 @@ struct DaemonMemory {
     daemons_growth: Result<i64, String>,
 }
 
-fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMemory) {
+/// `list` at fleet scale (issue 20), with N held and nothing changed, against
+/// the bare label-filtered list call it makes, the two alternating.
+struct Listing {
+    /// `list` by the provider that has listed before: inspects nothing.
+    cached: Vec<Duration>,
+    /// `list` by a provider that never listed: inspects every container
+    /// (what every list cost before issue 20).
+    cold: Vec<Duration>,
+    /// The daemon's list call alone (bollard, the same label filter).
+    bare: Vec<Duration>,
+}
+
+/// How many fresh providers list once for [`Listing::cold`].
+const COLD_LISTS: usize = 5;
+
+async fn list_against_bare(
+    scope: &support::Scope,
+    provider: &billet_docker::DockerProvider,
+    n: usize,
+    lists: usize,
+) -> Listing {
+    let client = support::raw_client();
+    let filters = HashMap::from([(
+        "label".to_owned(),
+        vec![format!(
+            "{}={}",
+            billet_docker::OWNER_LABEL,
+            provider.owner()
+        )],
+    )]);
+    let options = bollard::query_parameters::ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let mut listing = Listing {
+        cached: Vec::with_capacity(lists),
+        cold: Vec::with_capacity(COLD_LISTS),
+        bare: Vec::with_capacity(lists),
+    };
+    for _ in 0..lists {
+        let started = Instant::now();
+        let listed = provider.list().await.expect("list");
+        listing.cached.push(started.elapsed());
+        assert_eq!(listed.len(), n, "the inventory answers every lease held");
+        let started = Instant::now();
+        let bare = client
+            .list_containers(Some(options.clone()))
+            .await
+            .expect("the bare list call");
+        listing.bare.push(started.elapsed());
+        assert_eq!(bare.len(), n, "the bare list call answers every lease held");
+    }
+    for _ in 0..COLD_LISTS {
+        let fresh = scope.provider("d10");
+        let started = Instant::now();
+        let listed = fresh.list().await.expect("list");
+        listing.cold.push(started.elapsed());
+        assert_eq!(listed.len(), n, "the inventory answers every lease held");
+    }
+    listing
+}
+
+fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMemory, Listing) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
     let provider = scope.provider("d10");
+    let mut listing = None;
     let daemons = || -> Result<u64, String> {
         let procs = processes()?;
         Ok(rss_of("dockerd", &procs)? + rss_of("containerd", &procs)?)
@@ -261,6 +331,7 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
                 })
         },
         || *daemons_before.borrow_mut() = daemons(),
+        async || listing = Some(list_against_bare(scope, &provider, n, lists).await),
         |ids| {
             let procs = match processes() {
                 Ok(procs) => procs,
@@ -304,6 +375,7 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
             memory,
         },
         daemon_memory,
+        listing.expect("the lists were compared"),
     )
 }
 
@@ -380,7 +452,7 @@ fn main() {
         }
         return;
     };
-    let (dock, daemon_memory) = docker(&scope, n, lists);
+    let (dock, daemon_memory, listing) = docker(&scope, n, lists);
     assert!(
         scope.leftovers().is_empty(),
         "the bench left containers behind"
@@ -466,4 +538,27 @@ fn main() {
     if let Err(why) = &sim.memory {
         println!("simulated memory per lease unknown: {why}");
     }
+
+    // Issue 20: `list` with N held and nothing changed, against the bare
+    // list call it makes (goal <= 2x); and a first list, which inspects all.
+    let bare = quantile(&listing.bare, 0.5);
+    println!();
+    println!("list at fleet scale: N = {n} held, nothing changed, against the bare list call");
+    println!("| measure | median | bare list call (median of {lists}) | ratio |");
+    println!("| --- | --- | --- | --- |");
+    let cached = quantile(&listing.cached, 0.5);
+    let ratio = cached.as_secs_f64() / bare.as_secs_f64().max(1e-12);
+    println!(
+        "| list, listed before (median of {lists}) | {} | {} | {ratio:.2}x (goal <= 2x: {}) |",
+        ms(cached),
+        ms(bare),
+        if ratio <= 2.0 { "met" } else { "MISSED" }
+    );
+    let cold = quantile(&listing.cold, 0.5);
+    println!(
+        "| list, first of its provider: inspects all {n} (median of {COLD_LISTS}) | {} | {} | {:.2}x |",
+        ms(cold),
+        ms(bare),
+        cold.as_secs_f64() / bare.as_secs_f64().max(1e-12)
+    );
 }

@@ -51,6 +51,7 @@ mod daemon;
 mod endpoint;
 mod naming;
 mod provider;
+mod seen;
 
 pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};

@@ -1,6 +1,6 @@
 //! [`DockerProvider`] and its [`Builder`]: one deployment's containers on a docker daemon.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant as StdInstant, SystemTime};
 
@@ -10,7 +10,8 @@ use billet_provider::{
 };
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, HostConfig,
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary,
+    ContainerSummaryStateEnum, HostConfig,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -26,6 +27,7 @@ use crate::naming::{
     LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, is_launch_mark,
     new_launch_mark,
 };
+use crate::seen::{Seen, as_listed};
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.
@@ -95,10 +97,23 @@ pub enum PullPolicy {
 ///   its launch mark) at its next `list`, at a `find` or `launch` of that
 ///   name, before it answers. It never reports such a container, and a
 ///   relaunch of the name is not refused because of it.
-/// * `list` asks the daemon for this owner's containers in every state and
-///   inspects each for its exit code and start time; if any part cannot be
-///   had, the whole call is [`Error::InventoryUnavailable`], never a short
-///   answer. `find` compares names exactly.
+/// * `list` asks the daemon for this owner's containers in every state (one
+///   list call), decides from its summaries which are this deployment's (the
+///   one rule: labels and name are in the summary), and inspects each of
+///   them for its exit code and start time, except one it inspected at an
+///   earlier list and that the list call shows in the same state since:
+///   what an inspect reads does not change while a container stays running,
+///   paused, exited or dead, so with nothing changed a list is one daemon
+///   call. `created` containers and passing states are inspected at every
+///   list. This relies on billet's containers going through their states
+///   once (billet sets no restart policy and starts no container that has
+///   run): a container started again by hand and seen in the same state at
+///   two lists keeps the start time first read (an exit code that differs
+///   from the one read shows in the list call's status text, and has the
+///   container inspected again). What is kept is only for containers the
+///   last list call showed. If any part of the answer cannot be had, the
+///   whole call is [`Error::InventoryUnavailable`], never a short answer.
+///   `find` inspects, and compares names exactly.
 /// * `destroy` answers only to a full container id, compared by the provider
 ///   itself (the daemon would also resolve id prefixes and container names);
 ///   it force-removes this owner's container, answers [`Teardown::Absent`] for
@@ -147,6 +162,9 @@ pub struct DockerProvider {
     client: Mutex<Option<Docker>>,
     /// Launches given up on after their create may have reached the daemon.
     abandoned: Mutex<Vec<Abandoned>>,
+    /// What `list` read by inspects, kept while each container stays in the
+    /// state it was read in.
+    seen: Mutex<Seen>,
 }
 
 /// A launch this provider gave up on after its create may have reached the
@@ -182,9 +200,10 @@ impl Builder {
     /// The deadline of each call, instead of [`DEFAULT_TIMEOUT`] (15 s): one
     /// deadline for the whole method, however many daemon calls it makes
     /// (`launch` creates, starts and inspects, and removes what it created
-    /// when a later step fails; `list` lists, then inspects each container,
-    /// eight at a time; `find` inspects; `destroy` inspects, checks for a
-    /// container named like the id, and removes). A call the daemon does not
+    /// when a later step fails; `list` lists, then inspects each container
+    /// that is new or changed state since the last list, eight at a time;
+    /// `find` inspects; `destroy` inspects, checks for a container named like
+    /// the id, and removes). A call the daemon does not
     /// finish in time is an error of the kind its method answers when the
     /// daemon is gone. An image pull is bounded apart
     /// ([`pull_timeout`](Builder::pull_timeout)): a launch that pulls may take
@@ -264,6 +283,7 @@ impl Builder {
             logger: self.logger,
             client: Mutex::new(None),
             abandoned: Mutex::new(Vec::new()),
+            seen: Mutex::new(Seen::default()),
         })
     }
 }
@@ -658,18 +678,23 @@ impl DockerProvider {
     }
 
     /// The one rule (D12, D14) for whose a container is: every mark billet
-    /// puts on a container, together. `list`, `find` and `destroy` all ask it.
-    fn claim<'a>(&self, inspected: &'a ContainerInspectResponse) -> Claim<'a> {
-        let labels = inspected.config.as_ref().and_then(|c| c.labels.as_ref());
+    /// puts on a container, together, read from its labels and its name on
+    /// the daemon (`/`-prefixed, as the daemon answers it). `list`, `find` and
+    /// `destroy` all ask it, through an inspect's answer or the list call's
+    /// summary ([`claim_inspected`](Self::claim_inspected),
+    /// [`claim_listed`](Self::claim_listed)).
+    fn claim<'a>(
+        &self,
+        labels: Option<&'a HashMap<String, String>>,
+        daemon_name: Option<&str>,
+    ) -> Claim<'a> {
         let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
         let (Some(owner), Some(name), Some(mark)) =
             (label(OWNER_LABEL), label(NAME_LABEL), label(LAUNCH_LABEL))
         else {
             return Claim::Foreign;
         };
-        let named = inspected
-            .name
-            .as_deref()
+        let named = daemon_name
             .and_then(|n| n.strip_prefix('/'))
             .is_some_and(|n| n == container_name(owner, name));
         if owner.trim().is_empty() || name.is_empty() || !is_launch_mark(mark) || !named {
@@ -682,9 +707,28 @@ impl DockerProvider {
         }
     }
 
+    /// [`claim`](Self::claim) of an inspected container.
+    fn claim_inspected<'a>(&self, inspected: &'a ContainerInspectResponse) -> Claim<'a> {
+        let labels = inspected.config.as_ref().and_then(|c| c.labels.as_ref());
+        self.claim(labels, inspected.name.as_deref())
+    }
+
+    /// [`claim`](Self::claim) of a container as the list call summarises it;
+    /// `None` when the summary has no names (then only an inspect can tell).
+    /// The summary lists a container's own name and, for legacy links, the
+    /// names it is linked under (`/other/alias`); its own name is the one
+    /// with no `/` past the first.
+    fn claim_listed<'a>(&self, summary: &'a ContainerSummary) -> Option<Claim<'a>> {
+        let names = summary.names.as_ref()?;
+        let own = names
+            .iter()
+            .find(|n| n.strip_prefix('/').is_some_and(|rest| !rest.contains('/')));
+        Some(self.claim(summary.labels.as_ref(), own.map(String::as_str)))
+    }
+
     /// The instance an inspected container is, if it is this deployment's.
     fn instance(&self, inspected: &ContainerInspectResponse) -> Result<Option<Instance>, String> {
-        let Claim::Ours { name, .. } = self.claim(inspected) else {
+        let Claim::Ours { name, .. } = self.claim_inspected(inspected) else {
             return Ok(None);
         };
         let id = inspected
@@ -752,7 +796,7 @@ impl DockerProvider {
         deadline: Deadline,
         container: ContainerInspectResponse,
     ) -> Result<Option<Instance>, Error> {
-        let (name, mark) = match self.claim(&container) {
+        let (name, mark) = match self.claim_inspected(&container) {
             Claim::Ours { name, mark } => (name.to_owned(), mark.to_owned()),
             Claim::Theirs { .. } | Claim::Foreign => return Ok(None),
         };
@@ -805,7 +849,8 @@ impl DockerProvider {
         else {
             return Ok(());
         };
-        if let (Claim::Ours { mark, .. }, Some(id)) = (self.claim(&container), &container.id)
+        if let (Claim::Ours { mark, .. }, Some(id)) =
+            (self.claim_inspected(&container), &container.id)
             && given_up.iter().any(|a| a.mark == mark)
         {
             let mark = mark.to_owned();
@@ -1011,28 +1056,44 @@ impl DockerProvider {
         }
     }
 
-    /// Inspects and settles each of `ids`; the whole answer or an error.
+    /// Inspects and settles each of `ids`, each with the state the list call
+    /// showed it in (none when its reading may not be kept); the whole answer
+    /// or an error. An instance read in the state the list call showed is
+    /// kept for the next list.
     async fn inspect_all(
         &self,
         client: &Docker,
         deadline: Deadline,
-        ids: Vec<String>,
+        ids: Vec<(String, Option<ContainerSummaryStateEnum>)>,
     ) -> Result<Vec<Instance>, Error> {
-        let settled: Vec<Option<Instance>> = futures::stream::iter(ids.into_iter().map(|id| {
-            let client = client.clone();
-            async move {
-                // A container removed between the list and its inspect (404)
-                // is gone: leaving it out is the exact answer as of now.
-                match self.inspect(&client, deadline, &id).await {
-                    Ok(Some(container)) => self.settle(&client, deadline, container).await,
-                    Ok(None) => Ok(None),
-                    Err(err) => Err(Error::inventory_unavailable(err)),
+        let settled: Vec<Option<Instance>> =
+            futures::stream::iter(ids.into_iter().map(|(id, listed)| {
+                let client = client.clone();
+                async move {
+                    // A container removed between the list and its inspect (404)
+                    // is gone: leaving it out is the exact answer as of now.
+                    let container = match self.inspect(&client, deadline, &id).await {
+                        Ok(Some(container)) => container,
+                        Ok(None) => return Ok(None),
+                        Err(err) => return Err(Error::inventory_unavailable(err)),
+                    };
+                    let read_in = container
+                        .state
+                        .as_ref()
+                        .and_then(|state| state.status)
+                        .map(as_listed);
+                    let instance = self.settle(&client, deadline, container).await?;
+                    if let (Some(instance), Some(state)) = (&instance, listed)
+                        && read_in == Some(state)
+                    {
+                        self.seen.lock().keep(&id, state, instance);
+                    }
+                    Ok(instance)
                 }
-            }
-        }))
-        .buffer_unordered(INSPECT_CONCURRENCY)
-        .try_collect()
-        .await?;
+            }))
+            .buffer_unordered(INSPECT_CONCURRENCY)
+            .try_collect()
+            .await?;
         Ok(settled.into_iter().flatten().collect())
     }
 
@@ -1258,8 +1319,13 @@ impl Provider for DockerProvider {
             )
             .await
             .map_err(Error::inventory_unavailable)?;
-        let mut ids = Vec::with_capacity(summaries.len());
-        for summary in summaries {
+        // Each container of this owner is this deployment's instance or not
+        // by the one rule, read from the summary (labels and name are all it
+        // needs); an instance read before in the state the summary shows
+        // stands for it; every other one of ours is inspected.
+        let mut listed = HashSet::with_capacity(summaries.len());
+        let mut candidates = Vec::with_capacity(summaries.len());
+        for summary in &summaries {
             let owned = summary
                 .labels
                 .as_ref()
@@ -1268,14 +1334,38 @@ impl Provider for DockerProvider {
             if !owned {
                 continue;
             }
-            let Some(id) = summary.id else {
+            let Some(id) = summary.id.as_deref() else {
                 return Err(Error::inventory_unavailable(
                     "the docker daemon listed a container without an id",
                 ));
             };
-            ids.push(id);
+            listed.insert(id.to_owned());
+            let reusable = match self.claim_listed(summary) {
+                // Not this deployment's: the inspect would say the same.
+                Some(Claim::Theirs { .. } | Claim::Foreign) => continue,
+                // Of a launch given up on: settled (removed) by the inspected path.
+                Some(Claim::Ours { mark, .. }) => !self.is_abandoned(mark),
+                None => false,
+            };
+            candidates.push((
+                id,
+                summary.state.filter(|_| reusable),
+                summary.status.as_deref(),
+            ));
         }
-        let instances = self.inspect_all(&client, deadline, ids).await?;
+        let mut instances = Vec::with_capacity(candidates.len());
+        let mut ids = Vec::new();
+        {
+            let seen = self.seen.lock();
+            for (id, state, status) in candidates {
+                match state.and_then(|state| seen.get(id, state, status)) {
+                    Some(instance) => instances.push(instance),
+                    None => ids.push((id.to_owned(), state)),
+                }
+            }
+        }
+        instances.extend(self.inspect_all(&client, deadline, ids).await?);
+        self.seen.lock().retain(&listed);
         // Every container of a launch given up on that the daemon held has
         // just been removed; one it still does not hold after twice the
         // timeout never will.
@@ -1328,7 +1418,7 @@ impl Provider for DockerProvider {
             });
             return Ok(Teardown::Absent);
         };
-        let name = match self.claim(&inspected) {
+        let name = match self.claim_inspected(&inspected) {
             Claim::Ours { name, .. } => name.to_owned(),
             claim => {
                 // Another deployment's container, or one billet did not start

@@ -406,6 +406,13 @@ async fn d5_list_errors_whole_when_an_inspect_fails() {
     }
     let before = blue.list().await.unwrap();
     for passed in 1..=3 {
+        // A provider that has not listed yet: it must inspect every one.
+        let blue = scope
+            .builder("blue")
+            .endpoint(proxy.endpoint())
+            .timeout(Duration::from_millis(800))
+            .build()
+            .unwrap();
         proxy.allow(passed);
         let err = blue.list().await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
@@ -416,6 +423,220 @@ async fn d5_list_errors_whole_when_an_inspect_fails() {
     after.sort_by(|a, b| a.name.cmp(&b.name));
     before.sort_by(|a, b| a.name.cmp(&b.name));
     assert_eq!(after, before);
+}
+
+/// Polls the daemon (not the provider) until container `id` has exited; a
+/// liveness guard of 30 s, not a timing assertion.
+fn await_exit(id: &str) {
+    for _ in 0..600 {
+        let state = inspect(id).state.and_then(|s| s.status);
+        if state == Some(bollard::models::ContainerStateStatusEnum::EXITED) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("container {id} never exited");
+}
+
+fn sorted(mut instances: Vec<Instance>) -> Vec<Instance> {
+    instances.sort_by(|a, b| a.name.cmp(&b.name));
+    instances
+}
+
+// D5 (issue 20): at fleet scale `list` inspects only the containers that are
+// new or changed state since this provider last listed; with nothing changed
+// it is one daemon request (the list call), and what it answers is still
+// exact: a container that exits is inspected once and reported with its real
+// exit code; one removed and made again under the same name is inspected
+// under its new id; a container of this owner missing a mark, or renamed away
+// from its derived name, is never inspected nor reported (D12, D14: the rule
+// read from the list call's summary is the inspect's rule).
+#[tokio::test]
+async fn d5_list_inspects_only_what_changed() {
+    let Some(scope) = daemon("d5changed") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    // `blue` lists through the proxy, which counts its requests; the test
+    // launches through `direct`, whose requests are not counted.
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    let owner = scope.owner("blue");
+    for name in ["a", "b", "c"] {
+        direct.launch(sleeper(name)).await.unwrap();
+    }
+    // Exits 7 on SIGTERM (not 0, not a signal's 128 + n).
+    let trapper = direct
+        .launch(job(
+            "d",
+            &[
+                "sh",
+                "-c",
+                "trap 'exit 7' TERM; while true; do sleep 0.1; done",
+            ],
+        ))
+        .await
+        .unwrap();
+    create_by_hand(&scope, None, &[(OWNER_LABEL, &owner)], &["sleep", "300"]);
+    let requests = |before: u64| proxy.delivered() - before;
+
+    let before = proxy.delivered();
+    let first = sorted(blue.list().await.unwrap());
+    assert_eq!(
+        requests(before),
+        5,
+        "the list call and one inspect for each of the 4"
+    );
+    assert_eq!(first.len(), 4);
+    for _ in 0..3 {
+        let before = proxy.delivered();
+        let again = sorted(blue.list().await.unwrap());
+        assert_eq!(requests(before), 1, "nothing changed: the list call alone");
+        assert_eq!(again, first);
+    }
+
+    // `d` exits 7: one inspect, its exit code exact; then nothing again.
+    let id = trapper.id.as_str().to_owned();
+    block(async move {
+        let options = bollard::query_parameters::KillContainerOptionsBuilder::new()
+            .signal("SIGTERM")
+            .build();
+        raw_client()
+            .kill_container(&id, Some(options))
+            .await
+            .unwrap();
+    });
+    await_exit(trapper.id.as_str());
+    let before = proxy.delivered();
+    let listed = sorted(blue.list().await.unwrap());
+    assert_eq!(requests(before), 2, "the list call and an inspect of d");
+    assert_eq!(listed[3].name, "d");
+    assert_eq!(listed[3].id, trapper.id);
+    assert_eq!(listed[3].state, State::Stopped { exit_code: 7 });
+    assert_eq!(listed[..3], first[..3]);
+    let before = proxy.delivered();
+    assert_eq!(sorted(blue.list().await.unwrap()), listed);
+    assert_eq!(requests(before), 1);
+
+    // `b` removed and made again under its name: its new id is inspected.
+    assert_eq!(
+        direct.destroy(&listed[1].id).await.unwrap(),
+        Teardown::Stopped
+    );
+    let remade = direct.launch(sleeper("b")).await.unwrap();
+    assert_ne!(remade.id, listed[1].id);
+    let before = proxy.delivered();
+    let now = sorted(blue.list().await.unwrap());
+    assert_eq!(
+        requests(before),
+        2,
+        "the list call and an inspect of b's new container"
+    );
+    assert_eq!(now[1], remade);
+    assert_eq!(now[0], listed[0]);
+    assert_eq!(now[2..], listed[2..]);
+
+    // `c` renamed away from its derived name is no instance (D12), without an
+    // inspect; named back, it is again, as it was read.
+    let rename = |from: String, to: String| {
+        block(async move {
+            let options = bollard::query_parameters::RenameContainerOptionsBuilder::new()
+                .name(&to)
+                .build();
+            raw_client().rename_container(&from, options).await.unwrap();
+        });
+    };
+    let c_id = now[2].id.as_str().to_owned();
+    let elsewhere = format!("elsewhere-{}", &c_id[..16]);
+    rename(c_id.clone(), elsewhere);
+    let before = proxy.delivered();
+    let without_c = blue.list().await.unwrap();
+    assert_eq!(requests(before), 1);
+    assert_eq!(
+        names(&without_c),
+        BTreeSet::from(["a".into(), "b".into(), "d".into()])
+    );
+    assert_eq!(blue.find("c").await.unwrap(), None, "D14: find agrees");
+    rename(c_id, container_name(&owner, "c"));
+    let before = proxy.delivered();
+    assert_eq!(sorted(blue.list().await.unwrap()), now);
+    assert_eq!(requests(before), 1);
+}
+
+// D5 (issue 20): a container that exited, was read, then was started again
+// by hand and exited with another code is read again by the next list (its
+// state is `exited` at both lists, but the list call's status text carries
+// the new code): the list never reports the old exit code.
+#[tokio::test]
+async fn d5_list_reads_again_a_container_run_again_by_hand() {
+    let Some(scope) = daemon("d5again") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    // First run: exits 7 on SIGTERM; every later run exits 4 at once.
+    let twice = direct
+        .launch(job(
+            "twice",
+            &[
+                "sh",
+                "-c",
+                "if [ -f /ran ]; then exit 4; fi; touch /ran; \
+                 trap 'exit 7' TERM; while true; do sleep 0.1; done",
+            ],
+        ))
+        .await
+        .unwrap();
+    let id = twice.id.as_str().to_owned();
+    let signalled = id.clone();
+    block(async move {
+        let options = bollard::query_parameters::KillContainerOptionsBuilder::new()
+            .signal("SIGTERM")
+            .build();
+        raw_client()
+            .kill_container(&signalled, Some(options))
+            .await
+            .unwrap();
+    });
+    await_exit(&id);
+    let first = blue.list().await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].state, State::Stopped { exit_code: 7 });
+    let before = proxy.delivered();
+    assert_eq!(blue.list().await.unwrap(), first);
+    assert_eq!(proxy.delivered() - before, 1, "read once, kept");
+
+    let started = id.clone();
+    block(async move { raw_client().start_container(&started, None).await.unwrap() });
+    await_exit(&id);
+    assert_eq!(
+        inspect(&id).state.and_then(|s| s.exit_code),
+        Some(4),
+        "the second run exited 4"
+    );
+    let before = proxy.delivered();
+    let again = blue.list().await.unwrap();
+    assert_eq!(
+        proxy.delivered() - before,
+        2,
+        "the list call and an inspect"
+    );
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id, twice.id);
+    assert_eq!(again[0].state, State::Stopped { exit_code: 4 });
+    assert!(
+        again[0].started_at > first[0].started_at,
+        "{again:?} {first:?}"
+    );
 }
 
 // D6: this owner's container is removed and answers Stopped; then Absent,
@@ -866,6 +1087,52 @@ async fn d11_a_dropped_launch_leaves_nothing() {
     assert_eq!(blue.list().await.unwrap(), vec![again]);
 }
 
+// D11, D5 (issue 20): a list that read a launch's container while the launch
+// was still in flight (its create and start done, its inspect hanging) does
+// not keep reporting it once the launch is given up (dropped): the next list
+// inspects it, removes it, and reports nothing.
+#[tokio::test]
+async fn d11_a_launch_given_up_after_a_list_read_it_is_removed_not_kept() {
+    let Some(scope) = daemon("d11kept") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    // The create and the start pass; the launch's inspect hangs.
+    proxy.allow(2);
+    let started = async {
+        while proxy.delivered() < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    // Boxed, so that dropping it drops the launch's future (and its guard).
+    let mut launch = Box::pin(blue.launch(sleeper("job")));
+    tokio::select! {
+        answered = &mut launch => panic!("the inspect hangs: {answered:?}"),
+        () = started => {}
+    }
+    let (id, status) = on_daemon(&owner, "job").expect("the launch made its container");
+    assert_eq!(status, "running");
+    // New requests pass again; the launch's inspect still hangs.
+    proxy.restore();
+    let listed = blue.list().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].id.as_str(), id);
+    assert_eq!(listed[0].state, State::Running);
+    // Given up: the launch future is dropped mid-call.
+    drop(launch);
+    assert_eq!(blue.list().await.unwrap(), vec![]);
+    assert_eq!(on_daemon(&owner, "job"), None, "removed");
+    let again = blue.launch(sleeper("job")).await.unwrap();
+    assert_eq!(blue.list().await.unwrap(), vec![again]);
+}
+
 // D12: ownership needs every mark. Containers carrying this owner's label but
 // missing another mark (the issue's repro: only `billet.owner`; the name
 // label without the derived name; the derived name without a launch mark; a
@@ -1143,6 +1410,8 @@ async fn d14_find_and_list_agree_on_every_look_alike() {
     }
     agree(&listed, &found);
     assert_eq!(listed, vec![found_first]);
+    // A list that reuses what it read (nothing changed) answers the same.
+    assert_eq!(blue.list().await.unwrap(), listed);
 }
 
 /// A registry on 127.0.0.1 (which the daemon speaks plain HTTP to) that holds
