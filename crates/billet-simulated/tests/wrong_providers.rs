@@ -4,14 +4,15 @@
 //! manual clock; the wall-time flaws on the system clock with whole-connection
 //! outages, as a real backend runs the suite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use billet_conformance::{
-    ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Policies, ProviderFactory,
-    WallWindows, check_contract,
+    ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Outage, Policies,
+    ProviderFactory, WallWindows, check_contract,
 };
 use billet_provider::{
     Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
@@ -108,6 +109,19 @@ enum Flaw {
     /// refuses what it can judge without its daemon (trust, name, command)
     /// and `destroy` of another deployment's id still answers `NotOwned`.
     JudgesOfflineDuringCut,
+    /// An instance left by a launch whose answer was lost mid-call is
+    /// reported `Pending` for ever (as a container created and never started).
+    PendingAfterLostLaunch,
+    /// An instance left by a launch whose answer was lost mid-call is
+    /// reported under another name.
+    RenamesAfterLostLaunch,
+    /// A destroy whose answer was lost mid-call removed the instance, yet
+    /// `list` and `find` still show it as it was.
+    ShowsLostDestroy,
+    /// Breaks nothing: a mid-call fault before the first exchange loses the
+    /// request instead of its answer, so the call never reaches the host (the
+    /// worlds where a lost launch or destroy did not happen).
+    LosesRequests,
 }
 
 /// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
@@ -144,6 +158,12 @@ struct Broken {
     returned: Mutex<HashMap<InstanceId, SystemTime>>,
     /// The id of each held instance, by name.
     held: Mutex<HashMap<String, InstanceId>>,
+    /// The instances launches that lost their answer left, by id.
+    left: Mutex<HashSet<InstanceId>>,
+    /// Instances a destroy that lost its answer removed, as they were.
+    ghosts: Mutex<Vec<Instance>>,
+    /// A mid-call fault of [`Flaw::LosesRequests`] armed for the next call.
+    loses_request: AtomicBool,
 }
 
 impl Broken {
@@ -154,6 +174,13 @@ impl Broken {
         }
         if self.flaw == Flaw::StartedAnHourLate {
             instance.started_at += Duration::from_secs(3600);
+        }
+        if self.left.lock().unwrap().contains(&instance.id) {
+            match self.flaw {
+                Flaw::PendingAfterLostLaunch => instance.state = State::Pending,
+                Flaw::RenamesAfterLostLaunch => instance.name = format!("lost-{}", instance.name),
+                _ => {}
+            }
         }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
@@ -258,6 +285,10 @@ impl Provider for Broken {
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        if self.loses_request.swap(false, Ordering::SeqCst) {
+            self.inner.sever(true);
+            return Err(Error::unavailable("the request was lost"));
+        }
         if self.flaw == Flaw::LaunchesUnknownTrust && spec.trust == TrustClass::Unknown {
             return self
                 .inner
@@ -297,7 +328,22 @@ impl Provider for Broken {
             return Err(Error::unavailable("the daemon choked on a held name"));
         }
         let name = spec.name.clone();
-        let instance = match (self.flaw, self.inner.launch(spec).await) {
+        let answer = self.inner.launch(spec).await;
+        if let Err(err) = &answer
+            && err.kind() == ErrorKind::Unavailable
+            && let Ok(Some(left)) = self.inner.provider().find(&name).await
+            && self.held.lock().unwrap().get(&name) != Some(&left.id)
+        {
+            // The launch reached the host and its answer was lost: the
+            // instance is this provider's, its launch has returned.
+            self.left.lock().unwrap().insert(left.id.clone());
+            self.returned
+                .lock()
+                .unwrap()
+                .insert(left.id.clone(), SystemTime::now());
+            self.held.lock().unwrap().insert(name.clone(), left.id);
+        }
+        let instance = match (self.flaw, answer) {
             (Flaw::InvalidSpecUnavailable, Err(err)) if err.kind() == ErrorKind::InvalidSpec => {
                 return Err(Error::unavailable("the daemon choked on the spec"));
             }
@@ -327,6 +373,11 @@ impl Provider for Broken {
                 .min_by(|a, b| a.id.cmp(&b.id)));
         }
         let found = self.inner.find(name).await?;
+        if found.is_none()
+            && let Some(ghost) = self.ghosts.lock().unwrap().iter().find(|g| g.name == name)
+        {
+            return Ok(Some(ghost.clone()));
+        }
         if self.flaw == Flaw::FindAnswersNewest && found.is_some() {
             let all = self.inner.list().await?;
             return Ok(all
@@ -356,14 +407,33 @@ impl Provider for Broken {
                 Ok(all)
             }
             (_, answer) => answer.map(|all| {
+                let ghosts = self.ghosts.lock().unwrap().clone();
                 all.into_iter()
                     .map(|i| self.misreport_listed(self.report(i)))
+                    .chain(ghosts)
                     .collect()
             }),
         }
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.loses_request.swap(false, Ordering::SeqCst) {
+            self.inner.sever(true);
+            return Err(Error::unavailable("the request was lost"));
+        }
+        if self.flaw == Flaw::ShowsLostDestroy && !self.inner.is_severed() {
+            let held = self.inner.provider().list().await?;
+            let answer = self.inner.destroy(id).await;
+            let removed = self.inner.provider().list().await?;
+            if let Err(err) = &answer
+                && err.kind() == ErrorKind::Unavailable
+                && let Some(was) = held.into_iter().find(|i| i.id == *id)
+                && !removed.iter().any(|i| i.id == *id)
+            {
+                self.ghosts.lock().unwrap().push(was);
+            }
+            return answer;
+        }
         if self.flaw == Flaw::DestroyRemovesDuringOutage && self.inner.is_severed() {
             let _ = self.inner.provider().destroy(id).await;
             return Err(Error::unavailable("the connection is cut"));
@@ -446,7 +516,23 @@ impl ProviderFactory for BrokenFactory {
             stops: Mutex::default(),
             returned: Mutex::default(),
             held: Mutex::default(),
+            left: Mutex::default(),
+            ghosts: Mutex::default(),
+            loses_request: AtomicBool::new(false),
         }))
+    }
+
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<Broken>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        let provider = &deployment.provider;
+        if self.flaw == Flaw::LosesRequests && after == 0 {
+            provider.loses_request.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        self.inner.arm_lost_answer(&provider.inner, after)
     }
 
     async fn set_outage(
@@ -461,6 +547,9 @@ impl ProviderFactory for BrokenFactory {
             if let Some(first) = held.iter().min_by(|a, b| a.id.cmp(&b.id)) {
                 provider.inner.provider().destroy(&first.id).await?;
             }
+        }
+        if !down {
+            provider.loses_request.store(false, Ordering::SeqCst);
         }
         self.inner.apply_outage(&provider.inner, down);
         Ok(())
@@ -800,13 +889,15 @@ fn h1_a_backend_with_ids_of_digits_only_passes() {
 }
 
 // H1: find answers the instance of that name (S7), not another one the
-// deployment holds. (Two launches and the find would do; with this seed the
-// sequence keeps an outage that starts and ends before the find, a pair no
-// single deletion removes.)
+// deployment holds: two launches and the find. (With this seed the sequence
+// found keeps an outage that starts and ends before the find, a pair no
+// single deletion removes: the suite deletes such pairs too.)
 #[test]
 fn h1_catches_a_find_that_answers_another_instance() {
-    let failure = caught(Flaw::FindAnswersNewest, 5);
-    assert!(failure.steps[4].contains("find"), "{failure}");
+    let failure = caught(Flaw::FindAnswersNewest, 3);
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[1].contains("launch"), "{failure}");
+    assert!(failure.steps[2].contains("find"), "{failure}");
     assert!(
         failure.reason.contains("expected Ok(Some(the instance "),
         "{failure}"
@@ -974,6 +1065,134 @@ fn h8_catches_a_foreign_destroy_answered_absent_during_a_whole_outage() {
 fn h8_refusals_judged_without_the_daemon_pass_during_a_whole_outage() {
     let factory = BrokenFactory {
         flaw: Flaw::JudgesOfflineDuringCut,
+        inner: SimulatedFactory::wall(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(16))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 16);
+}
+
+/// The simulated backend in modelled time with whole-connection outages, and
+/// so with mid-call faults (H11).
+fn modelled_mid_call() -> SimulatedFactory {
+    SimulatedFactory::modelled().with_outage(Outage::WholeConnection)
+}
+
+/// Runs the suite on a provider with `flaw` in modelled time with mid-call
+/// faults; fails the test if the flaw went unnoticed or the sequence did not
+/// shrink to `shortest` steps, the fewest that show the flaw.
+fn caught_mid_call(flaw: Flaw, shortest: usize) -> ContractFailure {
+    let failure = failure_of(
+        flaw,
+        modelled_mid_call(),
+        ContractConfig::default().with_cases(256),
+    );
+    assert_eq!(
+        failure.steps.len(),
+        shortest,
+        "{flaw:?}: the failure did not shrink to the shortest sequence:\n{failure}"
+    );
+    failure
+}
+
+// H11: an instance a launch left when its answer was lost, reported Pending
+// for ever (a container created and never started), is caught once the
+// declared pending window after the outage has passed: in wall time with a
+// 20 ms window, and at once in modelled time, where states are exact.
+#[test]
+fn h11_catches_an_instance_left_pending_for_ever_by_a_lost_launch() {
+    let failure = failure_of(
+        Flaw::PendingAfterLostLaunch,
+        lagging(),
+        ContractConfig::wall(64),
+    );
+    assert!(
+        (2..=4).contains(&failure.steps.len()),
+        "the failure did not shrink:\n{failure}"
+    );
+    assert!(
+        failure.steps[0].contains("launch") && failure.steps[0].contains("fails mid-call"),
+        "{failure}"
+    );
+    assert!(
+        failure.steps.iter().any(|s| s.ends_with("outage ends")),
+        "{failure}"
+    );
+    assert!(failure.reason.contains("wrong state: Pending"), "{failure}");
+
+    let failure = caught_mid_call(Flaw::PendingAfterLostLaunch, 2);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(failure.steps[1].ends_with("outage ends"), "{failure}");
+    assert!(failure.reason.contains("state: Pending"), "{failure}");
+    assert!(
+        failure.reason.contains("lost its answer") && failure.reason.ends_with("so it happened"),
+        "{failure}"
+    );
+}
+
+// H11: an instance a launch left when its answer was lost must be reported
+// under the name it was launched with: the inventory then holds an instance
+// the settled world ("it did not happen") does not have.
+#[test]
+fn h11_catches_an_instance_left_by_a_lost_launch_under_another_name() {
+    let failure = caught_mid_call(Flaw::RenamesAfterLostLaunch, 2);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains("unexpected or duplicated"),
+        "{failure}"
+    );
+    assert!(failure.reason.contains("name: \"lost-"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("so it did not happen: an instance it left must be reported under its name"),
+        "{failure}"
+    );
+    let failure = failure_of(
+        Flaw::RenamesAfterLostLaunch,
+        SimulatedFactory::wall(),
+        ContractConfig::wall(64),
+    );
+    assert!(failure.steps.len() <= 3, "{failure}");
+}
+
+// H11: a destroy whose answer was lost but that removed the instance, while
+// list still shows it: the suite takes the world the inventory shows (it did
+// not happen), so the instance must still be destroyable and hold its name,
+// and it is not.
+#[test]
+fn h11_catches_a_lost_destroy_that_removed_what_list_still_shows() {
+    let failure = caught_mid_call(Flaw::ShowsLostDestroy, 4);
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(
+        failure.steps[1].contains("destroy the id of")
+            && failure.steps[1].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(failure.steps[2].ends_with("outage ends"), "{failure}");
+    assert!(failure.reason.starts_with("step 4 ("), "{failure}");
+}
+
+// H11: a backend whose lost calls never reached the host (the launch did not
+// happen, the destroy did not either) keeps the contract: the suite settles
+// the other world from the inventory, in modelled and in wall time.
+#[test]
+fn h11_calls_that_never_happened_pass() {
+    let factory = BrokenFactory {
+        flaw: Flaw::LosesRequests,
+        inner: modelled_mid_call(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+    let factory = BrokenFactory {
+        flaw: Flaw::LosesRequests,
         inner: SimulatedFactory::wall(),
     };
     let summary = check_contract(&factory, ContractConfig::wall(16))
