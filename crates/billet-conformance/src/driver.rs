@@ -535,19 +535,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
     ) -> Result<(), String> {
         let (got, called, returned) = self.call_launch(side, name, trust, command);
         let outcome = before.launch_outcome(side, name, trust, command);
-        let lost = |got: &str| {
-            format!(
-                "the connection failed in the middle of the launch: expected its normal answer or Err(Unavailable) or Err(InventoryUnavailable); got {got}"
-            )
-        };
         match got {
             // Either way round, a refused launch records nothing.
             Err(err) if is_unavailable(&err) && outcome != LaunchOutcome::Started => Ok(()),
-            got if outcome != LaunchOutcome::Started => {
-                let shown = show(&got);
-                self.check_launch_refusal(before, outcome, name, trust, got)
-                    .map_err(|_| lost(&shown))
-            }
+            got if outcome != LaunchOutcome::Started => self
+                .check_launch_refusal(before, outcome, name, trust, got)
+                .map_err(|err| format!("{err} (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable))")),
             Ok(instance) => {
                 let ix = after.launches.len() - 1;
                 after.settle(ix, true);
@@ -570,7 +563,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 }
                 Ok(())
             }
-            got => Err(lost(&show(&got))),
+            got => Err(format!(
+                "expected a started instance (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable)), got {}",
+                show(&got)
+            )),
         }
     }
 
@@ -662,10 +658,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         match got {
             Err(err) if is_unavailable(&err) => Ok(()),
             got => {
-                let shown = show(&got);
-                self.check_destroy(before, &id, outcome, got).map_err(|_| {
+                self.check_destroy(before, &id, outcome, got).map_err(|err| {
                     format!(
-                        "the connection failed in the middle of the destroy of {id:?}: expected its normal answer or Err(Unavailable) or Err(InventoryUnavailable); got {shown}"
+                        "{err} (or, the connection having failed in the middle of the destroy, Err(Unavailable) or Err(InventoryUnavailable))"
                     )
                 })?;
                 if let DestroyOutcome::Removed(ix) = outcome {

@@ -477,17 +477,24 @@ fn allowed(initial: &ModelState, transitions: &[Transition]) -> bool {
     true
 }
 
-/// Each outage of `transitions` that ends: the index of the step that started
-/// it (an outage started by hand, or a lost answer, H11) and of the step that
-/// ended it.
-fn outages(transitions: &[Transition]) -> Vec<(usize, usize)> {
+/// Each outage of `transitions`, in the order it started: the index of the
+/// step that started it (an outage started by hand, or a lost answer, H11)
+/// and of the step that ended it, if one did.
+fn outages(transitions: &[Transition]) -> Vec<(usize, Option<usize>)> {
     let mut started: [Option<usize>; 2] = [None; 2];
     let mut found = Vec::new();
     for (ix, transition) in transitions.iter().enumerate() {
         if let Some((side, down)) = transition.outage() {
             match (down, started[side.index()].take()) {
-                (true, _) => started[side.index()] = Some(ix),
-                (false, Some(start)) => found.push((start, ix)),
+                (true, _) => {
+                    started[side.index()] = Some(ix);
+                    found.push((ix, None));
+                }
+                (false, Some(start)) => {
+                    if let Some(outage) = found.iter_mut().find(|(s, _)| *s == start) {
+                        outage.1 = Some(ix);
+                    }
+                }
                 (false, None) => {}
             }
         }
@@ -549,16 +556,18 @@ impl<F: ProviderFactory> Case<'_, F> {
                 }
             }
             let outages = outages(&transitions);
-            let deleted = outages.iter().map(|&(start, end)| {
+            let deleted = outages.iter().filter_map(|&(start, end)| {
                 let mut candidate = transitions.clone();
-                candidate.remove(end);
+                candidate.remove(end?);
                 candidate.remove(start);
-                candidate
+                Some(candidate)
             });
             let plain = outages.iter().filter_map(|&(start, end)| {
                 let mut candidate = transitions.clone();
                 candidate[start] = transitions[start].plain()?;
-                candidate.remove(end);
+                if let Some(end) = end {
+                    candidate.remove(end);
+                }
                 Some(candidate)
             });
             match deleted.chain(plain).find(|candidate| fails(candidate)) {
@@ -666,9 +675,9 @@ mod tests {
         );
     }
 
-    // H11: the outages a sequence starts and ends, by hand or by a lost
-    // answer, are found as pairs, each side apart; one still on at the end
-    // is not a pair.
+    // H11: the outages a sequence starts, by hand or by a lost answer, are
+    // found with the step that ends each, each side apart; one still on at
+    // the end has none.
     #[test]
     fn h11_outages_pairs_each_start_with_its_end() {
         use model::{Command, Side, Transition};
@@ -688,8 +697,11 @@ mod tests {
             outage(Side::Blue, false),
             outage(Side::Blue, true),
         ];
-        assert_eq!(outages(&transitions), vec![(1, 3), (0, 4)]);
-        assert_eq!(outages(&transitions[..3]), vec![]);
+        assert_eq!(
+            outages(&transitions),
+            vec![(0, Some(4)), (1, Some(3)), (5, None)]
+        );
+        assert_eq!(outages(&transitions[..3]), vec![(0, None), (1, None)]);
         assert_eq!(outages(&[outage(Side::Blue, false)]), vec![]);
         assert_eq!(
             lost.plain().map(|t| t.to_string()),

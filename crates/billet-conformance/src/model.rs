@@ -407,6 +407,10 @@ pub(crate) struct ModelState {
     pub(crate) launches: Vec<Launched>,
     /// Whether each side is in an outage, by [`Side::index`].
     pub(crate) failing: [bool; 2],
+    /// Whether each side's outage is one a lost answer left (H11), by
+    /// [`Side::index`]: the same in every world, unlike which call it left
+    /// open.
+    pub(crate) lost: [bool; 2],
 }
 
 impl ModelState {
@@ -417,6 +421,7 @@ impl ModelState {
             now: Duration::ZERO,
             launches: Vec::new(),
             failing: [false; 2],
+            lost: [false; 2],
         }
     }
 
@@ -466,12 +471,15 @@ impl ModelState {
         }
     }
 
-    /// Whether `ix` is a launch whose world is unsettled while its side's
-    /// connection is down: its id is unknown (or its fate is), so no step may
-    /// name it until the outage ends and an inventory settles it.
-    fn in_doubt(&self, ix: usize) -> bool {
-        let launched = &self.launches[ix];
-        launched.doubt.is_some() && self.is_failing(launched.side)
+    /// Whether a destroy may name `key`'s instance: one was launched, and its
+    /// side is in no outage a lost answer left (H11). While it is, the call
+    /// the answer was lost on may have made the instance (its id unknown) or
+    /// removed it, so no step names that side's instances until the outage
+    /// ends and an inventory settles it. The rule does not depend on which
+    /// world holds, so the steps the strategy generated for the world it
+    /// assumed are allowed in the one the driver settles on.
+    fn names_settled(&self, key: &Key) -> bool {
+        self.latest(key).is_some() && !self.lost[key.side.index()]
     }
 
     /// Whether `side` is in an outage (of either kind): its inventory fails.
@@ -613,6 +621,7 @@ impl ModelState {
                     });
                 }
                 self.failing[side.index()] = true;
+                self.lost[side.index()] = true;
             }
             Transition::DestroyLosingAnswer { side, target, .. } => {
                 if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target) {
@@ -620,6 +629,7 @@ impl ModelState {
                     self.launches[ix].doubt = Some(Doubt::Destroy);
                 }
                 self.failing[side.index()] = true;
+                self.lost[side.index()] = true;
             }
             Transition::Destroy { side, target } => {
                 if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target)
@@ -628,7 +638,10 @@ impl ModelState {
                     self.launches[ix].held = false;
                 }
             }
-            Transition::Outage { side, down } => self.failing[side.index()] = *down,
+            Transition::Outage { side, down } => {
+                self.failing[side.index()] = *down;
+                self.lost[side.index()] = false;
+            }
             Transition::Advance(d) => self.now += *d,
             Transition::AdvanceToStop { of, nudge } => {
                 if let Some(target) = self.stop_target(of, *nudge) {
@@ -642,7 +655,7 @@ impl ModelState {
 
     /// Whether `transition` still makes sense here (checked again while shrinking).
     pub(crate) fn allows(&self, transition: &Transition) -> bool {
-        let names_settled = |key: &Key| self.latest(key).is_some_and(|ix| !self.in_doubt(ix));
+        let names_settled = |key: &Key| self.names_settled(key);
         // H11: a fault is armed only on a live connection of a fixture that
         // declares mid-call faults.
         let can_lose = |side: Side| self.policies.mid_call && !self.is_failing(side);
@@ -767,7 +780,7 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
     // The keys a destroy may name: none whose world a lost answer left open.
     let targets: Vec<Key> = keys
         .iter()
-        .filter(|key| state.latest(key).is_some_and(|ix| !state.in_doubt(ix)))
+        .filter(|key| state.names_settled(key))
         .cloned()
         .collect();
     let mut choices: Vec<(u32, BoxedStrategy<Transition>)> = vec![
@@ -1329,6 +1342,20 @@ mod tests {
         for transition in &named {
             assert!(restored.allows(transition), "{transition}");
         }
+        // The rule holds in every world: a lost answer on a refused launch
+        // (no doubt at all) blocks the side's instances too, and an outage
+        // started by hand does not.
+        let held = ModelState::new(mid_call(), Pace::Modelled).apply(&launch(
+            Side::Blue,
+            "job-a",
+            Duration::from_secs(60),
+        ));
+        let refused = held.clone().apply(&lose_launch(Side::Blue, "job-a", 0));
+        assert_eq!(refused.doubt(Side::Blue), None);
+        assert!(!refused.allows(&named[0]), "{}", named[0]);
+        let by_hand = held.apply(&outage(Side::Blue, true));
+        assert!(by_hand.allows(&named[0]), "{}", named[0]);
+
         let next = restored.apply(&Transition::List { side: Side::Blue });
         assert_eq!(next.doubt(Side::Blue), None);
         assert!(next.launches[0].held, "the world where it happened");
