@@ -42,6 +42,9 @@ struct Seen {
     /// answer left (H11), when the outage that followed ended: `Pending` may
     /// last the declared window from then.
     returned: SystemTime,
+    /// Whether a launch that lost its answer left it (H11): `returned` is
+    /// then when the outage after it ended.
+    left: bool,
     /// The latest state seen so far, as a rank ([`rank`]): states only move on.
     rank: Cell<u8>,
 }
@@ -240,8 +243,13 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
         let right = wall_state_allowed(got.state, from, to, seen, launched.run_time, windows);
         let when = || {
+            let returned = if seen.left {
+                "its launch lost its answer and the outage after it ended"
+            } else {
+                "launch returned"
+            };
             format!(
-                "answered between {} and {} after its started_at (launch returned at {}; it runs for {:?}; windows: Pending up to {:?} after launch returned, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
+                "answered between {} and {} after its started_at ({returned} at {}; it runs for {:?}; windows: Pending up to {:?} after {returned}, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
                 offset(from, seen.started_at),
                 offset(to, seen.started_at),
                 offset(seen.returned, seen.started_at),
@@ -515,6 +523,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 started_at: instance.started_at,
                 called,
                 returned,
+                left: false,
                 rank: Cell::new(0),
             });
         }
@@ -558,6 +567,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                         started_at: called,
                         called,
                         returned,
+                        left: false,
                         rank: Cell::new(0),
                     });
                 }
@@ -886,6 +896,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             // It may be Pending for the declared window from the instant the
             // outage ended, and no longer.
             seen.returned = self.restored[side.index()].unwrap_or(seen.returned);
+            seen.left = true;
         }
         Ok(format!(
             "the launch of {name:?} lost its answer and the first inventory after the outage holds it as {}, so it happened",
@@ -1022,6 +1033,7 @@ mod tests {
             started_at: at(0),
             called: at(0),
             returned: at(2),
+            left: false,
             rank: Cell::new(0),
         };
         let run_time = Duration::from_millis(100);

@@ -118,8 +118,14 @@ pub trait ProviderFactory: Send + Sync {
     /// ([`Error::Unavailable`] or [`Error::InventoryUnavailable`]), or, when
     /// the fault fell after its last exchange, its normal answer. The suite
     /// holds both worlds, the call happened or it did not, until the
-    /// deployment's next successful inventory after the outage settles which,
-    /// and checks everything after against that world.
+    /// deployment's first successful inventory after the outage (read right
+    /// after `set_outage(deployment, false)`) settles which, and checks
+    /// everything after against that world: an instance that inventory shows
+    /// must be reported from then on as any other (truthfully, never `Pending`
+    /// past [`WallWindows::pending`] after the outage ended, holding its name,
+    /// destroyable), and one it does not show must never appear. A backend
+    /// that cleans up what a lost call left must have done so by that first
+    /// inventory.
     ///
     /// The default answers an error: the fixture makes no mid-call faults.
     ///

@@ -1131,6 +1131,12 @@ fn h11_catches_an_instance_left_pending_for_ever_by_a_lost_launch() {
         "{failure}"
     );
     assert!(failure.reason.contains("wrong state: Pending"), "{failure}");
+    assert!(
+        failure.reason.contains(
+            "Pending up to 20ms after its launch lost its answer and the outage after it ended"
+        ),
+        "{failure}"
+    );
 
     let failure = caught_mid_call(Flaw::PendingAfterLostLaunch, 2);
     assert!(
