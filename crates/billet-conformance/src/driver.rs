@@ -558,10 +558,8 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             Err(err) if is_unavailable(&err) => {
                 // Until an inventory shows it, the instance has no id the
                 // suite knows: a text no backend issues stands in for it.
-                let ix = after.launches.len() - 1;
-                self.ids.push(InstanceId::from(format!(
-                    "billet-conformance/lost-launch-{ix}"
-                )));
+                let placeholder = format!("billet-conformance/lost-launch-{}", self.ids.len());
+                self.ids.push(InstanceId::from(placeholder));
                 if let Time::Wall(_) = self.time {
                     self.seen.push(Seen {
                         started_at: called,

@@ -59,7 +59,9 @@ enum Flaw {
     /// the one its launch answered.
     ListMovesStart,
     /// Breaks nothing: instances are `Pending` for [`LAG_PENDING`] after
-    /// launch returns and stop [`LAG_END`] late, inside [`LAGGING_WINDOWS`].
+    /// launch returns (one a launch that lost its answer left: after the
+    /// outage that followed ends) and stop [`LAG_END`] late, inside
+    /// [`LAGGING_WINDOWS`].
     LagsWithinWindows,
     /// `launch` answers `Running`, and answers in the next [`LAG_PENDING`]
     /// say `Pending` again.
@@ -118,6 +120,12 @@ enum Flaw {
     /// A destroy whose answer was lost mid-call removed the instance, yet
     /// `list` and `find` still show it as it was.
     ShowsLostDestroy,
+    /// A launch whose answer was lost mid-call answers `InvalidSpec` instead
+    /// of an outage's error.
+    LostLaunchSaysInvalid,
+    /// A destroy whose answer was lost mid-call answers `InvalidSpec` instead
+    /// of an outage's error.
+    LostDestroySaysInvalid,
     /// Breaks nothing: a mid-call fault before the first exchange loses the
     /// request instead of its answer, so the call never reaches the host (the
     /// worlds where a lost launch or destroy did not happen).
@@ -162,6 +170,9 @@ struct Broken {
     left: Mutex<HashSet<InstanceId>>,
     /// Instances a destroy that lost its answer removed, as they were.
     ghosts: Mutex<Vec<Instance>>,
+    /// Instances launches that lost their answer left, whose outage has not
+    /// ended yet.
+    awaiting: Mutex<Vec<InstanceId>>,
     /// A mid-call fault of [`Flaw::LosesRequests`] armed for the next call.
     loses_request: AtomicBool,
 }
@@ -328,6 +339,7 @@ impl Provider for Broken {
             return Err(Error::unavailable("the daemon choked on a held name"));
         }
         let name = spec.name.clone();
+        let was_severed = self.inner.is_severed();
         let answer = self.inner.launch(spec).await;
         if let Err(err) = &answer
             && err.kind() == ErrorKind::Unavailable
@@ -335,15 +347,18 @@ impl Provider for Broken {
             && self.held.lock().unwrap().get(&name) != Some(&left.id)
         {
             // The launch reached the host and its answer was lost: the
-            // instance is this provider's, its launch has returned.
+            // instance is this provider's; it counts as launched when the
+            // outage ends (`BrokenFactory::set_outage`).
             self.left.lock().unwrap().insert(left.id.clone());
-            self.returned
-                .lock()
-                .unwrap()
-                .insert(left.id.clone(), SystemTime::now());
+            self.awaiting.lock().unwrap().push(left.id.clone());
             self.held.lock().unwrap().insert(name.clone(), left.id);
         }
         let instance = match (self.flaw, answer) {
+            (Flaw::LostLaunchSaysInvalid, Err(err))
+                if !was_severed && err.kind() == ErrorKind::Unavailable =>
+            {
+                return Err(Error::invalid_spec("the daemon did not answer"));
+            }
             (Flaw::InvalidSpecUnavailable, Err(err)) if err.kind() == ErrorKind::InvalidSpec => {
                 return Err(Error::unavailable("the daemon choked on the spec"));
             }
@@ -465,11 +480,17 @@ impl Provider for Broken {
                 _ => {}
             }
         }
+        let was_severed = self.inner.is_severed();
         let answer = self.inner.destroy(id).await;
         if let Ok(Teardown::Stopped) = answer {
             self.held.lock().unwrap().retain(|_, held| held != id);
         }
         match (self.flaw, answer) {
+            (Flaw::LostDestroySaysInvalid, Err(err))
+                if !was_severed && err.kind() == ErrorKind::Unavailable =>
+            {
+                Err(Error::invalid_spec("the daemon did not answer"))
+            }
             (Flaw::DestroyForeignSucceeds, Err(err)) if err.kind() == ErrorKind::NotOwned => {
                 Ok(Teardown::Absent)
             }
@@ -518,6 +539,7 @@ impl ProviderFactory for BrokenFactory {
             held: Mutex::default(),
             left: Mutex::default(),
             ghosts: Mutex::default(),
+            awaiting: Mutex::default(),
             loses_request: AtomicBool::new(false),
         }))
     }
@@ -550,6 +572,13 @@ impl ProviderFactory for BrokenFactory {
         }
         if !down {
             provider.loses_request.store(false, Ordering::SeqCst);
+            // What a lost launch left counts as launched from now: a lagging
+            // one is Pending for a while after the outage ends, as H11 allows.
+            let now = SystemTime::now();
+            let mut returned = provider.returned.lock().unwrap();
+            for id in provider.awaiting.lock().unwrap().drain(..) {
+                returned.insert(id, now);
+            }
         }
         self.inner.apply_outage(&provider.inner, down);
         Ok(())
@@ -842,7 +871,8 @@ fn h7_wall_time_answers_keep_each_instances_identity() {
     }
 }
 
-// H7: a backend whose instances stay Pending for a while after launch returns
+// H7, H11: a backend whose instances stay Pending for a while after launch
+// returns (after the outage ends, for one a launch that lost its answer left)
 // and stop a little late, each inside the windows it declares, keeps the
 // contract in wall time: the suite takes every state its windows allow.
 #[test]
@@ -851,9 +881,12 @@ fn h7_states_inside_the_declared_windows_pass() {
         flaw: Flaw::LagsWithinWindows,
         inner: lagging(),
     };
-    let summary = check_contract(&factory, ContractConfig::wall(8))
-        .unwrap_or_else(|failure| panic!("{failure}"));
-    assert_eq!(summary.cases, 8);
+    // A fixed seed: the sequences include launches that lose their answer
+    // and outages after them that last longer than the pending window.
+    let mut config = ContractConfig::wall(32);
+    config.proptest.rng_seed = proptest::test_runner::RngSeed::Fixed(0x0b11_e75e_ed00);
+    let summary = check_contract(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 32);
 }
 
 // H7: an instance's states only move on (Pending, Running, Stopped): one seen
@@ -1219,4 +1252,35 @@ fn h11_calls_that_never_happened_pass() {
     let summary = check_contract(&factory, ContractConfig::wall(16))
         .unwrap_or_else(|failure| panic!("{failure}"));
     assert_eq!(summary.cases, 16);
+}
+
+// H11: a call whose answer was lost mid-call answers its normal answer or an
+// outage's error (Unavailable, InventoryUnavailable), never another error that
+// would tell the caller something about its spec or id: a launch that says
+// InvalidSpec is caught in one step, and so is a destroy.
+#[test]
+fn h11_catches_a_lost_answer_reported_as_another_error() {
+    let failure = caught_mid_call(Flaw::LostLaunchSaysInvalid, 1);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains(
+            "expected a started instance (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable)), got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+    let failure = caught_mid_call(Flaw::LostDestroySaysInvalid, 1);
+    assert!(failure.steps[0].contains("destroy"), "{failure}");
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains(
+            "(or, the connection having failed in the middle of the destroy, Err(Unavailable) or Err(InventoryUnavailable))"
+        ),
+        "{failure}"
+    );
 }
