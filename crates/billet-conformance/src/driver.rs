@@ -857,11 +857,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 },
             ));
         }
-        let known: Vec<&InstanceId> = model
-            .held_by(side)
-            .filter(|held| *held != ix)
-            .map(|held| &self.ids[held])
-            .collect();
+        // The ids the side holds for sure (and the stand-in of this launch,
+        // which no inventory shows): the instance the launch left is a new one.
+        let known: Vec<&InstanceId> = model.held_by(side).map(|held| &self.ids[held]).collect();
         let left = listed
             .iter()
             .find(|i| i.name == name && !known.contains(&&i.id));
