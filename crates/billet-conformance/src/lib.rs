@@ -708,6 +708,21 @@ mod tests {
             Some(r#"green: launch "job-a" (trusted, runs for 1s)"#.to_owned())
         );
         assert_eq!(outage(Side::Blue, true).plain(), None);
+        let destroy = Transition::DestroyLosingAnswer {
+            side: Side::Blue,
+            target: model::Target::Never("no-such-instance"),
+            after: 2,
+        };
+        assert_eq!(
+            destroy.plain().map(|t| t.to_string()),
+            Some(r#"blue: destroy the never-issued id "no-such-instance""#.to_owned())
+        );
+        assert_eq!(destroy.outage(), Some((Side::Blue, true)));
+        assert_eq!(
+            outage(Side::Green, false).outage(),
+            Some((Side::Green, false))
+        );
+        assert_eq!(Transition::List { side: Side::Blue }.outage(), None);
     }
 
     // H7: the wall configuration runs the cases asked for, 16 to 32 steps
