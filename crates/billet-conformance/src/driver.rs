@@ -14,7 +14,8 @@ use tokio::runtime::Runtime;
 
 use crate::factory::{Deployment, Fixture, ProviderFactory, Timing, WallWindows};
 use crate::model::{
-    Command, DestroyOutcome, LaunchOutcome, Miss, ModelState, Nudge, Pace, Side, Target, Transition,
+    Command, DestroyOutcome, Doubt, LaunchOutcome, Miss, ModelState, Nudge, Pace, Side, Target,
+    Transition,
 };
 
 /// How the case's time is told and moved.
@@ -32,9 +33,18 @@ enum Time {
 /// What the suite saw of one successful launch under wall timing.
 struct Seen {
     /// The backend's own start time: the model's origin for this instance.
+    /// For a launch whose answer was lost (H11), the instant the call began
+    /// until an inventory shows the instance.
     started_at: SystemTime,
-    /// When the launch call returned.
+    /// When the launch call began.
+    called: SystemTime,
+    /// When the launch call returned; for an instance a launch that lost its
+    /// answer left (H11), when the outage that followed ended: `Pending` may
+    /// last the declared window from then.
     returned: SystemTime,
+    /// Whether a launch that lost its answer left it (H11): `returned` is
+    /// then when the outage after it ended.
+    left: bool,
     /// The latest state seen so far, as a rank ([`rank`]): states only move on.
     rank: Cell<u8>,
 }
@@ -61,8 +71,11 @@ pub(crate) struct Sut<'f, F: ProviderFactory> {
     ids: Vec<InstanceId>,
     /// By launch index; empty under modelled timing.
     seen: Vec<Seen>,
-    /// The outages this case started and has not ended, by [`Side::index`].
+    /// The outages this case started and has not ended, by [`Side::index`]
+    /// (a lost answer starts one, H11).
     down: [bool; 2],
+    /// When each side's latest outage ended, by [`Side::index`].
+    restored: [Option<SystemTime>; 2],
 }
 
 impl<'f, F: ProviderFactory> Sut<'f, F> {
@@ -91,6 +104,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             ids: Vec::new(),
             seen: Vec::new(),
             down: [false; 2],
+            restored: [None; 2],
         };
         let problem = if sut.fixture.blue.owner == sut.fixture.green.owner {
             Some(format!(
@@ -229,8 +243,13 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
         let right = wall_state_allowed(got.state, from, to, seen, launched.run_time, windows);
         let when = || {
+            let returned = if seen.left {
+                "its launch lost its answer and the outage after it ended"
+            } else {
+                "launch returned"
+            };
             format!(
-                "answered between {} and {} after its started_at (launch returned at {}; it runs for {:?}; windows: Pending up to {:?} after launch returned, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
+                "answered between {} and {} after its started_at ({returned} at {}; it runs for {:?}; windows: Pending up to {:?} after {returned}, Running or Stopped {{ exit_code: 0 }} within {:?} of the end)",
                 offset(from, seen.started_at),
                 offset(to, seen.started_at),
                 offset(seen.returned, seen.started_at),
@@ -293,10 +312,13 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
 
     /// Applies `transition` and checks its answer; `before` and `after` are
     /// the model's states around it.
+    ///
+    /// A call whose answer a mid-call fault was to lose but that answered
+    /// normally settles its world in `after` at once (H11).
     pub(crate) fn apply(
         &mut self,
         before: &ModelState,
-        after: &ModelState,
+        after: &mut ModelState,
         transition: &Transition,
     ) -> Result<(), String> {
         match transition {
@@ -349,7 +371,28 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                         format!("the factory could not {what} an outage of {side}: {err}")
                     })?;
                 self.down[side.index()] = *down;
+                if !*down {
+                    self.restored[side.index()] = Some(SystemTime::now());
+                }
                 Ok(())
+            }
+            Transition::LaunchLosingAnswer {
+                side,
+                name,
+                trust,
+                command,
+                after: exchanges,
+            } => {
+                self.lose_answer(*side, *exchanges)?;
+                self.launch_losing_answer(before, after, *side, name, *trust, command)
+            }
+            Transition::DestroyLosingAnswer {
+                side,
+                target,
+                after: exchanges,
+            } => {
+                self.lose_answer(*side, *exchanges)?;
+                self.destroy_losing_answer(before, after, *side, target)
             }
             Transition::Advance(d) => match &self.time {
                 Time::Modelled { clock, .. } => clock
@@ -381,15 +424,14 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
     }
 
-    fn launch(
-        &mut self,
-        before: &ModelState,
-        after: &ModelState,
+    /// Makes one launch call: its answer, when it began and when it returned.
+    fn call_launch(
+        &self,
         side: Side,
         name: &str,
         trust: TrustClass,
         command: &Command,
-    ) -> Result<(), String> {
+    ) -> (Result<Instance, Error>, SystemTime, SystemTime) {
         let argv = match command {
             Command::RunFor(d) => self.factory.command(*d),
             Command::Invalid(argv) => argv.iter().map(|s| (*s).to_owned()).collect(),
@@ -400,6 +442,33 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let called = SystemTime::now();
         let got = self.runtime.block_on(self.provider(side).launch(spec));
         let returned = SystemTime::now();
+        (got, called, returned)
+    }
+
+    /// Arms a mid-call fault on `side`'s next call (H11): the outage it
+    /// leaves is this case's to end.
+    fn lose_answer(&mut self, side: Side, after: u32) -> Result<(), String> {
+        self.runtime
+            .block_on(self.factory.lose_answer(self.deployment(side), after))
+            .map_err(|err| {
+                format!(
+                    "the factory could not arm a fault in the middle of {side}'s next call: {err}"
+                )
+            })?;
+        self.down[side.index()] = true;
+        Ok(())
+    }
+
+    fn launch(
+        &mut self,
+        before: &ModelState,
+        after: &ModelState,
+        side: Side,
+        name: &str,
+        trust: TrustClass,
+        command: &Command,
+    ) -> Result<(), String> {
+        let (got, called, returned) = self.call_launch(side, name, trust, command);
         let outcome = before.launch_outcome(side, name, trust, command);
         if before.is_cut(side) {
             // H8: nothing reaches the daemon, so nothing may start; the
@@ -418,6 +487,18 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
         let instance =
             got.map_err(|err| format!("expected a started instance, got Err({err:?}) ({err})"))?;
+        self.started(after, &instance, called, returned)
+    }
+
+    /// Records and checks the instance a launch that the model says starts
+    /// answered: the model's latest launch in `after`.
+    fn started(
+        &mut self,
+        after: &ModelState,
+        instance: &Instance,
+        called: SystemTime,
+        returned: SystemTime,
+    ) -> Result<(), String> {
         if self.ids.contains(&instance.id) {
             return Err(format!(
                 "the backend answered id {} again: ids are never reused on a host ({instance:?})",
@@ -440,11 +521,61 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             }
             self.seen.push(Seen {
                 started_at: instance.started_at,
+                called,
                 returned,
+                left: false,
                 rank: Cell::new(0),
             });
         }
-        self.check_instance(after, ix, &instance, called, returned)
+        self.check_instance(after, ix, instance, called, returned)
+    }
+
+    /// A launch made with a mid-call fault armed (H11): it answers its normal
+    /// answer (the fault fell after its last exchange), or an error an outage
+    /// allows, and then the model holds both worlds.
+    fn launch_losing_answer(
+        &mut self,
+        before: &ModelState,
+        after: &mut ModelState,
+        side: Side,
+        name: &str,
+        trust: TrustClass,
+        command: &Command,
+    ) -> Result<(), String> {
+        let (got, called, returned) = self.call_launch(side, name, trust, command);
+        let outcome = before.launch_outcome(side, name, trust, command);
+        match got {
+            // Either way round, a refused launch records nothing.
+            Err(err) if is_unavailable(&err) && outcome != LaunchOutcome::Started => Ok(()),
+            got if outcome != LaunchOutcome::Started => self
+                .check_launch_refusal(before, outcome, name, trust, got)
+                .map_err(|err| format!("{err} (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable))")),
+            Ok(instance) => {
+                let ix = after.launches.len() - 1;
+                after.settle(ix, true);
+                self.started(after, &instance, called, returned)
+            }
+            Err(err) if is_unavailable(&err) => {
+                // Until an inventory shows it, the instance has no id the
+                // suite knows: a text no backend issues stands in for it.
+                let placeholder = format!("billet-conformance/lost-launch-{}", self.ids.len());
+                self.ids.push(InstanceId::from(placeholder));
+                if let Time::Wall(_) = self.time {
+                    self.seen.push(Seen {
+                        started_at: called,
+                        called,
+                        returned,
+                        left: false,
+                        rank: Cell::new(0),
+                    });
+                }
+                Ok(())
+            }
+            got => Err(format!(
+                "expected a started instance (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable)), got {}",
+                show(&got)
+            )),
+        }
     }
 
     /// Checks the answer of a launch the model says is refused.
@@ -485,25 +616,78 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         }
     }
 
+    /// Whether `got` is the refusal of a destroy of `id`, held by launch `ix`
+    /// of another deployment.
+    fn not_owned(
+        &self,
+        model: &ModelState,
+        id: &InstanceId,
+        ix: usize,
+        got: &Result<Teardown, Error>,
+    ) -> bool {
+        match got {
+            Err(Error::NotOwned { id: named, owner }) => {
+                named == id && *owner == self.deployment(model.launches[ix].side).owner
+            }
+            _ => false,
+        }
+    }
+
     fn destroy(&mut self, before: &ModelState, side: Side, target: &Target) -> Result<(), String> {
         let id = self.target_id(before, target);
         let got = self.runtime.block_on(self.provider(side).destroy(&id));
-        let unknown = before.policies.unknown_destroy;
         let outcome = before.destroy_outcome(side, target);
-        let not_owned = |ix: usize, got: &Result<Teardown, Error>| match got {
-            Err(Error::NotOwned { id: named, owner }) => {
-                *named == id && *owner == self.deployment(before.launches[ix].side).owner
-            }
-            _ => false,
-        };
         if before.is_cut(side) {
             // H8: nothing reaches the daemon, so nothing may be removed.
             return match (outcome, got) {
                 (_, Err(err)) if is_unavailable(&err) => Ok(()),
-                (DestroyOutcome::NotOwned(ix), got) if not_owned(ix, &got) => Ok(()),
+                (DestroyOutcome::NotOwned(ix), got) if self.not_owned(before, &id, ix, &got) => {
+                    Ok(())
+                }
                 (_, got) => Err(cut_error("destroy", "removed", &show(&got))),
             };
         }
+        self.check_destroy(before, &id, outcome, got)
+    }
+
+    /// A destroy made with a mid-call fault armed (H11): it answers its normal
+    /// answer (the fault fell after its last exchange), or an error an outage
+    /// allows, and then the model holds both worlds.
+    fn destroy_losing_answer(
+        &mut self,
+        before: &ModelState,
+        after: &mut ModelState,
+        side: Side,
+        target: &Target,
+    ) -> Result<(), String> {
+        let id = self.target_id(before, target);
+        let got = self.runtime.block_on(self.provider(side).destroy(&id));
+        let outcome = before.destroy_outcome(side, target);
+        match got {
+            Err(err) if is_unavailable(&err) => Ok(()),
+            got => {
+                self.check_destroy(before, &id, outcome, got).map_err(|err| {
+                    format!(
+                        "{err} (or, the connection having failed in the middle of the destroy, Err(Unavailable) or Err(InventoryUnavailable))"
+                    )
+                })?;
+                if let DestroyOutcome::Removed(ix) = outcome {
+                    after.settle(ix, true);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks a destroy's answer on a live connection.
+    fn check_destroy(
+        &self,
+        before: &ModelState,
+        id: &InstanceId,
+        outcome: DestroyOutcome,
+        got: Result<Teardown, Error>,
+    ) -> Result<(), String> {
+        let unknown = before.policies.unknown_destroy;
         match (outcome, got) {
             (DestroyOutcome::Removed(_), Ok(Teardown::Stopped)) => Ok(()),
             (DestroyOutcome::Removed(_), Ok(Teardown::Requested))
@@ -515,7 +699,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 "destroying its own held instance {id}: expected Ok(Stopped), got {}",
                 show(&got)
             )),
-            (DestroyOutcome::NotOwned(ix), got) if not_owned(ix, &got) => Ok(()),
+            (DestroyOutcome::NotOwned(ix), got) if self.not_owned(before, id, ix, &got) => Ok(()),
             (DestroyOutcome::NotOwned(ix), got) => {
                 let owner = &self.deployment(before.launches[ix].side).owner;
                 Err(format!(
@@ -613,7 +797,16 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
     /// Checked after every step: each readable inventory equals the model's,
     /// so a refusal that recorded something, or a destroy that removed the
     /// wrong thing, is caught where it happens.
-    pub(crate) fn check_invariants(&self, model: &ModelState) -> Result<(), String> {
+    ///
+    /// The first inventory of a side read after the outage a lost answer left
+    /// (H11) settles that call's world in `model`: a launch happened if the
+    /// inventory shows an instance of its name the model does not know, a
+    /// destroy if its instance is gone. Everything after is checked against
+    /// that world: this inventory exactly, the instance a launch left as any
+    /// other (its identity, its start time around the call, its state; in
+    /// wall time `Pending` no longer than the declared window after the
+    /// outage ended), and every later answer about it.
+    pub(crate) fn check_invariants(&mut self, model: &mut ModelState) -> Result<(), String> {
         for side in [Side::Blue, Side::Green] {
             if self.provider(side).kind() != self.kind {
                 return Err(format!("{side}'s kind() changed"));
@@ -624,9 +817,87 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             let from = SystemTime::now();
             let got = self.runtime.block_on(self.provider(side).list());
             let to = SystemTime::now();
-            self.compare_inventory(model, side, got, from, to)?;
+            let settled = match (model.doubt(side), &got) {
+                (Some((ix, doubt)), Ok(listed)) => Some(self.settle(model, ix, doubt, listed)?),
+                _ => None,
+            };
+            self.compare_inventory(model, side, got, from, to)
+                .map_err(|err| match settled {
+                    Some(lost) => format!("{err}; {lost}"),
+                    None => err,
+                })?;
         }
         Ok(())
+    }
+
+    /// Settles in `model` the world of launch `ix`'s call whose answer was
+    /// lost, from its side's inventory `listed`; answers what it settled, as
+    /// the report tells it.
+    fn settle(
+        &mut self,
+        model: &mut ModelState,
+        ix: usize,
+        doubt: Doubt,
+        listed: &[Instance],
+    ) -> Result<String, String> {
+        let launched = &model.launches[ix];
+        let side = launched.side;
+        let name = launched.name.clone();
+        if doubt == Doubt::Destroy {
+            let id = &self.ids[ix];
+            let happened = !listed.iter().any(|i| i.id == *id);
+            model.settle(ix, happened);
+            return Ok(format!(
+                "the destroy of {id} lost its answer and the first inventory after the outage {}, so it {}",
+                if happened { "lacks it" } else { "holds it" },
+                if happened {
+                    "happened"
+                } else {
+                    "did not happen"
+                },
+            ));
+        }
+        // The ids the side holds for sure (and the stand-in of this launch,
+        // which no inventory shows): the instance the launch left is a new one.
+        let known: Vec<&InstanceId> = model.held_by(side).map(|held| &self.ids[held]).collect();
+        let left = listed
+            .iter()
+            .find(|i| i.name == name && !known.contains(&&i.id));
+        let Some(left) = left else {
+            model.settle(ix, false);
+            return Ok(format!(
+                "the launch of {name:?} lost its answer and the first inventory after the outage holds no new instance of that name, so it did not happen: an instance it left must be reported under its name"
+            ));
+        };
+        if self.ids.contains(&left.id) {
+            return Err(format!(
+                "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer has the id {} the backend issued before: ids are never reused on a host ({left:?})",
+                left.id
+            ));
+        }
+        self.ids[ix] = left.id.clone();
+        model.settle(ix, true);
+        if let Time::Wall(windows) = self.time {
+            let seen = &mut self.seen[ix];
+            if !wall_start_allowed(left.started_at, seen.called, seen.returned, windows) {
+                return Err(format!(
+                    "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({left:?})",
+                    offset(left.started_at, seen.called),
+                    offset(seen.returned, seen.called),
+                    windows.around_end,
+                    windows.pending,
+                ));
+            }
+            seen.started_at = left.started_at;
+            // It may be Pending for the declared window from the instant the
+            // outage ended, and no longer.
+            seen.returned = self.restored[side.index()].unwrap_or(seen.returned);
+            seen.left = true;
+        }
+        Ok(format!(
+            "the launch of {name:?} lost its answer and the first inventory after the outage holds it as {}, so it happened",
+            left.id
+        ))
     }
 }
 
@@ -756,7 +1027,9 @@ mod tests {
     fn h7_wall_states_are_right_exactly_inside_their_windows() {
         let seen = Seen {
             started_at: at(0),
+            called: at(0),
             returned: at(2),
+            left: false,
             rank: Cell::new(0),
         };
         let run_time = Duration::from_millis(100);

@@ -42,6 +42,14 @@ pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// outage that is already on or ends one that is off, and ends every outage it
 /// started before [`teardown`](ProviderFactory::teardown).
 ///
+/// # `lose_answer` (H11)
+///
+/// Only for a fixture whose [`Policies::mid_call`] is `true`: arms a fault in
+/// the middle of a deployment's next call, which the suite then makes (a
+/// `launch` or a `destroy`). The connection is down after it until the suite
+/// ends that outage with `set_outage(deployment, false)`; the suite never
+/// calls `set_outage(deployment, true)` for it.
+///
 /// # `teardown`
 ///
 /// Called once after every case (and every shrinking attempt) that built a
@@ -83,6 +91,58 @@ pub trait ProviderFactory: Send + Sync {
         deployment: &Deployment<Self::Provider>,
         down: bool,
     ) -> Result<(), FixtureError>;
+
+    /// Arms a fault in the middle of `deployment`'s provider's next call (H11):
+    /// the backend lets that call's first `after` exchanges with its daemon
+    /// (requests and their answers) through, delivers the next request to the
+    /// daemon and loses its answer; from then on the connection is down
+    /// exactly as under `set_outage(deployment, true)`
+    /// ([`Outage::WholeConnection`]) until the suite calls
+    /// `set_outage(deployment, false)`. If the call needs fewer exchanges than
+    /// `after + 1`, it completes and the outage starts at the next exchange.
+    ///
+    /// An exchange is one request the provider sends its daemon and the answer
+    /// to it, counted as the backend's connection sees them: for a backend
+    /// whose connection runs through a proxy the test controls, one request
+    /// the proxy forwards and the response it forwards back. Such a backend
+    /// arms its proxy here to forward `after` exchanges, then forward the next
+    /// request and drop its answer (or cut the connection after part of it),
+    /// and then to refuse every connection, as `set_outage(deployment, true)`
+    /// would, until `set_outage(deployment, false)`, which also disarms a
+    /// fault no call has reached yet.
+    ///
+    /// The suite calls it only when [`Policies::mid_call`] is `true` (which
+    /// requires [`Policies::outage`] to be [`Outage::WholeConnection`]), only
+    /// while `deployment` is in no outage, and right before the call it
+    /// concerns. That call must then answer an error an outage allows
+    /// ([`Error::Unavailable`] or [`Error::InventoryUnavailable`]), or, when
+    /// the fault fell after its last exchange, its normal answer. The suite
+    /// holds both worlds, the call happened or it did not, until the
+    /// deployment's first successful inventory after the outage (read right
+    /// after `set_outage(deployment, false)`) settles which, and checks
+    /// everything after against that world: an instance that inventory shows
+    /// must be reported from then on as any other (truthfully, never `Pending`
+    /// past [`WallWindows::pending`] after the outage ended, holding its name,
+    /// destroyable), and one it does not show must never appear. A backend
+    /// that cleans up what a lost call left must have done so by that first
+    /// inventory.
+    ///
+    /// The default answers an error: the fixture makes no mid-call faults.
+    ///
+    /// [`Error::InventoryUnavailable`]: billet_provider::Error::InventoryUnavailable
+    /// [`Error::Unavailable`]: billet_provider::Error::Unavailable
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<Self::Provider>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        let _ = after;
+        Err(format!(
+            "the fixture makes no mid-call faults (ProviderFactory::lose_answer is not implemented), asked for {:?}",
+            deployment.owner
+        )
+        .into())
+    }
 
     /// A command that runs for `run_time` and then exits with code 0: exactly,
     /// by the fixture's [`ManualClock`] under [`Timing::Modelled`]; within the
@@ -252,18 +312,26 @@ pub struct Policies {
     pub invalid_commands: &'static [&'static [&'static str]],
     /// What an outage made by [`ProviderFactory::set_outage`] breaks.
     pub outage: Outage,
+    /// The fixture can lose an answer mid-call:
+    /// [`ProviderFactory::lose_answer`] works (H11). The suite then makes
+    /// `launch` and `destroy` calls whose answer is lost after the request
+    /// reached the daemon. Requires [`Outage::WholeConnection`], since a lost
+    /// answer leaves the connection down as such an outage does:
+    /// [`check_contract`](crate::check_contract) refuses to run otherwise.
+    pub mid_call: bool,
 }
 
 impl Policies {
     /// No isolation boundary, authoritative about what it holds
     /// ([`Teardown::Absent`]), every non-empty name valid, no command known to
-    /// be invalid, outages that break only the inventory.
+    /// be invalid, outages that break only the inventory, no mid-call faults.
     pub const STRICT: Policies = Policies {
         isolation: false,
         unknown_destroy: Teardown::Absent,
         valid_name: non_empty,
         invalid_commands: &[],
         outage: Outage::InventoryOnly,
+        mid_call: false,
     };
 }
 
@@ -395,6 +463,27 @@ mod tests {
         fn command(&self, _: Duration) -> Vec<String> {
             Vec::new()
         }
+    }
+
+    // H11: a factory that does not override `lose_answer` makes no mid-call
+    // faults: arming one is an error naming the deployment, and STRICT
+    // declares none.
+    #[test]
+    fn h11_default_lose_answer_is_an_error() {
+        let strict = Policies::STRICT;
+        assert!(!strict.mid_call);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let deployment = Deployment {
+            owner: "blue".to_owned(),
+            provider: Nothing,
+        };
+        let err = runtime
+            .block_on(Defaults.lose_answer(&deployment, 0))
+            .unwrap_err();
+        assert!(err.to_string().contains("no mid-call faults"), "{err}");
+        assert!(err.to_string().contains("\"blue\""), "{err}");
     }
 
     // H9: a factory that does not override `image` launches every spec with

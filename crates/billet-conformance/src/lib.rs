@@ -1,5 +1,5 @@
-//! The conformance suite of the provider contract (H1, H7-H9): property tests
-//! any compute backend runs from its own tests.
+//! The conformance suite of the provider contract (H1, H7-H9, H11): property
+//! tests any compute backend runs from its own tests.
 //!
 //! This crate depends on the contract (`billet-provider`), the clock
 //! (`billet-clock`), proptest and tokio, and on no backend, so a backend's
@@ -20,6 +20,11 @@
 //! * outages started and ended ([`ProviderFactory::set_outage`]): of the
 //!   inventory only, or of the provider's whole connection to its daemon
 //!   ([`Policies::outage`], H8);
+//! * for a fixture that declares them ([`Policies::mid_call`], H11), faults
+//!   in the middle of a `launch` or a `destroy`
+//!   ([`ProviderFactory::lose_answer`]): the request reaches the daemon, its
+//!   answer is lost, and the connection stays down until the suite ends that
+//!   outage;
 //! * clock moves, small ones and ones that land on, just before or just after
 //!   an instance's stop time.
 //!
@@ -28,7 +33,93 @@
 //! and each instance's state. After every step each readable inventory is
 //! compared with the model, so a refusal that recorded something, or an
 //! outage that lost or invented an instance, is caught at once. A failure
-//! shrinks to a short sequence of steps, which [`ContractFailure`] prints.
+//! shrinks to a short sequence of steps, which [`ContractFailure`] prints:
+//! proptest's shrinking, then the suite's own pass, which deletes every step
+//! (and every outage, its start and end together) the failure does not need,
+//! and turns a call that loses its answer into the plain call where the
+//! failure does not need the fault.
+//!
+//! # Faults in the middle of a call (H11)
+//!
+//! A fixture whose connection can fail after the daemon received a request
+//! and before the caller got the answer declares [`Policies::mid_call`] (with
+//! [`Outage::WholeConnection`]) and implements
+//! [`ProviderFactory::lose_answer`]. The suite then arms such a fault, with
+//! 0 to 3 exchanges let through first, right before some `launch` and
+//! `destroy` calls. The call must answer its normal answer (the fault fell
+//! after its last exchange) or an error an outage allows (`Unavailable`,
+//! `InventoryUnavailable`); the connection is then down, as in a
+//! whole-connection outage, until the suite ends it. For a call answered
+//! with an error the model holds both worlds, it happened or it did not,
+//! until the deployment's first successful inventory after the outage (the
+//! suite reads one right after every step) settles which: a launch happened
+//! if that inventory holds a new instance of its name, a destroy if its
+//! instance is gone. From then on everything is checked against that world:
+//! the inventory is exact for it, then and later (an instance settled as never
+//! launched must never appear); an instance the launch left is reported
+//! truthfully (its name, owner and kind; under [`Timing::Modelled`] exactly,
+//! started at the clock's time at the call; under [`Timing::Wall`] started
+//! within the call's window and never `Pending` later than the declared
+//! `pending` window after the outage ended), holds its name (a relaunch
+//! answers `Conflict`) and can be destroyed.
+//!
+//! A backend whose connection runs through a proxy the test controls (as a
+//! docker backend's does) arms the proxy in `lose_answer`: forward `after`
+//! exchanges, forward the next request and drop its answer, then refuse every
+//! connection until `set_outage(deployment, false)`:
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # use billet_conformance::{Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, async_trait};
+//! # use billet_provider::{Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass};
+//! # #[derive(Debug)]
+//! # struct ProxiedProvider;
+//! # impl ProxiedProvider {
+//! #     async fn cut(&self, _down: bool) -> Result<(), std::io::Error> { Ok(()) }
+//! #     async fn drop_answer_after(&self, _exchanges: u32) -> Result<(), std::io::Error> { Ok(()) }
+//! # }
+//! # #[async_trait]
+//! # impl Provider for ProxiedProvider {
+//! #     fn kind(&self) -> ProviderKind { ProviderKind::Docker }
+//! #     fn accepts(&self, _: TrustClass) -> Result<(), Error> { Ok(()) }
+//! #     async fn launch(&self, _: Spec) -> Result<Instance, Error> { Err(Error::invalid_spec("stub")) }
+//! #     async fn find(&self, _: &str) -> Result<Option<Instance>, Error> { Ok(None) }
+//! #     async fn list(&self) -> Result<Vec<Instance>, Error> { Ok(Vec::new()) }
+//! #     async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> { Ok(Teardown::Absent) }
+//! # }
+//! struct Proxied;
+//!
+//! #[async_trait]
+//! impl ProviderFactory for Proxied {
+//!     type Provider = ProxiedProvider;
+//!
+//!     fn policies(&self) -> Policies {
+//!         Policies { outage: Outage::WholeConnection, mid_call: true, ..Policies::STRICT }
+//!     }
+//!
+//!     async fn lose_answer(
+//!         &self,
+//!         deployment: &Deployment<ProxiedProvider>,
+//!         after: u32,
+//!     ) -> Result<(), FixtureError> {
+//!         // The proxy forwards `after` requests and their responses, forwards
+//!         // the next request, drops its response, and refuses every
+//!         // connection from then on, until `set_outage(deployment, false)`.
+//!         Ok(deployment.provider.drop_answer_after(after).await?)
+//!     }
+//!
+//!     async fn set_outage(
+//!         &self,
+//!         deployment: &Deployment<ProxiedProvider>,
+//!         down: bool,
+//!     ) -> Result<(), FixtureError> {
+//!         // Ending an outage also ends the one a lost answer left.
+//!         Ok(deployment.provider.cut(down).await?)
+//!     }
+//! #   async fn build(&self) -> Result<Fixture<ProxiedProvider>, FixtureError> { unimplemented!() }
+//! #   fn command(&self, _: Duration) -> Vec<String> { Vec::new() }
+//! }
+//! ```
 //!
 //! # Two ways to tell time (H7)
 //!
@@ -287,6 +378,11 @@ pub fn check_contract<F: ProviderFactory>(
             "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
         ));
     }
+    if policies.mid_call && policies.outage != Outage::WholeConnection {
+        return Err(unusable(
+            "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
+        ));
+    }
     let probe = Sut::new(factory, None).map_err(unusable)?;
     let pace = probe.pace();
     probe.finish().map_err(unusable)?;
@@ -381,6 +477,31 @@ fn allowed(initial: &ModelState, transitions: &[Transition]) -> bool {
     true
 }
 
+/// Each outage of `transitions`, in the order it started: the index of the
+/// step that started it (an outage started by hand, or a lost answer, H11)
+/// and of the step that ended it, if one did.
+fn outages(transitions: &[Transition]) -> Vec<(usize, Option<usize>)> {
+    let mut started: [Option<usize>; 2] = [None; 2];
+    let mut found = Vec::new();
+    for (ix, transition) in transitions.iter().enumerate() {
+        if let Some((side, down)) = transition.outage() {
+            match (down, started[side.index()].take()) {
+                (true, _) => {
+                    started[side.index()] = Some(ix);
+                    found.push((ix, None));
+                }
+                (false, Some(start)) => {
+                    if let Some(outage) = found.iter_mut().find(|(s, _)| *s == start) {
+                        outage.1 = Some(ix);
+                    }
+                }
+                (false, None) => {}
+            }
+        }
+    }
+    found
+}
+
 /// Why one sequence failed.
 struct CaseFailure {
     /// How many steps ran, the failing one included.
@@ -410,23 +531,50 @@ impl<F: ProviderFactory> Case<'_, F> {
     }
 
     /// Deletes every step of a failing sequence whose deletion keeps it valid
-    /// (the model's preconditions) and failing, until no single deletion does.
+    /// (the model's preconditions) and failing, until no single deletion does;
+    /// then every outage (the step that started it, by hand or by a lost
+    /// answer, and the step that ended it) whose deletion does, which no
+    /// single deletion can (either half alone breaks a precondition); then
+    /// turns a call that loses its answer (H11) into the plain call, its
+    /// outage's end deleted, where the failure does not need the fault; and so
+    /// on until none of these changes it.
     fn minimize(&self, initial: &ModelState, mut transitions: Vec<Transition>) -> Vec<Transition> {
-        let mut deleted = true;
-        while deleted {
-            deleted = false;
-            for ix in (0..transitions.len()).rev() {
-                let mut candidate = transitions.clone();
-                candidate.remove(ix);
-                if allowed(initial, &candidate)
-                    && self.replay(initial, &candidate, &Cell::new(0)).is_err()
-                {
-                    transitions = candidate;
-                    deleted = true;
+        let fails = |candidate: &[Transition]| {
+            allowed(initial, candidate) && self.replay(initial, candidate, &Cell::new(0)).is_err()
+        };
+        loop {
+            let mut deleted = true;
+            while deleted {
+                deleted = false;
+                for ix in (0..transitions.len()).rev() {
+                    let mut candidate = transitions.clone();
+                    candidate.remove(ix);
+                    if fails(&candidate) {
+                        transitions = candidate;
+                        deleted = true;
+                    }
                 }
             }
+            let outages = outages(&transitions);
+            let deleted = outages.iter().filter_map(|&(start, end)| {
+                let mut candidate = transitions.clone();
+                candidate.remove(end?);
+                candidate.remove(start);
+                Some(candidate)
+            });
+            let plain = outages.iter().filter_map(|&(start, end)| {
+                let mut candidate = transitions.clone();
+                candidate[start] = transitions[start].plain()?;
+                if let Some(end) = end {
+                    candidate.remove(end);
+                }
+                Some(candidate)
+            });
+            match deleted.chain(plain).find(|candidate| fails(candidate)) {
+                Some(simpler) => transitions = simpler,
+                None => return transitions,
+            }
         }
-        transitions
     }
 
     /// Runs one sequence on a fresh fixture, then ends its outages and tears
@@ -460,18 +608,20 @@ fn run_steps<F: ProviderFactory>(
 ) -> Result<(), CaseFailure> {
     let failed = |ran, reason| CaseFailure { ran, reason };
     let mut model = initial;
-    sut.check_invariants(&model)
+    sut.check_invariants(&mut model)
         .map_err(|err| failed(0, format!("before the first step: {err}")))?;
     for (n, transition) in transitions.iter().enumerate() {
         if let Some(seen) = seen {
             seen.fetch_add(1, Ordering::SeqCst);
         }
         steps.set(steps.get() + 1);
-        let after = model.clone().apply(transition);
-        sut.apply(&model, &after, transition)
+        // The driver refines the model where a call whose answer was lost
+        // (H11) shows which world holds.
+        let mut after = model.clone().apply(transition);
+        sut.apply(&model, &mut after, transition)
             .map_err(|err| failed(n + 1, format!("step {} ({transition}): {err}", n + 1)))?;
         model = after;
-        sut.check_invariants(&model)
+        sut.check_invariants(&mut model)
             .map_err(|err| failed(n + 1, format!("after step {} ({transition}): {err}", n + 1)))?;
     }
     Ok(())
@@ -523,6 +673,56 @@ mod tests {
             none.to_string(),
             "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):"
         );
+    }
+
+    // H11: the outages a sequence starts, by hand or by a lost answer, are
+    // found with the step that ends each, each side apart; one still on at
+    // the end has none.
+    #[test]
+    fn h11_outages_pairs_each_start_with_its_end() {
+        use model::{Command, Side, Transition};
+        let outage = |side, down| Transition::Outage { side, down };
+        let lost = Transition::LaunchLosingAnswer {
+            side: Side::Green,
+            name: "job-a".to_owned(),
+            trust: billet_provider::TrustClass::Trusted,
+            command: Command::RunFor(Duration::from_secs(1)),
+            after: 0,
+        };
+        let transitions = [
+            outage(Side::Blue, true),
+            lost.clone(),
+            Transition::List { side: Side::Blue },
+            outage(Side::Green, false),
+            outage(Side::Blue, false),
+            outage(Side::Blue, true),
+        ];
+        assert_eq!(
+            outages(&transitions),
+            vec![(0, Some(4)), (1, Some(3)), (5, None)]
+        );
+        assert_eq!(outages(&transitions[..3]), vec![(0, None), (1, None)]);
+        assert_eq!(outages(&[outage(Side::Blue, false)]), vec![]);
+        assert_eq!(
+            lost.plain().map(|t| t.to_string()),
+            Some(r#"green: launch "job-a" (trusted, runs for 1s)"#.to_owned())
+        );
+        assert_eq!(outage(Side::Blue, true).plain(), None);
+        let destroy = Transition::DestroyLosingAnswer {
+            side: Side::Blue,
+            target: model::Target::Never("no-such-instance"),
+            after: 2,
+        };
+        assert_eq!(
+            destroy.plain().map(|t| t.to_string()),
+            Some(r#"blue: destroy the never-issued id "no-such-instance""#.to_owned())
+        );
+        assert_eq!(destroy.outage(), Some((Side::Blue, true)));
+        assert_eq!(
+            outage(Side::Green, false).outage(),
+            Some((Side::Green, false))
+        );
+        assert_eq!(Transition::List { side: Side::Blue }.outage(), None);
     }
 
     // H7: the wall configuration runs the cases asked for, 16 to 32 steps

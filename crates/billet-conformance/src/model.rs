@@ -138,6 +138,97 @@ pub(crate) enum Transition {
         of: Key,
         nudge: Nudge,
     },
+    /// A launch whose answer a mid-call fault loses after `after` exchanges
+    /// (H11); `side`'s connection is down after it.
+    LaunchLosingAnswer {
+        side: Side,
+        name: String,
+        trust: TrustClass,
+        command: Command,
+        after: u32,
+    },
+    /// A destroy whose answer a mid-call fault loses after `after` exchanges
+    /// (H11); `side`'s connection is down after it.
+    DestroyLosingAnswer {
+        side: Side,
+        target: Target,
+        after: u32,
+    },
+}
+
+impl Transition {
+    /// The side whose outage this step starts (`true`: by hand, or by losing
+    /// an answer) or ends (`false`), if any.
+    pub(crate) fn outage(&self) -> Option<(Side, bool)> {
+        match self {
+            Transition::Outage { side, down } => Some((*side, *down)),
+            Transition::LaunchLosingAnswer { side, .. }
+            | Transition::DestroyLosingAnswer { side, .. } => Some((*side, true)),
+            _ => None,
+        }
+    }
+
+    /// The same call with no fault, for a step that loses its answer (H11).
+    pub(crate) fn plain(&self) -> Option<Transition> {
+        match self {
+            Transition::LaunchLosingAnswer {
+                side,
+                name,
+                trust,
+                command,
+                ..
+            } => Some(Transition::Launch {
+                side: *side,
+                name: name.clone(),
+                trust: *trust,
+                command: command.clone(),
+            }),
+            Transition::DestroyLosingAnswer { side, target, .. } => Some(Transition::Destroy {
+                side: *side,
+                target: target.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+fn write_launch(
+    f: &mut fmt::Formatter<'_>,
+    side: Side,
+    name: &str,
+    trust: TrustClass,
+    command: &Command,
+) -> fmt::Result {
+    write!(f, "{side}: launch {name:?} ({trust}, ")?;
+    match command {
+        Command::RunFor(d) => write!(f, "runs for {d:?})"),
+        Command::Invalid(argv) => write!(f, "invalid command {argv:?})"),
+    }
+}
+
+fn write_destroy(f: &mut fmt::Formatter<'_>, side: Side, target: &Target) -> fmt::Result {
+    write!(f, "{side}: destroy ")?;
+    match target {
+        Target::Issued(key) => write!(f, "the id of {key}"),
+        Target::Never(text) => write!(f, "the never-issued id {text:?}"),
+        Target::NearMiss(key, miss) => {
+            let how = match miss {
+                Miss::Leading => "with a leading space",
+                Miss::Trailing => "with a trailing space",
+                Miss::Case => "in the other case",
+            };
+            write!(f, "the id of {key} {how}")
+        }
+    }
+}
+
+/// How a step that loses its answer ends its line.
+fn write_lost(f: &mut fmt::Formatter<'_>, after: u32) -> fmt::Result {
+    let plural = if after == 1 { "" } else { "s" };
+    write!(
+        f,
+        "; the connection fails mid-call after {after} exchange{plural}, losing the next answer"
+    )
 }
 
 impl fmt::Display for Transition {
@@ -148,29 +239,27 @@ impl fmt::Display for Transition {
                 name,
                 trust,
                 command,
-            } => {
-                write!(f, "{side}: launch {name:?} ({trust}, ")?;
-                match command {
-                    Command::RunFor(d) => write!(f, "runs for {d:?})"),
-                    Command::Invalid(argv) => write!(f, "invalid command {argv:?})"),
-                }
-            }
+            } => write_launch(f, *side, name, *trust, command),
             Transition::Find { side, name } => write!(f, "{side}: find {name:?}"),
             Transition::List { side } => write!(f, "{side}: list"),
-            Transition::Destroy { side, target } => {
-                write!(f, "{side}: destroy ")?;
-                match target {
-                    Target::Issued(key) => write!(f, "the id of {key}"),
-                    Target::Never(text) => write!(f, "the never-issued id {text:?}"),
-                    Target::NearMiss(key, miss) => {
-                        let how = match miss {
-                            Miss::Leading => "with a leading space",
-                            Miss::Trailing => "with a trailing space",
-                            Miss::Case => "in the other case",
-                        };
-                        write!(f, "the id of {key} {how}")
-                    }
-                }
+            Transition::Destroy { side, target } => write_destroy(f, *side, target),
+            Transition::LaunchLosingAnswer {
+                side,
+                name,
+                trust,
+                command,
+                after,
+            } => {
+                write_launch(f, *side, name, *trust, command)?;
+                write_lost(f, *after)
+            }
+            Transition::DestroyLosingAnswer {
+                side,
+                target,
+                after,
+            } => {
+                write_destroy(f, *side, target)?;
+                write_lost(f, *after)
             }
             Transition::Accepts { side, trust } => write!(f, "{side}: accepts({trust})"),
             Transition::Outage { side, down: true } => write!(f, "{side}: outage starts"),
@@ -196,8 +285,24 @@ pub(crate) struct Launched {
     /// Offset of its start from the fixture's start.
     pub(crate) started: Duration,
     pub(crate) run_time: Duration,
-    /// Whether the backend still holds it (not yet destroyed).
+    /// Whether the backend still holds it (not yet destroyed). While
+    /// `doubt` is set, whether it does in the world where that call happened.
     pub(crate) held: bool,
+    /// A call about this instance whose answer was lost mid-call (H11) and
+    /// whose world no inventory has settled yet.
+    pub(crate) doubt: Option<Doubt>,
+}
+
+/// A call whose answer a mid-call fault lost (H11): it happened or it did
+/// not, and only an inventory read after the outage tells which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doubt {
+    /// The launch that made this instance: if it did not happen, the instance
+    /// never existed.
+    Launch,
+    /// A destroy of this held instance: if it did not happen, the instance is
+    /// still held.
+    Destroy,
 }
 
 impl Launched {
@@ -302,6 +407,10 @@ pub(crate) struct ModelState {
     pub(crate) launches: Vec<Launched>,
     /// Whether each side is in an outage, by [`Side::index`].
     pub(crate) failing: [bool; 2],
+    /// Whether each side's outage is one a lost answer left (H11), by
+    /// [`Side::index`]: the same in every world, unlike which call it left
+    /// open.
+    pub(crate) lost: [bool; 2],
 }
 
 impl ModelState {
@@ -312,6 +421,7 @@ impl ModelState {
             now: Duration::ZERO,
             launches: Vec::new(),
             failing: [false; 2],
+            lost: [false; 2],
         }
     }
 
@@ -336,6 +446,40 @@ impl ModelState {
             .enumerate()
             .filter(move |(_, l)| l.held && l.side == side)
             .map(|(ix, _)| ix)
+    }
+
+    /// The call of `side` whose answer was lost and whose world is not settled
+    /// yet: the launch index it concerns and what it was. At most one per side,
+    /// since a lost answer leaves the side's connection down until an
+    /// inventory read after the outage settles it.
+    pub(crate) fn doubt(&self, side: Side) -> Option<(usize, Doubt)> {
+        self.launches
+            .iter()
+            .enumerate()
+            .find_map(|(ix, l)| l.doubt.filter(|_| l.side == side).map(|doubt| (ix, doubt)))
+    }
+
+    /// Settles the world of the call on launch `ix` whose answer was lost:
+    /// `happened` keeps the world the model assumed (the launch made the
+    /// instance, the destroy removed it); otherwise the other world holds (the
+    /// instance never existed, or is still held). Does nothing for a launch
+    /// with no doubt.
+    pub(crate) fn settle(&mut self, ix: usize, happened: bool) {
+        let launched = &mut self.launches[ix];
+        if launched.doubt.take().is_some() && !happened {
+            launched.held = !launched.held;
+        }
+    }
+
+    /// Whether a destroy may name `key`'s instance: one was launched, and its
+    /// side is in no outage a lost answer left (H11). While it is, the call
+    /// the answer was lost on may have made the instance (its id unknown) or
+    /// removed it, so no step names that side's instances until the outage
+    /// ends and an inventory settles it. The rule does not depend on which
+    /// world holds, so the steps the strategy generated for the world it
+    /// assumed are allowed in the one the driver settles on.
+    fn names_settled(&self, key: &Key) -> bool {
+        self.latest(key).is_some() && !self.lost[key.side.index()]
     }
 
     /// Whether `side` is in an outage (of either kind): its inventory fails.
@@ -420,6 +564,16 @@ impl ModelState {
 
     /// The state after `transition`.
     pub(crate) fn apply(mut self, transition: &Transition) -> Self {
+        // H11: the suite reads every reachable inventory after each step, so
+        // a lost answer on a side whose outage has ended is settled before
+        // the next step (the driver refines its model then). The strategy,
+        // which cannot read one, assumes the world where the call happened.
+        let failing = self.failing;
+        for launched in &mut self.launches {
+            if !failing[launched.side.index()] {
+                launched.doubt = None;
+            }
+        }
         match transition {
             Transition::Launch {
                 side,
@@ -440,8 +594,42 @@ impl ModelState {
                         started: self.now,
                         run_time: *run_time,
                         held: true,
+                        doubt: None,
                     });
                 }
+            }
+            Transition::LaunchLosingAnswer {
+                side,
+                name,
+                trust,
+                command,
+                ..
+            } => {
+                // H11: the launch went out on a live connection; the model
+                // takes the world where it happened until an inventory says.
+                if self.launch_outcome(*side, name, *trust, command) == LaunchOutcome::Started {
+                    let Command::RunFor(run_time) = command else {
+                        unreachable!("an invalid command never starts");
+                    };
+                    self.launches.push(Launched {
+                        side: *side,
+                        name: name.clone(),
+                        started: self.now,
+                        run_time: *run_time,
+                        held: true,
+                        doubt: Some(Doubt::Launch),
+                    });
+                }
+                self.failing[side.index()] = true;
+                self.lost[side.index()] = true;
+            }
+            Transition::DestroyLosingAnswer { side, target, .. } => {
+                if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target) {
+                    self.launches[ix].held = false;
+                    self.launches[ix].doubt = Some(Doubt::Destroy);
+                }
+                self.failing[side.index()] = true;
+                self.lost[side.index()] = true;
             }
             Transition::Destroy { side, target } => {
                 if let DestroyOutcome::Removed(ix) = self.destroy_outcome(*side, target)
@@ -450,7 +638,10 @@ impl ModelState {
                     self.launches[ix].held = false;
                 }
             }
-            Transition::Outage { side, down } => self.failing[side.index()] = *down,
+            Transition::Outage { side, down } => {
+                self.failing[side.index()] = *down;
+                self.lost[side.index()] = false;
+            }
             Transition::Advance(d) => self.now += *d,
             Transition::AdvanceToStop { of, nudge } => {
                 if let Some(target) = self.stop_target(of, *nudge) {
@@ -464,11 +655,22 @@ impl ModelState {
 
     /// Whether `transition` still makes sense here (checked again while shrinking).
     pub(crate) fn allows(&self, transition: &Transition) -> bool {
+        let names_settled = |key: &Key| self.names_settled(key);
+        // H11: a fault is armed only on a live connection of a fixture that
+        // declares mid-call faults.
+        let can_lose = |side: Side| self.policies.mid_call && !self.is_failing(side);
         match transition {
             Transition::Destroy {
                 target: Target::Issued(key) | Target::NearMiss(key, _),
                 ..
-            } => self.latest(key).is_some(),
+            } => names_settled(key),
+            Transition::DestroyLosingAnswer {
+                side,
+                target: Target::Issued(key) | Target::NearMiss(key, _),
+                ..
+            } => can_lose(*side) && names_settled(key),
+            Transition::DestroyLosingAnswer { side, .. }
+            | Transition::LaunchLosingAnswer { side, .. } => can_lose(*side),
             Transition::AdvanceToStop { of, nudge } => self.stop_target(of, *nudge).is_some(),
             // The suite never starts an outage that is on or ends one that is off.
             Transition::Outage { side, down } => self.is_failing(*side) != *down,
@@ -568,9 +770,19 @@ fn target(keys: &[Key]) -> BoxedStrategy<Target> {
     .boxed()
 }
 
+/// How many exchanges a mid-call fault lets through before it loses an
+/// answer: 0 to 3 (H11).
+const MOST_EXCHANGES_BEFORE_A_FAULT: u32 = 3;
+
 /// Random transitions from `state`, weighted towards launches and destroys.
 fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
     let keys = state.keys();
+    // The keys a destroy may name: none whose world a lost answer left open.
+    let targets: Vec<Key> = keys
+        .iter()
+        .filter(|key| state.names_settled(key))
+        .cloned()
+        .collect();
     let mut choices: Vec<(u32, BoxedStrategy<Transition>)> = vec![
         (
             8,
@@ -597,7 +809,7 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
         (2, side().prop_map(|side| Transition::List { side }).boxed()),
         (
             5,
-            (side(), target(&keys))
+            (side(), target(&targets))
                 .prop_map(|(side, target)| Transition::Destroy { side, target })
                 .boxed(),
         ),
@@ -631,6 +843,45 @@ fn transitions(state: &ModelState) -> BoxedStrategy<Transition> {
                 .boxed(),
         ),
     ];
+    // H11: faults in the middle of a launch or a destroy, on a live
+    // connection of a fixture that declares them.
+    let live: Vec<Side> = [Side::Blue, Side::Green]
+        .into_iter()
+        .filter(|side| !state.is_failing(*side))
+        .collect();
+    if state.policies.mid_call && !live.is_empty() {
+        let after = 0..=MOST_EXCHANGES_BEFORE_A_FAULT;
+        choices.push((
+            2,
+            (
+                select(live.clone()),
+                name(),
+                launch_trust(),
+                command(&state.policies, state.pace),
+                after.clone(),
+            )
+                .prop_map(
+                    |(side, name, trust, command, after)| Transition::LaunchLosingAnswer {
+                        side,
+                        name,
+                        trust,
+                        command,
+                        after,
+                    },
+                )
+                .boxed(),
+        ));
+        choices.push((
+            2,
+            (select(live), target(&targets), after)
+                .prop_map(|(side, target, after)| Transition::DestroyLosingAnswer {
+                    side,
+                    target,
+                    after,
+                })
+                .boxed(),
+        ));
+    }
     let stoppable: Vec<Key> = keys
         .into_iter()
         .filter(|key| state.stop_target(key, Nudge::At).is_some())
@@ -733,6 +984,25 @@ mod tests {
                     Target::NearMiss(..) => "destroy near miss",
                 },
             },
+            Transition::LaunchLosingAnswer {
+                side,
+                name,
+                trust,
+                command,
+                ..
+            } => match state.launch_outcome(*side, name, *trust, command) {
+                LaunchOutcome::Started => "launch losing its answer",
+                _ => "refused launch losing its answer",
+            },
+            Transition::DestroyLosingAnswer { side, target, .. } => {
+                match state.destroy_outcome(*side, target) {
+                    DestroyOutcome::Removed(_) => "destroy own held losing its answer",
+                    _ => "destroy of another losing its answer",
+                }
+            }
+            Transition::Outage { side, down: false } if state.doubt(*side).is_some() => {
+                "outage ends after a lost answer"
+            }
             Transition::Accepts { trust, .. } if state.accepts(*trust) => "accepts",
             Transition::Accepts { .. } => "accepts refused",
             Transition::Outage { down: true, .. } => "outage starts",
@@ -847,6 +1117,267 @@ mod tests {
             command: Command::RunFor(Duration::from_secs(60)),
         };
         assert_eq!(cut.apply(&green).launches.len(), 1);
+    }
+
+    /// The simulated backend's choices with mid-call faults (H11).
+    fn mid_call() -> Policies {
+        Policies {
+            mid_call: true,
+            ..policies(Outage::WholeConnection)
+        }
+    }
+
+    fn lose_launch(side: Side, name: &str, after: u32) -> Transition {
+        Transition::LaunchLosingAnswer {
+            side,
+            name: name.to_owned(),
+            trust: TrustClass::Trusted,
+            command: Command::RunFor(Duration::from_secs(60)),
+            after,
+        }
+    }
+
+    fn outage(side: Side, down: bool) -> Transition {
+        Transition::Outage { side, down }
+    }
+
+    // H11: mid-call faults are generated only for a fixture that declares
+    // them, on launches and destroys of every kind, and their outages end.
+    #[test]
+    fn h11_lost_answers_are_generated_only_when_declared() {
+        let seen = outcomes(ModelState::new(mid_call(), Pace::Modelled));
+        for expected in [
+            "launch losing its answer",
+            "refused launch losing its answer",
+            "destroy own held losing its answer",
+            "destroy of another losing its answer",
+            "outage ends after a lost answer",
+            "launch during a whole outage",
+            "destroy own held",
+        ] {
+            assert!(
+                seen.get(expected).copied().unwrap_or(0) >= 10,
+                "{expected:?} is (almost) never generated: {seen:#?}"
+            );
+        }
+        let undeclared = outcomes(ModelState::new(
+            policies(Outage::WholeConnection),
+            Pace::Modelled,
+        ));
+        assert!(
+            !undeclared.keys().any(|outcome| outcome.contains("losing")),
+            "{undeclared:#?}"
+        );
+    }
+
+    // H11: a launch that loses its answer leaves its side cut and holds both
+    // worlds: the model assumes the instance exists until it is settled; if
+    // it did not happen, the name is free and nothing is held; if it did,
+    // the instance holds its name and can be destroyed.
+    #[test]
+    fn h11_a_lost_launch_holds_both_worlds_until_settled() {
+        let lost = ModelState::new(mid_call(), Pace::Modelled)
+            .apply(&Transition::Advance(Duration::from_secs(5)))
+            .apply(&lose_launch(Side::Blue, "job-a", 0));
+        assert!(lost.is_cut(Side::Blue));
+        assert!(!lost.is_failing(Side::Green));
+        assert_eq!(lost.doubt(Side::Blue), Some((0, Doubt::Launch)));
+        assert_eq!(lost.doubt(Side::Green), None);
+        assert_eq!(lost.launches[0].started, Duration::from_secs(5));
+        assert!(lost.launches[0].held);
+
+        let restored = lost.apply(&outage(Side::Blue, false));
+        assert_eq!(
+            restored.doubt(Side::Blue),
+            Some((0, Doubt::Launch)),
+            "still open until an inventory settles it"
+        );
+        let relaunch = launch(Side::Blue, "job-a", Duration::from_secs(60));
+
+        let mut happened = restored.clone();
+        happened.settle(0, true);
+        assert_eq!(happened.doubt(Side::Blue), None);
+        assert_eq!(happened.held_named(Side::Blue, "job-a"), Some(0));
+        assert_eq!(
+            happened.launch_outcome(
+                Side::Blue,
+                "job-a",
+                TrustClass::Trusted,
+                &Command::RunFor(Duration::ZERO)
+            ),
+            LaunchOutcome::Conflict
+        );
+        let destroy = Target::Issued(key(Side::Blue, "job-a"));
+        assert_eq!(
+            happened.destroy_outcome(Side::Blue, &destroy),
+            DestroyOutcome::Removed(0)
+        );
+
+        let mut not = restored;
+        not.settle(0, false);
+        assert_eq!(not.doubt(Side::Blue), None);
+        assert_eq!(not.held_by(Side::Blue).count(), 0);
+        assert_eq!(
+            not.destroy_outcome(Side::Blue, &destroy),
+            DestroyOutcome::NotHeld
+        );
+        let again = not.apply(&relaunch);
+        assert_eq!(again.launches.len(), 2, "the name was free");
+        assert_eq!(again.held_named(Side::Blue, "job-a"), Some(1));
+    }
+
+    // H11: a destroy that loses its answer holds both worlds: removed (the
+    // model's assumption) or still held.
+    #[test]
+    fn h11_a_lost_destroy_holds_both_worlds_until_settled() {
+        let job = Target::Issued(key(Side::Green, "job-b"));
+        let lost = ModelState::new(mid_call(), Pace::Modelled)
+            .apply(&launch(Side::Green, "job-b", Duration::from_secs(60)))
+            .apply(&Transition::DestroyLosingAnswer {
+                side: Side::Green,
+                target: job.clone(),
+                after: 2,
+            });
+        assert!(lost.is_cut(Side::Green));
+        assert_eq!(lost.doubt(Side::Green), Some((0, Doubt::Destroy)));
+        assert!(!lost.launches[0].held);
+
+        let mut removed = lost.clone();
+        removed.settle(0, true);
+        assert_eq!(removed.doubt(Side::Green), None);
+        assert!(!removed.launches[0].held);
+        assert_eq!(
+            removed.destroy_outcome(Side::Green, &job),
+            DestroyOutcome::NotHeld
+        );
+
+        let mut kept = lost;
+        kept.settle(0, false);
+        assert_eq!(kept.doubt(Side::Green), None);
+        assert!(kept.launches[0].held);
+        assert_eq!(
+            kept.destroy_outcome(Side::Green, &job),
+            DestroyOutcome::Removed(0)
+        );
+        // Settling again changes nothing: the world stays settled.
+        kept.settle(0, true);
+        assert!(kept.launches[0].held);
+    }
+
+    // H11: a lost answer on a refused launch, or on a destroy of what the
+    // side does not hold, records and removes nothing either way, and still
+    // leaves the side's connection down.
+    #[test]
+    fn h11_lost_refusals_change_nothing_but_the_connection() {
+        let state = ModelState::new(mid_call(), Pace::Modelled).apply(&launch(
+            Side::Blue,
+            "job-a",
+            Duration::from_secs(60),
+        ));
+        let refused = state.clone().apply(&Transition::LaunchLosingAnswer {
+            side: Side::Blue,
+            name: "job-b".to_owned(),
+            trust: TrustClass::Untrusted,
+            command: Command::RunFor(Duration::from_secs(60)),
+            after: 0,
+        });
+        assert_eq!(refused.launches.len(), 1);
+        assert_eq!(refused.doubt(Side::Blue), None);
+        assert!(refused.is_cut(Side::Blue));
+        let conflict = state.clone().apply(&lose_launch(Side::Blue, "job-a", 0));
+        assert_eq!(conflict.launches.len(), 1);
+        assert_eq!(conflict.doubt(Side::Blue), None);
+        let foreign = state.apply(&Transition::DestroyLosingAnswer {
+            side: Side::Green,
+            target: Target::Issued(key(Side::Blue, "job-a")),
+            after: 0,
+        });
+        assert!(foreign.launches[0].held);
+        assert_eq!(foreign.doubt(Side::Green), None);
+        assert_eq!(foreign.doubt(Side::Blue), None);
+        assert!(foreign.is_cut(Side::Green));
+    }
+
+    // H11: a fault is armed only on a live connection of a fixture that
+    // declares mid-call faults, and no step names a launch or destroy whose
+    // world is open while its side is cut (its id, or its fate, is unknown);
+    // once the outage ends the strategy takes the world where it happened.
+    #[test]
+    fn h11_preconditions_around_a_lost_answer() {
+        let lose = lose_launch(Side::Blue, "job-a", 1);
+        let undeclared = ModelState::new(policies(Outage::WholeConnection), Pace::Modelled);
+        assert!(!undeclared.allows(&lose));
+        let state = ModelState::new(mid_call(), Pace::Modelled);
+        assert!(state.allows(&lose));
+        let cut = state.clone().apply(&outage(Side::Blue, true));
+        assert!(!cut.allows(&lose), "the connection is already down");
+        assert!(cut.allows(&lose_launch(Side::Green, "job-a", 1)));
+
+        let lost = state.apply(&lose);
+        let job = key(Side::Blue, "job-a");
+        let named = [
+            Transition::Destroy {
+                side: Side::Green,
+                target: Target::Issued(job.clone()),
+            },
+            Transition::Destroy {
+                side: Side::Blue,
+                target: Target::NearMiss(job.clone(), Miss::Case),
+            },
+            Transition::DestroyLosingAnswer {
+                side: Side::Green,
+                target: Target::Issued(job.clone()),
+                after: 0,
+            },
+        ];
+        for transition in &named {
+            assert!(!lost.allows(transition), "{transition}");
+        }
+        assert!(!lost.allows(&lose_launch(Side::Blue, "job-b", 0)));
+        assert!(lost.allows(&Transition::AdvanceToStop {
+            of: job,
+            nudge: Nudge::At
+        }));
+        let restored = lost.apply(&outage(Side::Blue, false));
+        for transition in &named {
+            assert!(restored.allows(transition), "{transition}");
+        }
+        // The rule holds in every world: a lost answer on a refused launch
+        // (no doubt at all) blocks the side's instances too, and an outage
+        // started by hand does not.
+        let held = ModelState::new(mid_call(), Pace::Modelled).apply(&launch(
+            Side::Blue,
+            "job-a",
+            Duration::from_secs(60),
+        ));
+        let refused = held.clone().apply(&lose_launch(Side::Blue, "job-a", 0));
+        assert_eq!(refused.doubt(Side::Blue), None);
+        assert!(!refused.allows(&named[0]), "{}", named[0]);
+        let by_hand = held.apply(&outage(Side::Blue, true));
+        assert!(by_hand.allows(&named[0]), "{}", named[0]);
+
+        let next = restored.apply(&Transition::List { side: Side::Blue });
+        assert_eq!(next.doubt(Side::Blue), None);
+        assert!(next.launches[0].held, "the world where it happened");
+
+        // A destroy's doubt is dropped the same way, once its side is back.
+        let destroyed = next
+            .apply(&Transition::DestroyLosingAnswer {
+                side: Side::Blue,
+                target: Target::Issued(key(Side::Blue, "job-a")),
+                after: 0,
+            })
+            .apply(&Transition::Advance(Duration::from_secs(1)));
+        assert_eq!(
+            destroyed.doubt(Side::Blue),
+            Some((0, Doubt::Destroy)),
+            "still cut"
+        );
+        let later = destroyed
+            .apply(&outage(Side::Blue, false))
+            .apply(&Transition::Advance(Duration::from_secs(1)));
+        assert_eq!(later.doubt(Side::Blue), None);
+        assert!(!later.launches[0].held);
     }
 
     fn key(side: Side, name: &str) -> Key {
@@ -978,6 +1509,21 @@ mod tests {
         for (transition, text) in cases {
             assert_eq!(transition.to_string(), text);
         }
+        // H11: a step that loses its answer says how many exchanges went
+        // through before the fault.
+        assert_eq!(
+            lose_launch(Side::Blue, "job-a", 0).to_string(),
+            r#"blue: launch "job-a" (trusted, runs for 60s); the connection fails mid-call after 0 exchanges, losing the next answer"#
+        );
+        assert_eq!(
+            Transition::DestroyLosingAnswer {
+                side: Side::Green,
+                target: Target::Issued(key(Side::Blue, "job-a")),
+                after: 1,
+            }
+            .to_string(),
+            r#"green: destroy the id of blue's "job-a"; the connection fails mid-call after 1 exchange, losing the next answer"#
+        );
     }
 
     // H1: a key names the latest launch of that name by that deployment, not

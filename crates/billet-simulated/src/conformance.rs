@@ -1,6 +1,7 @@
 //! [`SimulatedFactory`]: the simulated backend's fixtures for the contract
 //! suite of `billet-conformance` (H9), and [`Severable`], the simulated
-//! provider behind a connection a test can cut (H8).
+//! provider behind a connection a test can cut (H8) or fail in the middle of
+//! a call (H11).
 //!
 //! The factory lives here, beside the backend it builds, so that the suite's
 //! crate depends on no backend: a real backend's `[dev-dependencies]` take the
@@ -19,6 +20,7 @@ use billet_conformance::{
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
 };
+use parking_lot::Mutex;
 
 use crate::{Host, SimulatedProvider, run_for};
 
@@ -26,6 +28,8 @@ use crate::{Host, SimulatedProvider, run_for};
 const INVENTORY_OUTAGE: &str = "billet-simulated: injected inventory outage";
 /// What a [`Severable`] answers while its connection is cut.
 const CUT: &str = "billet-simulated: the connection to the host is cut";
+/// What a [`Severable`] answers for a call whose answer a mid-call fault lost.
+const LOST: &str = "billet-simulated: the connection to the host failed in the middle of the call; its answer was lost";
 
 /// The windows the simulated backend declares under wall timing: never
 /// `Pending`, and 5 ms around each stop time. Its states are in fact exact
@@ -57,7 +61,9 @@ pub enum SimulatedClock {
 /// [`ManualClock`] and breaks only the inventory in an outage, the backend's
 /// own switch ([`SimulatedProvider::fail_inventory`]).
 /// [`SimulatedFactory::wall`] times them by the system clock and cuts the
-/// whole connection, as a real backend whose daemon goes away.
+/// whole connection, as a real backend whose daemon goes away. A factory whose
+/// outages cut the whole connection also loses answers mid-call
+/// ([`Policies::mid_call`], [`Severable::lose_answer`], H11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimulatedFactory {
     /// How the providers tell time.
@@ -108,6 +114,24 @@ impl SimulatedFactory {
         }
     }
 
+    /// Arms a fault in the middle of `provider`'s next call, as
+    /// [`lose_answer`](ProviderFactory::lose_answer) does, for a factory that
+    /// wraps this one: [`Severable::lose_answer`]. Only a factory whose
+    /// outages cut the whole connection loses answers; any other answers an
+    /// error.
+    pub fn arm_lost_answer(&self, provider: &Severable, after: u32) -> Result<(), FixtureError> {
+        match self.outage {
+            Outage::WholeConnection => {
+                provider.lose_answer(after);
+                Ok(())
+            }
+            Outage::InventoryOnly => Err(
+                "billet-simulated: a factory whose outages break only the inventory loses no answers mid-call"
+                    .into(),
+            ),
+        }
+    }
+
     /// The same factory with outages that break `outage`.
     #[must_use]
     pub fn with_outage(mut self, outage: Outage) -> Self {
@@ -122,7 +146,8 @@ impl ProviderFactory for SimulatedFactory {
 
     /// No boundary, authoritative, non-empty names; the commands are the
     /// forms [`parse_run_for`](crate::parse_run_for) refuses: no duration, a
-    /// malformed one, an overflowing one. Outages as [`SimulatedFactory::outage`].
+    /// malformed one, an overflowing one. Outages as [`SimulatedFactory::outage`];
+    /// mid-call faults with whole-connection outages (H11).
     fn policies(&self) -> Policies {
         Policies {
             invalid_commands: &[
@@ -135,6 +160,7 @@ impl ProviderFactory for SimulatedFactory {
                 &["billet-simulated", "run-for", "90s", "extra"],
             ],
             outage: self.outage,
+            mid_call: self.outage == Outage::WholeConnection,
             ..Policies::STRICT
         }
     }
@@ -174,6 +200,14 @@ impl ProviderFactory for SimulatedFactory {
         Ok(())
     }
 
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<Severable>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        self.arm_lost_answer(&deployment.provider, after)
+    }
+
     fn command(&self, run_time: Duration) -> Vec<String> {
         run_for(run_time)
     }
@@ -187,10 +221,19 @@ impl ProviderFactory for SimulatedFactory {
 /// and `kind` and `accepts` answer as ever (they need no host). Once
 /// restored, every call reaches the provider again, whose host kept every
 /// instance as it was.
+///
+/// It can also fail in the middle of a call (H11, [`Severable::lose_answer`]).
+/// Each call that needs the host is one exchange with it (the request and its
+/// answer), so a fault armed to let `after` exchanges through either loses the
+/// answer of the call it meets (`after == 0`: the call is applied to the host,
+/// then answered as if severed) or lets the call complete (`after >= 1`); the
+/// connection is severed after that call either way.
 #[derive(Debug)]
 pub struct Severable {
     provider: SimulatedProvider,
     severed: AtomicBool,
+    /// A mid-call fault armed for the next call: the exchanges it lets through.
+    armed: Mutex<Option<u32>>,
 }
 
 impl Severable {
@@ -199,6 +242,7 @@ impl Severable {
         Severable {
             provider,
             severed: AtomicBool::new(false),
+            armed: Mutex::new(None),
         }
     }
 
@@ -207,9 +251,48 @@ impl Severable {
         &self.provider
     }
 
-    /// Cuts the connection (`true`) or restores it (`false`).
+    /// Cuts the connection (`true`) or restores it (`false`). Restoring it
+    /// also disarms a mid-call fault no call has met yet.
     pub fn sever(&self, severed: bool) {
+        if !severed {
+            *self.armed.lock() = None;
+        }
         self.severed.store(severed, Ordering::SeqCst);
+    }
+
+    /// Arms a fault in the middle of the next call that needs the host (H11):
+    /// it lets `after` exchanges through, delivers the next request and loses
+    /// its answer, then severs the connection until [`sever(false)`](Self::sever).
+    /// A call is one exchange here, so with `after == 0` that call is applied
+    /// to the host and answered [`Error::Unavailable`] (`launch`, `destroy`)
+    /// or [`Error::InventoryUnavailable`] (`list`, `find`); with `after >= 1`
+    /// it completes and the connection is severed after it. A call made while
+    /// severed meets the fault too, and fails as severed.
+    pub fn lose_answer(&self, after: u32) {
+        *self.armed.lock() = Some(after);
+    }
+
+    /// Makes one call that needs the host: refused while severed; otherwise
+    /// applied, then its answer lost or kept as an armed fault says.
+    async fn exchange<T>(
+        &self,
+        inventory: bool,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let armed = self.armed.lock().take();
+        self.connected(inventory)?;
+        let answer = call.await;
+        match armed {
+            None => answer,
+            Some(after) => {
+                self.sever(true);
+                match (after, inventory) {
+                    (0, true) => Err(Error::inventory_unavailable(LOST)),
+                    (0, false) => Err(Error::unavailable(LOST)),
+                    _ => answer,
+                }
+            }
+        }
     }
 
     /// Whether the connection is cut.
@@ -237,22 +320,18 @@ impl Provider for Severable {
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
-        self.connected(false)?;
-        self.provider.launch(spec).await
+        self.exchange(false, self.provider.launch(spec)).await
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
-        self.connected(true)?;
-        self.provider.find(name).await
+        self.exchange(true, self.provider.find(name)).await
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
-        self.connected(true)?;
-        self.provider.list().await
+        self.exchange(true, self.provider.list()).await
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
-        self.connected(false)?;
-        self.provider.destroy(id).await
+        self.exchange(false, self.provider.destroy(id)).await
     }
 }

@@ -22,8 +22,12 @@ struct Counting {
     lie: bool,
     /// Alternate between modelled and wall fixtures.
     alternate: bool,
+    /// Declare mid-call faults whatever the outage kind.
+    claims_mid_call: bool,
     builds: AtomicUsize,
     teardowns: AtomicUsize,
+    /// Mid-call faults armed (H11).
+    lost_answers: AtomicUsize,
     /// Deployments still in an outage when their fixture was torn down.
     down_at_teardown: Mutex<Vec<String>>,
     /// Outages asked to start while on, or to end while off.
@@ -36,8 +40,10 @@ impl Counting {
             inner,
             lie: false,
             alternate: false,
+            claims_mid_call: false,
             builds: AtomicUsize::new(0),
             teardowns: AtomicUsize::new(0),
+            lost_answers: AtomicUsize::new(0),
             down_at_teardown: Mutex::default(),
             misused_outages: Mutex::default(),
         }
@@ -49,9 +55,11 @@ impl ProviderFactory for Counting {
     type Provider = Severable;
 
     fn policies(&self) -> Policies {
+        let policies = self.inner.policies();
         Policies {
             isolation: self.lie,
-            ..self.inner.policies()
+            mid_call: policies.mid_call || self.claims_mid_call,
+            ..policies
         }
     }
 
@@ -81,6 +89,22 @@ impl ProviderFactory for Counting {
         self.inner.set_outage(deployment, down).await
     }
 
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<Severable>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        self.lost_answers.fetch_add(1, Ordering::SeqCst);
+        let provider = &deployment.provider;
+        if provider.is_severed() || provider.provider().list().await.is_err() {
+            self.misused_outages.lock().unwrap().push(format!(
+                "{}: asked to lose an answer while an outage was on",
+                deployment.owner
+            ));
+        }
+        self.inner.lose_answer(deployment, after).await
+    }
+
     fn command(&self, run_time: Duration) -> Vec<String> {
         self.inner.command(run_time)
     }
@@ -101,8 +125,10 @@ impl ProviderFactory for Counting {
     }
 }
 
-// H8: after a passing run every fixture built was torn down, each with its
-// outages (of either kind) ended first.
+// H8, H11: after a passing run every fixture built was torn down, each with
+// its outages (of either kind, and those a lost answer left) ended first; a
+// mid-call fault is armed only on a live connection of a fixture that declares
+// them.
 #[test]
 fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
     for inner in [SimulatedFactory::modelled(), SimulatedFactory::wall()] {
@@ -121,6 +147,12 @@ fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
             *factory.misused_outages.lock().unwrap(),
             Vec::<String>::new()
         );
+        let lost = factory.lost_answers.load(Ordering::SeqCst);
+        if inner.policies().mid_call {
+            assert!(lost >= 10, "{lost} mid-call faults in {summary}");
+        } else {
+            assert_eq!(lost, 0, "a fixture that declares none");
+        }
     }
 }
 
@@ -161,4 +193,24 @@ fn h7_fixtures_of_one_run_must_tell_time_the_same_way() {
         factory.teardowns.load(Ordering::SeqCst),
         factory.builds.load(Ordering::SeqCst)
     );
+}
+
+// H11: mid-call faults leave the connection down as a whole-connection outage
+// does, so a fixture that declares them with inventory-only outages is refused
+// before anything is built, with a reason that names both policies.
+#[test]
+fn h11_mid_call_faults_need_whole_connection_outages() {
+    let factory = Counting {
+        claims_mid_call: true,
+        ..Counting::new(SimulatedFactory::modelled())
+    };
+    let failure = check_contract(&factory, ContractConfig::default().with_cases(4)).unwrap_err();
+    assert!(
+        failure
+            .reason
+            .starts_with("Policies::mid_call needs Policies::outage to be Outage::WholeConnection"),
+        "{failure}"
+    );
+    assert!(failure.steps.is_empty());
+    assert_eq!(factory.builds.load(Ordering::SeqCst), 0);
 }

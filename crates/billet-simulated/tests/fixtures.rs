@@ -217,3 +217,106 @@ fn h9_policies_and_commands_match_what_the_provider_does() {
         });
     }
 }
+
+// H11: a fault armed with `after == 0` lets the next call reach the host and
+// loses its answer (launch and destroy: Unavailable; list and find:
+// InventoryUnavailable), then leaves the connection cut; with `after >= 1`
+// the call (one exchange) completes and the connection is cut after it.
+// Restoring the connection disarms a fault no call has met.
+#[test]
+fn h11_severable_applies_a_call_then_loses_its_answer() {
+    block_on(async {
+        let host = Host::new();
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000));
+        let blue = severable("blue", &host, &clock);
+
+        blue.lose_answer(0);
+        assert!(!blue.is_severed(), "armed, not yet cut");
+        let err = blue.launch(spec("lost")).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(err.to_string().contains("answer was lost"), "{err}");
+        assert!(blue.is_severed(), "the connection is down after the fault");
+        let left = blue
+            .provider()
+            .find("lost")
+            .await
+            .unwrap()
+            .expect("applied");
+        let err = blue.launch(spec("after")).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(blue.provider().find("after").await.unwrap().is_none());
+
+        blue.sever(false);
+        blue.lose_answer(0);
+        let err = blue.destroy(&left.id).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(blue.is_severed());
+        assert!(blue.provider().list().await.unwrap().is_empty(), "applied");
+
+        for call in ["list", "find"] {
+            blue.sever(false);
+            blue.lose_answer(0);
+            let err = match call {
+                "list" => blue.list().await.map(|_| ()).unwrap_err(),
+                _ => blue.find("lost").await.map(|_| ()).unwrap_err(),
+            };
+            assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{call}: {err}");
+            assert!(blue.is_severed(), "{call}");
+        }
+
+        blue.sever(false);
+        blue.lose_answer(1);
+        let kept = blue.launch(spec("kept")).await.unwrap();
+        assert!(blue.is_severed(), "cut after the call that completed");
+        let err = blue.list().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
+
+        blue.sever(false);
+        blue.lose_answer(3);
+        assert_eq!(blue.destroy(&kept.id).await.unwrap(), Teardown::Stopped);
+        assert!(blue.is_severed());
+
+        // Restoring disarms: the next call is answered as ever.
+        blue.sever(false);
+        blue.lose_answer(0);
+        blue.sever(false);
+        assert!(blue.list().await.unwrap().is_empty());
+        assert!(!blue.is_severed());
+        // A call made while cut meets the fault and fails as cut.
+        blue.sever(true);
+        blue.lose_answer(0);
+        let err = blue.launch(spec("cut")).await.unwrap_err();
+        assert!(err.to_string().contains("is cut"), "{err}");
+        blue.sever(false);
+        assert!(
+            blue.launch(spec("cut")).await.is_ok(),
+            "the fault was spent"
+        );
+    });
+}
+
+// H11: the simulated factory loses answers mid-call exactly when its outages
+// cut the whole connection, and says so in its policies; an inventory-only
+// factory refuses to arm a fault.
+#[test]
+fn h11_factory_declares_and_arms_mid_call_faults_with_whole_outages() {
+    let whole = SimulatedFactory::modelled().with_outage(Outage::WholeConnection);
+    assert!(whole.policies().mid_call);
+    assert!(SimulatedFactory::wall().policies().mid_call);
+    let inventory = SimulatedFactory::modelled();
+    assert!(!inventory.policies().mid_call);
+    block_on(async {
+        let fixture = whole.build().await.unwrap();
+        whole.lose_answer(&fixture.green, 0).await.unwrap();
+        let err = fixture.green.provider.launch(spec("x")).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+        assert!(fixture.green.provider.is_severed());
+        assert!(!fixture.blue.provider.is_severed(), "only that deployment");
+        whole.set_outage(&fixture.green, false).await.unwrap();
+        assert_eq!(fixture.green.provider.list().await.unwrap().len(), 1);
+
+        let fixture = inventory.build().await.unwrap();
+        let err = inventory.lose_answer(&fixture.blue, 0).await.unwrap_err();
+        assert!(err.to_string().contains("loses no answers"), "{err}");
+    });
+}

@@ -4,14 +4,15 @@
 //! manual clock; the wall-time flaws on the system clock with whole-connection
 //! outages, as a real backend runs the suite.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use billet_conformance::{
-    ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Policies, ProviderFactory,
-    WallWindows, check_contract,
+    ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Outage, Policies,
+    ProviderFactory, WallWindows, check_contract,
 };
 use billet_provider::{
     Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
@@ -58,7 +59,9 @@ enum Flaw {
     /// the one its launch answered.
     ListMovesStart,
     /// Breaks nothing: instances are `Pending` for [`LAG_PENDING`] after
-    /// launch returns and stop [`LAG_END`] late, inside [`LAGGING_WINDOWS`].
+    /// launch returns (one a launch that lost its answer left: after the
+    /// outage that followed ends) and stop [`LAG_END`] late, inside
+    /// [`LAGGING_WINDOWS`].
     LagsWithinWindows,
     /// `launch` answers `Running`, and answers in the next [`LAG_PENDING`]
     /// say `Pending` again.
@@ -108,6 +111,25 @@ enum Flaw {
     /// refuses what it can judge without its daemon (trust, name, command)
     /// and `destroy` of another deployment's id still answers `NotOwned`.
     JudgesOfflineDuringCut,
+    /// An instance left by a launch whose answer was lost mid-call is
+    /// reported `Pending` for ever (as a container created and never started).
+    PendingAfterLostLaunch,
+    /// An instance left by a launch whose answer was lost mid-call is
+    /// reported under another name.
+    RenamesAfterLostLaunch,
+    /// A destroy whose answer was lost mid-call removed the instance, yet
+    /// `list` and `find` still show it as it was.
+    ShowsLostDestroy,
+    /// A launch whose answer was lost mid-call answers `InvalidSpec` instead
+    /// of an outage's error.
+    LostLaunchSaysInvalid,
+    /// A destroy whose answer was lost mid-call answers `InvalidSpec` instead
+    /// of an outage's error.
+    LostDestroySaysInvalid,
+    /// Breaks nothing: a mid-call fault before the first exchange loses the
+    /// request instead of its answer, so the call never reaches the host (the
+    /// worlds where a lost launch or destroy did not happen).
+    LosesRequests,
 }
 
 /// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
@@ -144,6 +166,15 @@ struct Broken {
     returned: Mutex<HashMap<InstanceId, SystemTime>>,
     /// The id of each held instance, by name.
     held: Mutex<HashMap<String, InstanceId>>,
+    /// The instances launches that lost their answer left, by id.
+    left: Mutex<HashSet<InstanceId>>,
+    /// Instances a destroy that lost its answer removed, as they were.
+    ghosts: Mutex<Vec<Instance>>,
+    /// Instances launches that lost their answer left, whose outage has not
+    /// ended yet.
+    awaiting: Mutex<Vec<InstanceId>>,
+    /// A mid-call fault of [`Flaw::LosesRequests`] armed for the next call.
+    loses_request: AtomicBool,
 }
 
 impl Broken {
@@ -154,6 +185,13 @@ impl Broken {
         }
         if self.flaw == Flaw::StartedAnHourLate {
             instance.started_at += Duration::from_secs(3600);
+        }
+        if self.left.lock().unwrap().contains(&instance.id) {
+            match self.flaw {
+                Flaw::PendingAfterLostLaunch => instance.state = State::Pending,
+                Flaw::RenamesAfterLostLaunch => instance.name = format!("lost-{}", instance.name),
+                _ => {}
+            }
         }
         match (self.flaw, instance.state) {
             (Flaw::PendingForever, State::Running) => instance.state = State::Pending,
@@ -258,6 +296,10 @@ impl Provider for Broken {
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        if self.loses_request.swap(false, Ordering::SeqCst) {
+            self.inner.sever(true);
+            return Err(Error::unavailable("the request was lost"));
+        }
         if self.flaw == Flaw::LaunchesUnknownTrust && spec.trust == TrustClass::Unknown {
             return self
                 .inner
@@ -297,7 +339,26 @@ impl Provider for Broken {
             return Err(Error::unavailable("the daemon choked on a held name"));
         }
         let name = spec.name.clone();
-        let instance = match (self.flaw, self.inner.launch(spec).await) {
+        let was_severed = self.inner.is_severed();
+        let answer = self.inner.launch(spec).await;
+        if let Err(err) = &answer
+            && err.kind() == ErrorKind::Unavailable
+            && let Ok(Some(left)) = self.inner.provider().find(&name).await
+            && self.held.lock().unwrap().get(&name) != Some(&left.id)
+        {
+            // The launch reached the host and its answer was lost: the
+            // instance is this provider's; it counts as launched when the
+            // outage ends (`BrokenFactory::set_outage`).
+            self.left.lock().unwrap().insert(left.id.clone());
+            self.awaiting.lock().unwrap().push(left.id.clone());
+            self.held.lock().unwrap().insert(name.clone(), left.id);
+        }
+        let instance = match (self.flaw, answer) {
+            (Flaw::LostLaunchSaysInvalid, Err(err))
+                if !was_severed && err.kind() == ErrorKind::Unavailable =>
+            {
+                return Err(Error::invalid_spec("the daemon did not answer"));
+            }
             (Flaw::InvalidSpecUnavailable, Err(err)) if err.kind() == ErrorKind::InvalidSpec => {
                 return Err(Error::unavailable("the daemon choked on the spec"));
             }
@@ -327,6 +388,11 @@ impl Provider for Broken {
                 .min_by(|a, b| a.id.cmp(&b.id)));
         }
         let found = self.inner.find(name).await?;
+        if found.is_none()
+            && let Some(ghost) = self.ghosts.lock().unwrap().iter().find(|g| g.name == name)
+        {
+            return Ok(Some(ghost.clone()));
+        }
         if self.flaw == Flaw::FindAnswersNewest && found.is_some() {
             let all = self.inner.list().await?;
             return Ok(all
@@ -356,14 +422,33 @@ impl Provider for Broken {
                 Ok(all)
             }
             (_, answer) => answer.map(|all| {
+                let ghosts = self.ghosts.lock().unwrap().clone();
                 all.into_iter()
                     .map(|i| self.misreport_listed(self.report(i)))
+                    .chain(ghosts)
                     .collect()
             }),
         }
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.loses_request.swap(false, Ordering::SeqCst) {
+            self.inner.sever(true);
+            return Err(Error::unavailable("the request was lost"));
+        }
+        if self.flaw == Flaw::ShowsLostDestroy && !self.inner.is_severed() {
+            let held = self.inner.provider().list().await?;
+            let answer = self.inner.destroy(id).await;
+            let removed = self.inner.provider().list().await?;
+            if let Err(err) = &answer
+                && err.kind() == ErrorKind::Unavailable
+                && let Some(was) = held.into_iter().find(|i| i.id == *id)
+                && !removed.iter().any(|i| i.id == *id)
+            {
+                self.ghosts.lock().unwrap().push(was);
+            }
+            return answer;
+        }
         if self.flaw == Flaw::DestroyRemovesDuringOutage && self.inner.is_severed() {
             let _ = self.inner.provider().destroy(id).await;
             return Err(Error::unavailable("the connection is cut"));
@@ -395,11 +480,17 @@ impl Provider for Broken {
                 _ => {}
             }
         }
+        let was_severed = self.inner.is_severed();
         let answer = self.inner.destroy(id).await;
         if let Ok(Teardown::Stopped) = answer {
             self.held.lock().unwrap().retain(|_, held| held != id);
         }
         match (self.flaw, answer) {
+            (Flaw::LostDestroySaysInvalid, Err(err))
+                if !was_severed && err.kind() == ErrorKind::Unavailable =>
+            {
+                Err(Error::invalid_spec("the daemon did not answer"))
+            }
             (Flaw::DestroyForeignSucceeds, Err(err)) if err.kind() == ErrorKind::NotOwned => {
                 Ok(Teardown::Absent)
             }
@@ -446,7 +537,24 @@ impl ProviderFactory for BrokenFactory {
             stops: Mutex::default(),
             returned: Mutex::default(),
             held: Mutex::default(),
+            left: Mutex::default(),
+            ghosts: Mutex::default(),
+            awaiting: Mutex::default(),
+            loses_request: AtomicBool::new(false),
         }))
+    }
+
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<Broken>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        let provider = &deployment.provider;
+        if self.flaw == Flaw::LosesRequests && after == 0 {
+            provider.loses_request.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        self.inner.arm_lost_answer(&provider.inner, after)
     }
 
     async fn set_outage(
@@ -460,6 +568,16 @@ impl ProviderFactory for BrokenFactory {
             let held = provider.inner.provider().list().await?;
             if let Some(first) = held.iter().min_by(|a, b| a.id.cmp(&b.id)) {
                 provider.inner.provider().destroy(&first.id).await?;
+            }
+        }
+        if !down {
+            provider.loses_request.store(false, Ordering::SeqCst);
+            // What a lost launch left counts as launched from now: a lagging
+            // one is Pending for a while after the outage ends, as H11 allows.
+            let now = SystemTime::now();
+            let mut returned = provider.returned.lock().unwrap();
+            for id in provider.awaiting.lock().unwrap().drain(..) {
+                returned.insert(id, now);
             }
         }
         self.inner.apply_outage(&provider.inner, down);
@@ -640,11 +758,23 @@ fn h7_catches_a_start_time_far_from_the_launch_call() {
 }
 
 // H8: a destroy answered with an error during a whole-connection outage that
-// removed the instance all the same is caught once the inventory answers.
+// removed the instance all the same is caught: once the inventory answers
+// (it is missing), or, sooner, when the other deployment's destroy of its id
+// is answered Absent instead of NotOwned (it is gone from the host).
 #[test]
 fn h8_catches_a_destroy_during_a_whole_outage_that_removes() {
     let failure = caught_in_wall_time(Flaw::DestroyRemovesDuringOutage, 4);
-    assert!(failure.reason.contains("missing"), "{failure}");
+    assert!(
+        failure.reason.contains("missing")
+            || failure
+                .reason
+                .contains(r#"held by "blue": expected Err(NotOwned"#),
+        "{failure}"
+    );
+    assert!(
+        failure.steps.iter().any(|s| s.ends_with("outage starts")),
+        "{failure}"
+    );
 }
 
 /// The failure of the suite run on a provider with `flaw` (modelled time) when
@@ -741,7 +871,8 @@ fn h7_wall_time_answers_keep_each_instances_identity() {
     }
 }
 
-// H7: a backend whose instances stay Pending for a while after launch returns
+// H7, H11: a backend whose instances stay Pending for a while after launch
+// returns (after the outage ends, for one a launch that lost its answer left)
 // and stop a little late, each inside the windows it declares, keeps the
 // contract in wall time: the suite takes every state its windows allow.
 #[test]
@@ -750,9 +881,12 @@ fn h7_states_inside_the_declared_windows_pass() {
         flaw: Flaw::LagsWithinWindows,
         inner: lagging(),
     };
-    let summary = check_contract(&factory, ContractConfig::wall(8))
-        .unwrap_or_else(|failure| panic!("{failure}"));
-    assert_eq!(summary.cases, 8);
+    // A fixed seed: the sequences include launches that lose their answer
+    // and outages after them that last longer than the pending window.
+    let mut config = ContractConfig::wall(32);
+    config.proptest.rng_seed = proptest::test_runner::RngSeed::Fixed(0x0b11_e75e_ed00);
+    let summary = check_contract(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 32);
 }
 
 // H7: an instance's states only move on (Pending, Running, Stopped): one seen
@@ -800,13 +934,15 @@ fn h1_a_backend_with_ids_of_digits_only_passes() {
 }
 
 // H1: find answers the instance of that name (S7), not another one the
-// deployment holds. (Two launches and the find would do; with this seed the
-// sequence keeps an outage that starts and ends before the find, a pair no
-// single deletion removes.)
+// deployment holds: two launches and the find. (With this seed the sequence
+// found keeps an outage that starts and ends before the find, a pair no
+// single deletion removes: the suite deletes such pairs too.)
 #[test]
 fn h1_catches_a_find_that_answers_another_instance() {
-    let failure = caught(Flaw::FindAnswersNewest, 5);
-    assert!(failure.steps[4].contains("find"), "{failure}");
+    let failure = caught(Flaw::FindAnswersNewest, 3);
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(failure.steps[1].contains("launch"), "{failure}");
+    assert!(failure.steps[2].contains("find"), "{failure}");
     assert!(
         failure.reason.contains("expected Ok(Some(the instance "),
         "{failure}"
@@ -979,4 +1115,172 @@ fn h8_refusals_judged_without_the_daemon_pass_during_a_whole_outage() {
     let summary = check_contract(&factory, ContractConfig::wall(16))
         .unwrap_or_else(|failure| panic!("{failure}"));
     assert_eq!(summary.cases, 16);
+}
+
+/// The simulated backend in modelled time with whole-connection outages, and
+/// so with mid-call faults (H11).
+fn modelled_mid_call() -> SimulatedFactory {
+    SimulatedFactory::modelled().with_outage(Outage::WholeConnection)
+}
+
+/// Runs the suite on a provider with `flaw` in modelled time with mid-call
+/// faults; fails the test if the flaw went unnoticed or the sequence did not
+/// shrink to `shortest` steps, the fewest that show the flaw.
+fn caught_mid_call(flaw: Flaw, shortest: usize) -> ContractFailure {
+    let failure = failure_of(
+        flaw,
+        modelled_mid_call(),
+        ContractConfig::default().with_cases(256),
+    );
+    assert_eq!(
+        failure.steps.len(),
+        shortest,
+        "{flaw:?}: the failure did not shrink to the shortest sequence:\n{failure}"
+    );
+    failure
+}
+
+// H11: an instance a launch left when its answer was lost, reported Pending
+// for ever (a container created and never started), is caught once the
+// declared pending window after the outage has passed: in wall time with a
+// 20 ms window, and at once in modelled time, where states are exact.
+#[test]
+fn h11_catches_an_instance_left_pending_for_ever_by_a_lost_launch() {
+    let failure = failure_of(
+        Flaw::PendingAfterLostLaunch,
+        lagging(),
+        ContractConfig::wall(64),
+    );
+    assert!(
+        (2..=4).contains(&failure.steps.len()),
+        "the failure did not shrink:\n{failure}"
+    );
+    assert!(
+        failure.steps[0].contains("launch") && failure.steps[0].contains("fails mid-call"),
+        "{failure}"
+    );
+    assert!(
+        failure.steps.iter().any(|s| s.ends_with("outage ends")),
+        "{failure}"
+    );
+    assert!(failure.reason.contains("wrong state: Pending"), "{failure}");
+    assert!(
+        failure.reason.contains(
+            "Pending up to 20ms after its launch lost its answer and the outage after it ended"
+        ),
+        "{failure}"
+    );
+
+    let failure = caught_mid_call(Flaw::PendingAfterLostLaunch, 2);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(failure.steps[1].ends_with("outage ends"), "{failure}");
+    assert!(failure.reason.contains("state: Pending"), "{failure}");
+    assert!(
+        failure.reason.contains("lost its answer") && failure.reason.ends_with("so it happened"),
+        "{failure}"
+    );
+}
+
+// H11: an instance a launch left when its answer was lost must be reported
+// under the name it was launched with: the inventory then holds an instance
+// the settled world ("it did not happen") does not have.
+#[test]
+fn h11_catches_an_instance_left_by_a_lost_launch_under_another_name() {
+    let failure = caught_mid_call(Flaw::RenamesAfterLostLaunch, 2);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains("unexpected or duplicated"),
+        "{failure}"
+    );
+    assert!(failure.reason.contains("name: \"lost-"), "{failure}");
+    assert!(
+        failure
+            .reason
+            .contains("so it did not happen: an instance it left must be reported under its name"),
+        "{failure}"
+    );
+    let failure = failure_of(
+        Flaw::RenamesAfterLostLaunch,
+        SimulatedFactory::wall(),
+        ContractConfig::wall(64),
+    );
+    assert!(failure.steps.len() <= 3, "{failure}");
+}
+
+// H11: a destroy whose answer was lost but that removed the instance, while
+// list still shows it: the suite takes the world the inventory shows (it did
+// not happen), so the instance must still be destroyable and hold its name,
+// and it is not.
+#[test]
+fn h11_catches_a_lost_destroy_that_removed_what_list_still_shows() {
+    let failure = caught_mid_call(Flaw::ShowsLostDestroy, 4);
+    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(
+        failure.steps[1].contains("destroy the id of")
+            && failure.steps[1].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.steps.iter().any(|s| s.ends_with("outage ends")),
+        "{failure}"
+    );
+    assert!(failure.reason.contains("step 4 ("), "{failure}");
+}
+
+// H11: a backend whose lost calls never reached the host (the launch did not
+// happen, the destroy did not either) keeps the contract: the suite settles
+// the other world from the inventory, in modelled and in wall time.
+#[test]
+fn h11_calls_that_never_happened_pass() {
+    let factory = BrokenFactory {
+        flaw: Flaw::LosesRequests,
+        inner: modelled_mid_call(),
+    };
+    let summary = check_contract(&factory, ContractConfig::default().with_cases(64))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 64);
+    let factory = BrokenFactory {
+        flaw: Flaw::LosesRequests,
+        inner: SimulatedFactory::wall(),
+    };
+    let summary = check_contract(&factory, ContractConfig::wall(16))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.cases, 16);
+}
+
+// H11: a call whose answer was lost mid-call answers its normal answer or an
+// outage's error (Unavailable, InventoryUnavailable), never another error that
+// would tell the caller something about its spec or id: a launch that says
+// InvalidSpec is caught in one step, and so is a destroy.
+#[test]
+fn h11_catches_a_lost_answer_reported_as_another_error() {
+    let failure = caught_mid_call(Flaw::LostLaunchSaysInvalid, 1);
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains(
+            "expected a started instance (or, the connection having failed in the middle of the launch, Err(Unavailable) or Err(InventoryUnavailable)), got Err(InvalidSpec"
+        ),
+        "{failure}"
+    );
+    let failure = caught_mid_call(Flaw::LostDestroySaysInvalid, 1);
+    assert!(failure.steps[0].contains("destroy"), "{failure}");
+    assert!(
+        failure.steps[0].contains("fails mid-call after 0 exchanges"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.contains(
+            "(or, the connection having failed in the middle of the destroy, Err(Unavailable) or Err(InventoryUnavailable))"
+        ),
+        "{failure}"
+    );
 }
