@@ -384,7 +384,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 after: exchanges,
             } => {
                 self.lose_answer(*side, *exchanges)?;
-                self.launch_losing_answer(before, after, *side, name, *trust, command)
+                let checked =
+                    self.launch_losing_answer(before, after, *side, name, *trust, command);
+                self.outage_after_lost_answer(*side)?;
+                checked
             }
             Transition::DestroyLosingAnswer {
                 side,
@@ -392,7 +395,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 after: exchanges,
             } => {
                 self.lose_answer(*side, *exchanges)?;
-                self.destroy_losing_answer(before, after, *side, target)
+                let checked = self.destroy_losing_answer(before, after, *side, target);
+                self.outage_after_lost_answer(*side)?;
+                checked
             }
             Transition::Advance(d) => match &self.time {
                 Time::Modelled { clock, .. } => clock
@@ -457,6 +462,20 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             })?;
         self.down[side.index()] = true;
         Ok(())
+    }
+
+    /// Makes sure `side`'s connection is down once a call that was to lose
+    /// its answer has returned (H11), also when the call needed fewer
+    /// exchanges than the fault let through, which a backend whose
+    /// connection runs through a proxy cannot tell from the wire.
+    fn outage_after_lost_answer(&mut self, side: Side) -> Result<(), String> {
+        self.runtime
+            .block_on(self.factory.set_outage(self.deployment(side), true))
+            .map_err(|err| {
+                format!(
+                    "the factory could not keep {side}'s connection down after a lost answer: {err}"
+                )
+            })
     }
 
     fn launch(

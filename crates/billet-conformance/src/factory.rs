@@ -38,8 +38,9 @@ pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// # `set_outage`
 ///
 /// Starts (`down == true`) or ends an outage of one deployment. What an outage
-/// breaks is the backend's [`Policies::outage`]; the suite never starts an
-/// outage that is already on or ends one that is off, and ends every outage it
+/// breaks is the backend's [`Policies::outage`]; the suite never ends an
+/// outage that is off, never starts one that is already on except right after
+/// a call that was to lose its answer (below), and ends every outage it
 /// started before [`teardown`](ProviderFactory::teardown).
 ///
 /// # `lose_answer` (H11)
@@ -47,8 +48,12 @@ pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Only for a fixture whose [`Policies::mid_call`] is `true`: arms a fault in
 /// the middle of a deployment's next call, which the suite then makes (a
 /// `launch` or a `destroy`). The connection is down after it until the suite
-/// ends that outage with `set_outage(deployment, false)`; the suite never
-/// calls `set_outage(deployment, true)` for it.
+/// ends that outage with `set_outage(deployment, false)`. When that call has
+/// returned, the suite calls `set_outage(deployment, true)`, whether or not
+/// the call reached the fault (a proxy cannot tell where a call ends, so a
+/// call that needed fewer exchanges than the fault let through would leave
+/// the fault armed for the next one): a fixture must take it while its
+/// connection is already down from the fault.
 ///
 /// # `teardown`
 ///
@@ -99,7 +104,8 @@ pub trait ProviderFactory: Send + Sync {
     /// exactly as under `set_outage(deployment, true)`
     /// ([`Outage::WholeConnection`]) until the suite calls
     /// `set_outage(deployment, false)`. If the call needs fewer exchanges than
-    /// `after + 1`, it completes and the outage starts at the next exchange.
+    /// `after + 1`, it completes, and the suite starts the outage with
+    /// `set_outage(deployment, true)` as soon as it has returned.
     ///
     /// An exchange is one request the provider sends its daemon and the answer
     /// to it, counted as the backend's connection sees them: for a backend

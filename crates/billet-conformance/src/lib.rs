@@ -313,18 +313,29 @@ pub struct ContractSummary {
     pub cases: u32,
     /// Steps (transitions) applied, across every sequence.
     pub steps: u64,
+    /// Of those steps, the calls whose answer was lost mid-call (H11): none
+    /// unless the fixture declares [`Policies::mid_call`].
+    pub lost_answers: u64,
     /// How long the whole run took on the wall clock.
     pub wall_time: Duration,
 }
 
+/// What a run counts as it goes, shrinking attempts included.
+#[derive(Debug, Default)]
+struct Tally {
+    steps: Cell<u64>,
+    lost_answers: Cell<u64>,
+}
+
 impl fmt::Display for ContractSummary {
-    /// One line: `256 cases, 16676 steps in 2.8s`.
+    /// One line: `256 cases, 16676 steps in 2.8s`, or with calls whose
+    /// answer was lost, `48 cases, 1118 steps (31 answers lost mid-call) in 9.0s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} cases, {} steps in {:.1?}",
-            self.cases, self.steps, self.wall_time
-        )
+        write!(f, "{} cases, {} steps", self.cases, self.steps)?;
+        if self.lost_answers > 0 {
+            write!(f, " ({} answers lost mid-call)", self.lost_answers)?;
+        }
+        write!(f, " in {:.1?}", self.wall_time)
     }
 }
 
@@ -391,7 +402,7 @@ pub fn check_contract<F: ProviderFactory>(
         (config.min_steps..=config.max_steps).into(),
     );
     let cases = Cell::new(0u32);
-    let steps = Cell::new(0u64);
+    let steps = Tally::default();
     let case = Case { factory, pace };
     // With proptest's shrinking switched off (`max_shrink_iters` 0, which
     // `PROPTEST_MAX_SHRINK_ITERS=0` sets), proptest-state-machine panics when
@@ -415,7 +426,8 @@ pub fn check_contract<F: ProviderFactory>(
     match result {
         Ok(()) => Ok(ContractSummary {
             cases: cases.get(),
-            steps: steps.get(),
+            steps: steps.steps.get(),
+            lost_answers: steps.lost_answers.get(),
             wall_time: started.elapsed(),
         }),
         Err(TestError::Fail(reason, (initial, transitions, _))) => {
@@ -423,7 +435,7 @@ pub fn check_contract<F: ProviderFactory>(
             // steps it shrank into irrelevance after trying to delete them:
             // delete what still can be, then keep only what ran.
             let transitions = case.minimize(&initial, transitions);
-            let failure = match case.replay(&initial, &transitions, &Cell::new(0)) {
+            let failure = match case.replay(&initial, &transitions, &Tally::default()) {
                 Err(failed) => ContractFailure {
                     steps: render(&transitions[..failed.ran]),
                     reason: failed.reason,
@@ -522,7 +534,7 @@ impl<F: ProviderFactory> Case<'_, F> {
         &self,
         initial: &ModelState,
         transitions: &[Transition],
-        steps: &Cell<u64>,
+        steps: &Tally,
     ) -> Result<(), CaseFailure> {
         for _ in 1..SHRINK_RUNS {
             self.run(initial.clone(), transitions, None, steps)?;
@@ -540,7 +552,8 @@ impl<F: ProviderFactory> Case<'_, F> {
     /// on until none of these changes it.
     fn minimize(&self, initial: &ModelState, mut transitions: Vec<Transition>) -> Vec<Transition> {
         let fails = |candidate: &[Transition]| {
-            allowed(initial, candidate) && self.replay(initial, candidate, &Cell::new(0)).is_err()
+            allowed(initial, candidate)
+                && self.replay(initial, candidate, &Tally::default()).is_err()
         };
         loop {
             let mut deleted = true;
@@ -584,7 +597,7 @@ impl<F: ProviderFactory> Case<'_, F> {
         initial: ModelState,
         transitions: &[Transition],
         seen: Option<&AtomicUsize>,
-        steps: &Cell<u64>,
+        steps: &Tally,
     ) -> Result<(), CaseFailure> {
         let mut sut = Sut::new(self.factory, Some(self.pace))
             .map_err(|reason| CaseFailure { ran: 0, reason })?;
@@ -604,7 +617,7 @@ fn run_steps<F: ProviderFactory>(
     initial: ModelState,
     transitions: &[Transition],
     seen: Option<&AtomicUsize>,
-    steps: &Cell<u64>,
+    steps: &Tally,
 ) -> Result<(), CaseFailure> {
     let failed = |ran, reason| CaseFailure { ran, reason };
     let mut model = initial;
@@ -614,7 +627,10 @@ fn run_steps<F: ProviderFactory>(
         if let Some(seen) = seen {
             seen.fetch_add(1, Ordering::SeqCst);
         }
-        steps.set(steps.get() + 1);
+        steps.steps.set(steps.steps.get() + 1);
+        if transition.plain().is_some() {
+            steps.lost_answers.set(steps.lost_answers.get() + 1);
+        }
         // The driver refines the model where a call whose answer was lost
         // (H11) shows which world holds.
         let mut after = model.clone().apply(transition);
@@ -638,9 +654,19 @@ mod tests {
         let summary = ContractSummary {
             cases: 48,
             steps: 1118,
+            lost_answers: 0,
             wall_time: Duration::from_millis(2440),
         };
         assert_eq!(summary.to_string(), "48 cases, 1118 steps in 2.4s");
+        // H11: calls whose answer was lost are counted only when there were some.
+        let lossy = ContractSummary {
+            lost_answers: 31,
+            ..summary
+        };
+        assert_eq!(
+            lossy.to_string(),
+            "48 cases, 1118 steps (31 answers lost mid-call) in 2.4s"
+        );
         let failure = ContractFailure {
             steps: vec!["blue: outage starts".to_owned(), "blue: list".to_owned()],
             reason: "step 2 (blue: list): expected Err(InventoryUnavailable)".to_owned(),

@@ -68,6 +68,7 @@ impl ProviderFactory for DockerFactory {
         Policies {
             invalid_commands: &[&[], &["/no/such/program"]],
             outage: Outage::WholeConnection,
+            mid_call: true,
             ..Policies::STRICT
         }
     }
@@ -95,6 +96,22 @@ impl ProviderFactory for DockerFactory {
         } else {
             proxy.restore();
         }
+        Ok(())
+    }
+
+    /// H11: the deployment's proxy passes `after` requests with their
+    /// answers, delivers the next to the daemon and loses its answer, then
+    /// refuses everything until `set_outage(false)` restores it.
+    async fn lose_answer(
+        &self,
+        deployment: &Deployment<DockerProvider>,
+        after: u32,
+    ) -> Result<(), FixtureError> {
+        let proxies = self.proxies.lock();
+        let proxy = proxies
+            .get(&deployment.owner)
+            .ok_or_else(|| format!("no proxy for {}", deployment.owner))?;
+        proxy.lose_answer_after(after);
         Ok(())
     }
 
@@ -136,10 +153,12 @@ impl ProviderFactory for DockerFactory {
     }
 }
 
-// D8 (H1, H7, H8): the contract suite passes against DockerProvider on a real
-// daemon, in wall time, with whole-connection outages cut for real.
+// D8 (H1, H7, H8), H11, D11: the contract suite passes against
+// DockerProvider on a real daemon, in wall time, with whole-connection
+// outages cut for real and answers lost in the middle of `launch` and
+// `destroy` (the proxy delivers a request to the daemon and drops its answer).
 #[test]
-fn d8_docker_provider_keeps_the_contract_on_a_real_daemon() {
+fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
     let Some(scope) = daemon("d8") else { return };
     let factory = DockerFactory {
         scope,
@@ -151,12 +170,10 @@ fn d8_docker_provider_keeps_the_contract_on_a_real_daemon() {
         Ok(summary) => summary,
         Err(failure) => panic!("{failure}"),
     };
-    println!(
-        "D8 suite on docker, wall time, whole outages: {} cases, {} steps in {:?}",
-        summary.cases, summary.steps, summary.wall_time
-    );
+    println!("D8/H11 suite on docker, wall time, whole outages and lost answers: {summary}");
     assert_eq!(summary.cases, cases);
     assert!(summary.steps >= u64::from(cases) * 16, "{summary:?}");
+    assert!(summary.lost_answers > 0, "no answer was lost: {summary:?}");
     assert!(
         factory.scope.leftovers().is_empty(),
         "the suite left containers behind"

@@ -32,6 +32,9 @@ struct Counting {
     down_at_teardown: Mutex<Vec<String>>,
     /// Outages asked to start while on, or to end while off.
     misused_outages: Mutex<Vec<String>>,
+    /// Deployments whose call was to lose its answer, until the suite starts
+    /// their outage after it (the one start allowed while one may be on).
+    lost_pending: Mutex<Vec<String>>,
 }
 
 impl Counting {
@@ -46,6 +49,7 @@ impl Counting {
             lost_answers: AtomicUsize::new(0),
             down_at_teardown: Mutex::default(),
             misused_outages: Mutex::default(),
+            lost_pending: Mutex::default(),
         }
     }
 }
@@ -78,7 +82,14 @@ impl ProviderFactory for Counting {
     ) -> Result<(), FixtureError> {
         let provider = &deployment.provider;
         let on = provider.is_severed() || provider.provider().list().await.is_err();
-        if on == down {
+        // H11: right after a call that was to lose its answer, the suite
+        // starts the outage whether or not the fault already did.
+        let after_lost = down && {
+            let mut pending = self.lost_pending.lock().unwrap();
+            let at = pending.iter().position(|owner| *owner == deployment.owner);
+            at.map(|at| pending.remove(at)).is_some()
+        };
+        if on == down && !after_lost {
             self.misused_outages.lock().unwrap().push(format!(
                 "{}: asked to {} an outage that was {}",
                 deployment.owner,
@@ -102,6 +113,10 @@ impl ProviderFactory for Counting {
                 deployment.owner
             ));
         }
+        self.lost_pending
+            .lock()
+            .unwrap()
+            .push(deployment.owner.clone());
         self.inner.lose_answer(deployment, after).await
     }
 
@@ -145,6 +160,12 @@ fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
         );
         assert_eq!(
             *factory.misused_outages.lock().unwrap(),
+            Vec::<String>::new()
+        );
+        // H11: every call that was to lose its answer was followed by the
+        // start of its outage.
+        assert_eq!(
+            *factory.lost_pending.lock().unwrap(),
             Vec::<String>::new()
         );
         let lost = factory.lost_answers.load(Ordering::SeqCst);
