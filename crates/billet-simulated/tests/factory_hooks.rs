@@ -169,6 +169,8 @@ fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
             Vec::<String>::new()
         );
         let lost = factory.lost_answers.load(Ordering::SeqCst);
+        // The summary counts exactly the calls that were to lose their answer.
+        assert_eq!(summary.lost_answers, lost as u64, "{summary}");
         if inner.policies().mid_call {
             assert!(lost >= 10, "{lost} mid-call faults in {summary}");
         } else {
