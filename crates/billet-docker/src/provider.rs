@@ -91,12 +91,16 @@ pub enum PullPolicy {
 ///   does not exist: `404`) it is [`Error::Unavailable`].
 /// * A launch whose answer is lost (D11: the connection fails after the
 ///   daemon received the create or the start, the deadline passes, or the
-///   caller drops the call) leaves nothing once the daemon answers again: the
-///   provider remembers each launch it gave up on after its create may have
-///   reached the daemon, and removes that launch's container (recognised by
-///   its launch mark) at its next `list`, at a `find` or `launch` of that
-///   name, before it answers. It never reports such a container, and a
-///   relaunch of the name is not refused because of it.
+///   caller drops the call) leaves nothing once the daemon answers again, or
+///   an instance reported truthfully: the provider remembers each launch it
+///   gave up on after its create may have reached the daemon, and looks at
+///   that launch's container (recognised by its launch mark) at its next
+///   `list`, or at a `find` or `launch` of that name, before it answers. One
+///   never started is removed and never reported, and a relaunch of the name
+///   is not refused because of it. One whose start reached the daemon is an
+///   instance like any other from then on (its command has run, so it is
+///   never removed behind the caller's back: a job's command runs once); it
+///   holds its name until destroyed.
 /// * `list` asks the daemon for this owner's containers in every state (one
 ///   list call), decides from its summaries which are this deployment's (the
 ///   one rule: labels and name are in the summary), and inspects each of
@@ -340,7 +344,8 @@ impl RemoveError {
 
 /// Marks a launch that may have reached the daemon: unless disarmed (the
 /// launch answered, or it is known to have left nothing), dropping it records
-/// the launch as abandoned, so its container is removed at the next chance.
+/// the launch as abandoned, so its container is removed at the next chance
+/// if it never started (one that started is reported as it is).
 /// Dropped also when the caller drops the launch's future.
 struct LaunchGuard<'a> {
     provider: &'a DockerProvider,
@@ -366,7 +371,7 @@ impl Drop for LaunchGuard<'_> {
                 id = tracing::field::Empty,
                 name = %self.name,
                 launch = %self.mark,
-                "a launch was given up after the daemon may have created its container; it is removed at the next look"
+                "a launch was given up after the daemon may have created its container; at the next look it is removed if it never started, else reported as it is"
             );
         });
     }
@@ -756,6 +761,21 @@ impl DockerProvider {
         self.abandoned.lock().retain(|a| a.mark != mark);
     }
 
+    /// A launch given up on whose container did start: no longer given up,
+    /// an instance like any other from now on (D11).
+    fn adopt_abandoned(&self, id: &str, name: &str, mark: &str) {
+        self.forget(mark);
+        self.log(|| {
+            tracing::info!(
+                target: "billet_docker",
+                deployment = %self.owner,
+                id,
+                name,
+                "the container of a launch that was given up had started; reported as it is"
+            );
+        });
+    }
+
     /// Removes the container of a launch this provider gave up on (D11).
     async fn remove_abandoned(
         &self,
@@ -806,10 +826,16 @@ impl DockerProvider {
             ));
         };
         if self.is_abandoned(&mark) {
-            self.remove_abandoned(client, deadline, &id, &name, &mark)
-                .await
-                .map_err(Error::inventory_unavailable)?;
-            return Ok(None);
+            if never_started(&container) {
+                self.remove_abandoned(client, deadline, &id, &name, &mark)
+                    .await
+                    .map_err(Error::inventory_unavailable)?;
+                return Ok(None);
+            }
+            // Its start reached the daemon: the instance exists and its
+            // command has run or is running. Reported as it is, never
+            // removed behind the caller's back, so a job's command runs once.
+            self.adopt_abandoned(&id, &name, &mark);
         }
         let container = if self.is_stale_launch(&container) {
             match self.finish_launch(client, deadline, container).await? {
@@ -854,9 +880,14 @@ impl DockerProvider {
             && given_up.iter().any(|a| a.mark == mark)
         {
             let mark = mark.to_owned();
-            self.remove_abandoned(client, deadline, id, name, &mark)
-                .await
-                .map_err(Error::unavailable)?;
+            if never_started(&container) {
+                self.remove_abandoned(client, deadline, id, name, &mark)
+                    .await
+                    .map_err(Error::unavailable)?;
+            } else {
+                // Started: it holds the name, and the relaunch is a conflict.
+                self.adopt_abandoned(id, name, &mark);
+            }
         }
         Ok(())
     }
@@ -1133,6 +1164,16 @@ fn daemon_message(err: &DaemonError) -> String {
     }
 }
 
+/// Whether an inspected container was never started: still `created`, and
+/// with no start time.
+fn never_started(container: &ContainerInspectResponse) -> bool {
+    let state = container.state.as_ref();
+    state.and_then(|state| state.status) == Some(ContainerStateStatusEnum::CREATED)
+        && state
+            .and_then(|state| state.started_at.as_deref())
+            .is_none_or(|at| matches!(parse_time(at), Ok(None)))
+}
+
 /// A daemon timestamp (RFC 3339, UTC, up to nanoseconds): `Ok(None)` for
 /// docker's zero time (`0001-01-01T00:00:00Z`, "never"), an error for anything
 /// unreadable.
@@ -1343,7 +1384,7 @@ impl Provider for DockerProvider {
             let reusable = match self.claim_listed(summary) {
                 // Not this deployment's: the inspect would say the same.
                 Some(Claim::Theirs { .. } | Claim::Foreign) => continue,
-                // Of a launch given up on: settled (removed) by the inspected path.
+                // Of a launch given up on: settled by the inspected path.
                 Some(Claim::Ours { mark, .. }) => !self.is_abandoned(mark),
                 None => false,
             };
