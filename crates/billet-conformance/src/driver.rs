@@ -2,7 +2,6 @@
 //! answer against the reference model, in modelled or in wall time.
 
 use std::cell::Cell;
-use std::fmt::Debug;
 use std::time::{Duration, SystemTime};
 
 use billet_clock::{Clock, ManualClock};
@@ -222,7 +221,11 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 return if *got == want {
                     Ok(())
                 } else {
-                    Err(format!("expected the instance {want:?}, got {got:?}"))
+                    Err(format!(
+                        "expected the instance {}, got {}",
+                        want.report(),
+                        got.report()
+                    ))
                 };
             }
             Time::Wall(windows) => windows,
@@ -237,8 +240,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             || got.started_at != seen.started_at
         {
             return Err(format!(
-                "expected the instance {{ id: {:?}, name: {:?}, owner: {owner:?}, kind: {}, started_at: {:?} }}, got {got:?}",
-                self.ids[ix], launched.name, self.kind, seen.started_at
+                "expected the instance {{ id: {}, name: {:?}, owner: {owner:?}, kind: {}, started_at: {:?} }}, got {}",
+                self.ids[ix],
+                launched.name,
+                self.kind,
+                seen.started_at,
+                got.report()
             ));
         }
         let right = wall_state_allowed(got.state, from, to, seen, launched.run_time, windows);
@@ -260,7 +267,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         };
         if !right {
             return Err(format!(
-                "{:?} is in a wrong state: {:?}, {}",
+                "{} is in a wrong state: {:?}, {}",
                 got.id,
                 got.state,
                 when()
@@ -269,7 +276,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let before = seen.rank.get();
         if rank(got.state) < before {
             return Err(format!(
-                "{:?} went back to {:?} after it was seen {}, {}",
+                "{} went back to {:?} after it was seen {}, {}",
                 got.id,
                 got.state,
                 ["Pending", "Running", "Stopped"][usize::from(before)],
@@ -341,7 +348,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                         self.check_instance(before, ix, &found, from, to)
                     }
                     (Some(ix), got) => Err(format!(
-                        "expected Ok(Some(the instance {:?})), got {}",
+                        "expected Ok(Some(the instance {})), got {}",
                         self.ids[ix],
                         show(&got)
                     )),
@@ -504,8 +511,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         if outcome != LaunchOutcome::Started {
             return self.check_launch_refusal(before, outcome, name, trust, got);
         }
-        let instance =
-            got.map_err(|err| format!("expected a started instance, got Err({err:?}) ({err})"))?;
+        let instance = got.map_err(|err| {
+            format!(
+                "expected a started instance, got Err({}) ({err})",
+                err.report()
+            )
+        })?;
         self.started(after, &instance, called, returned)
     }
 
@@ -520,8 +531,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
     ) -> Result<(), String> {
         if self.ids.contains(&instance.id) {
             return Err(format!(
-                "the backend answered id {} again: ids are never reused on a host ({instance:?})",
-                instance.id
+                "the backend answered id {} again: ids are never reused on a host ({})",
+                instance.id,
+                instance.report()
             ));
         }
         self.ids.push(instance.id.clone());
@@ -531,11 +543,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             // instance, provided it lies around the launch call.
             if !wall_start_allowed(instance.started_at, called, returned, windows) {
                 return Err(format!(
-                    "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({instance:?})",
+                    "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({})",
                     offset(instance.started_at, called),
                     offset(returned, called),
                     windows.around_end,
                     windows.pending,
+                    instance.report(),
                 ));
             }
             self.seen.push(Seen {
@@ -728,7 +741,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             }
             (DestroyOutcome::NotHeld, Ok(teardown)) if teardown == unknown => Ok(()),
             (DestroyOutcome::NotHeld, got) => Err(format!(
-                "destroying {id:?}, which the host does not hold: expected Ok({unknown:?}), got {}",
+                "destroying {id}, which the host does not hold: expected Ok({unknown:?}), got {}",
                 show(&got)
             )),
         }
@@ -777,7 +790,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         to: SystemTime,
     ) -> Result<(), String> {
         let mut got = got.map_err(|err| {
-            format!("expected {side}'s whole inventory, got Err({err:?}) ({err})")
+            format!(
+                "expected {side}'s whole inventory, got Err({}) ({err})",
+                err.report()
+            )
         })?;
         got.sort_by(|a, b| a.id.cmp(&b.id));
         let want: Vec<usize> = model.held_by(side).collect();
@@ -797,9 +813,11 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             .collect();
         if !missing.is_empty() || !unexpected.is_empty() {
             return Err(format!(
-                "{side}'s inventory holds {} instance(s), the model {}; missing: {missing:?}; unexpected or duplicated: {unexpected:?}",
+                "{side}'s inventory holds {} instance(s), the model {}; missing: {}; unexpected or duplicated: {}",
                 got.len(),
-                want.len()
+                want.len(),
+                missing.report(),
+                unexpected.report()
             ));
         }
         for ix in want {
@@ -890,8 +908,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         };
         if self.ids.contains(&left.id) {
             return Err(format!(
-                "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer has the id {} the backend issued before: ids are never reused on a host ({left:?})",
-                left.id
+                "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer has the id {} the backend issued before: ids are never reused on a host ({})",
+                left.id,
+                left.report()
             ));
         }
         self.ids[ix] = left.id.clone();
@@ -900,11 +919,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             let seen = &mut self.seen[ix];
             if !wall_start_allowed(left.started_at, seen.called, seen.returned, windows) {
                 return Err(format!(
-                    "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({left:?})",
+                    "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({})",
                     offset(left.started_at, seen.called),
                     offset(seen.returned, seen.called),
                     windows.around_end,
                     windows.pending,
+                    left.report(),
                 ));
             }
             seen.started_at = left.started_at;
@@ -1005,7 +1025,7 @@ fn offset(at: SystemTime, from: SystemTime) -> String {
     }
 }
 
-fn expect_inventory_unavailable<T: Debug>(got: &Result<T, Error>) -> Result<(), String> {
+fn expect_inventory_unavailable<T: Report>(got: &Result<T, Error>) -> Result<(), String> {
     match got {
         Err(err) if err.kind() == ErrorKind::InventoryUnavailable => Ok(()),
         got => Err(format!(
@@ -1016,10 +1036,76 @@ fn expect_inventory_unavailable<T: Debug>(got: &Result<T, Error>) -> Result<(), 
 }
 
 /// An answer as the report shows it: the value, or the error's variant and data.
-fn show<T: Debug>(got: &Result<T, Error>) -> String {
+fn show<T: Report>(got: &Result<T, Error>) -> String {
     match got {
-        Ok(value) => format!("Ok({value:?})"),
-        Err(err) => format!("Err({err:?})"),
+        Ok(value) => format!("Ok({})", value.report()),
+        Err(err) => format!("Err({})", err.report()),
+    }
+}
+
+/// How a report shows a value: like its `Debug`, but every [`InstanceId`]
+/// in it printed one way, as its `Display` (`sim-1`, never
+/// `InstanceId("sim-1")`).
+pub(crate) trait Report {
+    /// The value as a report prints it.
+    fn report(&self) -> String;
+}
+
+impl Report for InstanceId {
+    fn report(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Report for Instance {
+    fn report(&self) -> String {
+        format!(
+            "Instance {{ id: {}, name: {:?}, owner: {:?}, kind: {}, state: {:?}, started_at: {:?} }}",
+            self.id, self.name, self.owner, self.kind, self.state, self.started_at
+        )
+    }
+}
+
+impl Report for Error {
+    fn report(&self) -> String {
+        match self {
+            Error::NotOwned { id, owner } => format!("NotOwned {{ id: {id}, owner: {owner:?} }}"),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+impl Report for Teardown {
+    fn report(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl Report for () {
+    fn report(&self) -> String {
+        "()".to_owned()
+    }
+}
+
+impl<T: Report + ?Sized> Report for &T {
+    fn report(&self) -> String {
+        (**self).report()
+    }
+}
+
+impl<T: Report> Report for Option<T> {
+    fn report(&self) -> String {
+        match self {
+            Some(value) => format!("Some({})", value.report()),
+            None => "None".to_owned(),
+        }
+    }
+}
+
+impl<T: Report> Report for Vec<T> {
+    fn report(&self) -> String {
+        let items: Vec<String> = self.iter().map(Report::report).collect();
+        format!("[{}]", items.join(", "))
     }
 }
 
@@ -1030,6 +1116,37 @@ mod tests {
     /// `ms` milliseconds after an arbitrary instant.
     fn at(ms: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000) + Duration::from_millis(ms)
+    }
+
+    // H1: a report prints every id one way, as its Display: in an instance,
+    // a list, an option and an error alike, never as `InstanceId("...")`.
+    #[test]
+    fn h1_reports_print_ids_one_way() {
+        let instance = Instance {
+            id: InstanceId::from("sim-1"),
+            name: "job-a".to_owned(),
+            owner: "blue".to_owned(),
+            kind: ProviderKind::Simulated,
+            state: State::Running,
+            started_at: SystemTime::UNIX_EPOCH,
+        };
+        let shown = [
+            show(&Ok(vec![instance.clone()])),
+            show(&Ok(Some(instance.clone()))),
+            show::<()>(&Err(Error::not_owned(InstanceId::from("sim-1"), "green"))),
+            vec![&instance.id].report(),
+        ];
+        for text in &shown {
+            assert!(text.contains("sim-1"), "{text}");
+            assert!(!text.contains("InstanceId"), "{text}");
+        }
+        assert_eq!(shown[2], r#"Err(NotOwned { id: sim-1, owner: "green" })"#);
+        assert!(
+            shown[0]
+                .starts_with(r#"Ok([Instance { id: sim-1, name: "job-a", owner: "blue", kind: "#),
+            "{}",
+            shown[0]
+        );
     }
 
     const NS: Duration = Duration::from_nanos(1);
