@@ -1,7 +1,9 @@
 //! The driver: applies each transition to the real providers and checks every
 //! answer against the reference model, in modelled or in wall time.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use billet_clock::{Clock, ManualClock};
@@ -1033,6 +1035,56 @@ fn expect_inventory_unavailable<T: Report>(got: &Result<T, Error>) -> Result<(),
             show(got)
         )),
     }
+}
+
+thread_local! {
+    /// Whether a panic on this thread is one [`catch_panic`] answers, so the
+    /// panic hook keeps quiet about it.
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+    /// Where the latest panic [`catch_panic`] answers happened, as the hook saw it.
+    static PANICKED_AT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs, once per process, a panic hook that keeps quiet about the
+/// panics [`catch_panic`] answers, recording where each happened instead, and
+/// hands every other panic (another thread's, or this one's outside the
+/// suite's calls) to the hook that was there before.
+fn quiet_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if CATCHING.with(Cell::get) {
+                let at = info.location().map(ToString::to_string);
+                PANICKED_AT.with(|slot| *slot.borrow_mut() = at);
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `call`, answering a panic in it (the backend's, a factory hook's, or
+/// the suite's own) as an error that says where it happened and its message,
+/// printed once: the failure is then reported like any other, with its
+/// sequence. While `call` runs, the panic hook keeps quiet about a panic on
+/// this thread only.
+pub(crate) fn catch_panic<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    quiet_hook();
+    let was = CATCHING.with(|catching| catching.replace(true));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(call));
+    CATCHING.with(|catching| catching.set(was));
+    outcome.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with no message".to_owned());
+        match PANICKED_AT.with(|slot| slot.borrow_mut().take()) {
+            Some(at) => format!("panicked at {at}: {message}"),
+            None => format!("panicked: {message}"),
+        }
+    })
 }
 
 /// An answer as the report shows it: the value, or the error's variant and data.

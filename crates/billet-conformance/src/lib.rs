@@ -244,7 +244,7 @@ pub use factory::{
     non_empty,
 };
 
-use driver::Sut;
+use driver::{Sut, catch_panic};
 use model::{ModelState, Pace, Transition};
 
 /// How much of the contract suite to run.
@@ -374,6 +374,16 @@ impl std::error::Error for ContractFailure {}
 ///
 /// The suite first builds one fixture (and tears it down) to read its
 /// [`Timing`], then runs `config`'s cases, each on a fresh fixture.
+///
+/// A panic in a provider call or a factory hook (an overflow in the
+/// backend's arithmetic, say) is a failure like any other: it shrinks, and
+/// its reason names the step and gives the panic's message and location
+/// once. To keep the output to that one report, the first run installs a
+/// process-wide panic hook that stays quiet about a panic on the suite's own
+/// thread while it is inside one of its calls, and hands every other panic
+/// (another thread's, a test's own assertion) to the hook that was installed
+/// before it. A task the backend spawns on the suite's runtime runs on that
+/// thread too: its panic reaches the backend as a `JoinError`, quietly.
 pub fn check_contract<F: ProviderFactory>(
     factory: &F,
     config: ContractConfig,
@@ -394,9 +404,9 @@ pub fn check_contract<F: ProviderFactory>(
             "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
         ));
     }
-    let probe = Sut::new(factory, None).map_err(unusable)?;
+    let probe = build(factory, None).map_err(unusable)?;
     let pace = probe.pace();
-    probe.finish().map_err(unusable)?;
+    finish(probe).map_err(unusable)?;
     let strategy = model::strategy(
         ModelState::new(policies, pace),
         (config.min_steps..=config.max_steps).into(),
@@ -599,16 +609,32 @@ impl<F: ProviderFactory> Case<'_, F> {
         seen: Option<&AtomicUsize>,
         steps: &Tally,
     ) -> Result<(), CaseFailure> {
-        let mut sut = Sut::new(self.factory, Some(self.pace))
+        let mut sut = build(self.factory, Some(self.pace))
             .map_err(|reason| CaseFailure { ran: 0, reason })?;
         let outcome = run_steps(&mut sut, initial, transitions, seen, steps);
-        let finished = sut.finish();
+        let finished = finish(sut);
         outcome?;
         finished.map_err(|reason| CaseFailure {
             ran: transitions.len(),
             reason: format!("after the last step: {reason}"),
         })
     }
+}
+
+/// Builds a fixture ([`Sut::new`]), answering a panic in the factory as
+/// an error.
+fn build<F: ProviderFactory>(factory: &F, pace: Option<Pace>) -> Result<Sut<'_, F>, String> {
+    catch_panic(|| Sut::new(factory, pace))
+        .map_err(|panic| format!("the factory {panic} while building a fixture"))
+        .and_then(|built| built)
+}
+
+/// Ends a fixture's outages and tears it down ([`Sut::finish`]), answering a
+/// panic in the factory as an error.
+fn finish<F: ProviderFactory>(sut: Sut<'_, F>) -> Result<(), String> {
+    catch_panic(|| sut.finish())
+        .map_err(|panic| format!("the factory {panic} while tearing a fixture down"))
+        .and_then(|finished| finished)
 }
 
 /// Applies each transition to `sut` and checks it against the model.
@@ -621,7 +647,8 @@ fn run_steps<F: ProviderFactory>(
 ) -> Result<(), CaseFailure> {
     let failed = |ran, reason| CaseFailure { ran, reason };
     let mut model = initial;
-    sut.check_invariants(&mut model)
+    catch_panic(|| sut.check_invariants(&mut model))
+        .and_then(|checked| checked)
         .map_err(|err| failed(0, format!("before the first step: {err}")))?;
     for (n, transition) in transitions.iter().enumerate() {
         if let Some(seen) = seen {
@@ -634,10 +661,12 @@ fn run_steps<F: ProviderFactory>(
         // The driver refines the model where a call whose answer was lost
         // (H11) shows which world holds.
         let mut after = model.clone().apply(transition);
-        sut.apply(&model, &mut after, transition)
+        catch_panic(|| sut.apply(&model, &mut after, transition))
+            .and_then(|applied| applied)
             .map_err(|err| failed(n + 1, format!("step {} ({transition}): {err}", n + 1)))?;
         model = after;
-        sut.check_invariants(&mut model)
+        catch_panic(|| sut.check_invariants(&mut model))
+            .and_then(|checked| checked)
             .map_err(|err| failed(n + 1, format!("after step {} ({transition}): {err}", n + 1)))?;
     }
     Ok(())

@@ -130,6 +130,9 @@ enum Flaw {
     /// request instead of its answer, so the call never reaches the host (the
     /// worlds where a lost launch or destroy did not happen).
     LosesRequests,
+    /// `launch` works out when an instance stops as `SystemTime` plus its run
+    /// time, which panics (an overflow) for a run time of `Duration::MAX`.
+    PanicsOnNeverEnding,
 }
 
 /// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
@@ -311,6 +314,12 @@ impl Provider for Broken {
             return Err(Error::unavailable("the connection is cut"));
         }
         let run_time = parse_run_for(&spec.command).ok();
+        if self.flaw == Flaw::PanicsOnNeverEnding
+            && let Some(run_time) = run_time
+        {
+            // A backend's deadline arithmetic, unchecked.
+            let _stops = SystemTime::now() + run_time;
+        }
         if self.inner.is_severed() {
             match self.flaw {
                 Flaw::CutLaunchSaysInvalid
@@ -631,6 +640,24 @@ fn failure_of(flaw: Flaw, inner: SimulatedFactory, mut config: ContractConfig) -
     };
     println!("{flaw:?} is caught:\n{failure}\n");
     failure
+}
+
+// H1: a provider that panics (an overflow on `Duration::MAX` inside
+// `launch`) is a failure like any other: `check_contract` answers it (before
+// the fix it panicked itself), with the one launch that shows it and a reason
+// that names the step and gives the panic's message once.
+#[test]
+fn h1_a_panicking_provider_is_a_failure_with_its_sequence() {
+    let failure = caught(Flaw::PanicsOnNeverEnding, 1);
+    assert!(
+        failure.steps[0].contains("launch") && failure.steps[0].contains("18446744073709551615"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.starts_with("step 1 (") && failure.reason.contains(": panicked at "),
+        "{failure}"
+    );
+    assert_eq!(failure.reason.matches("overflow").count(), 1, "{failure}");
 }
 
 // H1: a list that drops an instance is reported (S6: list never answers short).
