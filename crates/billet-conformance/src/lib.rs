@@ -216,23 +216,59 @@
 //! lives beside that backend. [`check_contract`] answers the failure instead
 //! of panicking, so a test can also assert that a broken backend is caught.
 //!
+//! # Seeds, replays and panics
+//!
+//! Every run draws its cases from one seed ([`ContractConfig::seed`]; by
+//! default `PROPTEST_RNG_SEED`, else `BILLET_CONFORMANCE_SEED`, else a fresh
+//! random one), and a failure prints it. Running again with
+//! `BILLET_CONFORMANCE_SEED=<seed>` (or [`ContractConfig::with_seed`]) draws
+//! the same cases and, for a backend that answers deterministically, shrinks
+//! to the same sequence. This stands in for proptest's failure persistence
+//! files, which the suite does not write.
+//!
+//! The sequence a failure prints is a regression test as it stands: paste
+//! its lines into [`replay`], which reads them back and runs them on a fresh
+//! fixture:
+//!
+//! ```
+//! use billet_conformance::{ProviderFactory, replay};
+//!
+//! // H1: the sequence a failure printed, kept once the backend is fixed.
+//! fn a_list_keeps_every_instance<F: ProviderFactory>(factory: &F) {
+//!     let steps = r#"
+//!        1. blue: launch "job-a" (trusted, runs for 60s)
+//!        2. blue: launch "job-b" (trusted, runs for 60s)
+//!        3. blue: launch "job-c" (trusted, runs for 60s)
+//!     "#;
+//!     if let Err(failure) = replay(factory, steps) {
+//!         panic!("{failure}");
+//!     }
+//! }
+//! ```
+//!
+//! A panic in the backend (or in a factory hook) is a failure like any
+//! other: it shrinks, and its reason names the step and gives the panic's
+//! message once ([`check_contract`] says how the panic hook is kept quiet).
+//! Every report prints instance ids one way, as their `Display` (`sim-1`).
+//!
 //! # How much it runs
 //!
 //! [`ContractConfig::default`] runs proptest's default number of cases, 256
 //! unless `PROPTEST_CASES` says otherwise, each a sequence of 40 to 88 steps
 //! (64 on average): at least 10,240 steps a run, about 16,400 on average.
-//! `PROPTEST_RNG_SEED` fixes the seed. [`ContractConfig::wall`] runs the
+//! `PROPTEST_RNG_SEED` or `BILLET_CONFORMANCE_SEED` fixes the seed. [`ContractConfig::wall`] runs the
 //! cases a real-time backend asks for, each of 16 to 32 steps.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
 use std::cell::Cell;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use billet_provider::Teardown;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 
 mod driver;
 mod factory;
@@ -252,7 +288,9 @@ use model::{ModelState, Pace, Transition};
 pub struct ContractConfig {
     /// The proptest configuration: `cases` is the number of sequences run.
     /// The default is proptest's own (which reads `PROPTEST_CASES` and
-    /// `PROPTEST_RNG_SEED`) without failure persistence. `max_shrink_iters`
+    /// `PROPTEST_RNG_SEED`) without failure persistence; the run's seed is
+    /// [`seed`](Self::seed)'s, which a fixed `rng_seed` here gives when
+    /// `seed` is `None`. `max_shrink_iters`
     /// bounds proptest's shrinking; at 0 it does none, and the suite still
     /// deletes every step a failure does not need before reporting it.
     pub proptest: Config,
@@ -260,6 +298,14 @@ pub struct ContractConfig {
     pub min_steps: usize,
     /// The most steps a generated sequence has.
     pub max_steps: usize,
+    /// The seed the run draws its cases from. `None` (the default): the
+    /// proptest configuration's fixed seed if it has one (`PROPTEST_RNG_SEED`
+    /// gives it one), else the `BILLET_CONFORMANCE_SEED` environment
+    /// variable (a decimal `u64`) if set, else a fresh random seed. Whichever
+    /// it is, a failure prints it ([`ContractFailure::seed`]), and the same
+    /// seed draws the same cases and shrinks a deterministic backend's
+    /// failure to the same sequence.
+    pub seed: Option<u64>,
 }
 
 impl Default for ContractConfig {
@@ -273,6 +319,7 @@ impl Default for ContractConfig {
             },
             min_steps: 40,
             max_steps: 88,
+            seed: None,
         }
     }
 }
@@ -294,6 +341,14 @@ impl ContractConfig {
     #[must_use]
     pub fn with_cases(mut self, cases: u32) -> Self {
         self.proptest.cases = cases;
+        self
+    }
+
+    /// The same configuration drawing its cases from `seed`, whatever the
+    /// environment says: how a test reruns the cases of a printed failure.
+    #[must_use]
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -349,6 +404,12 @@ pub struct ContractFailure {
     /// Which step (or check after it) failed, what the model expected and
     /// what the backend answered.
     pub reason: String,
+    /// The seed the failing run drew its cases from
+    /// ([`ContractConfig::seed`]): `BILLET_CONFORMANCE_SEED=<seed>` or
+    /// [`ContractConfig::with_seed`] runs the same cases again. `None` when
+    /// no cases were drawn: the suite could not run, or the failure came
+    /// from [`replay`].
+    pub seed: Option<u64>,
 }
 
 impl fmt::Display for ContractFailure {
@@ -362,6 +423,13 @@ impl fmt::Display for ContractFailure {
         write!(f, "minimal sequence ({} step{plural}):", self.steps.len())?;
         for (n, step) in self.steps.iter().enumerate() {
             write!(f, "\n  {:>2}. {step}", n + 1)?;
+        }
+        if let Some(seed) = self.seed {
+            write!(
+                f,
+                "\nseed: {seed} (BILLET_CONFORMANCE_SEED={seed} runs the same cases again; \
+                 billet_conformance::replay runs the sequence above)"
+            )?;
         }
         Ok(())
     }
@@ -389,24 +457,10 @@ pub fn check_contract<F: ProviderFactory>(
     config: ContractConfig,
 ) -> Result<ContractSummary, ContractFailure> {
     let started = Instant::now();
-    let unusable = |reason: String| ContractFailure {
-        steps: Vec::new(),
-        reason,
-    };
-    let policies = factory.policies();
-    if policies.unknown_destroy == Teardown::Stopped {
-        return Err(unusable(
-            "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
-        ));
-    }
-    if policies.mid_call && policies.outage != Outage::WholeConnection {
-        return Err(unusable(
-            "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
-        ));
-    }
-    let probe = build(factory, None).map_err(unusable)?;
-    let pace = probe.pace();
-    finish(probe).map_err(unusable)?;
+    let (policies, pace) = prepare(factory)?;
+    let seed = seed(&config).map_err(unusable)?;
+    let mut config = config;
+    config.proptest.rng_seed = RngSeed::Fixed(seed);
     let strategy = model::strategy(
         ModelState::new(policies, pace),
         (config.min_steps..=config.max_steps).into(),
@@ -449,6 +503,7 @@ pub fn check_contract<F: ProviderFactory>(
                 Err(failed) => ContractFailure {
                     steps: render(&transitions[..failed.ran]),
                     reason: failed.reason,
+                    seed: Some(seed),
                 },
                 Ok(()) => ContractFailure {
                     steps: render(&transitions),
@@ -456,6 +511,7 @@ pub fn check_contract<F: ProviderFactory>(
                         "{} (this sequence passed when replayed: the backend does not answer deterministically)",
                         reason.message()
                     ),
+                    seed: Some(seed),
                 },
             };
             Err(failure)
@@ -463,8 +519,131 @@ pub fn check_contract<F: ProviderFactory>(
         Err(TestError::Abort(reason)) => Err(ContractFailure {
             steps: Vec::new(),
             reason: format!("the suite gave up: {}", reason.message()),
+            seed: Some(seed),
         }),
     }
+}
+
+/// A failure of the suite before it ran any step.
+fn unusable(reason: String) -> ContractFailure {
+    ContractFailure {
+        steps: Vec::new(),
+        reason,
+        seed: None,
+    }
+}
+
+/// Checks the factory's policies and reads its timing from a probe fixture
+/// (built and torn down).
+fn prepare<F: ProviderFactory>(factory: &F) -> Result<(Policies, Pace), ContractFailure> {
+    let policies = factory.policies();
+    if policies.unknown_destroy == Teardown::Stopped {
+        return Err(unusable(
+            "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
+        ));
+    }
+    if policies.mid_call && policies.outage != Outage::WholeConnection {
+        return Err(unusable(
+            "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
+        ));
+    }
+    let probe = build(factory, None).map_err(unusable)?;
+    let pace = probe.pace();
+    finish(probe).map_err(unusable)?;
+    Ok((policies, pace))
+}
+
+/// The environment variable that gives a run its seed when neither the
+/// configuration nor `PROPTEST_RNG_SEED` does ([`ContractConfig::seed`]).
+pub const SEED_VARIABLE: &str = "BILLET_CONFORMANCE_SEED";
+
+/// The seed a run draws its cases from ([`ContractConfig::seed`]).
+fn seed(config: &ContractConfig) -> Result<u64, String> {
+    if let Some(seed) = config.seed {
+        return Ok(seed);
+    }
+    if let RngSeed::Fixed(seed) = config.proptest.rng_seed {
+        return Ok(seed);
+    }
+    match std::env::var(SEED_VARIABLE) {
+        Ok(text) => text.trim().parse().map_err(|_| {
+            format!("{SEED_VARIABLE}={text:?} is not a seed: expected a decimal number below 2^64")
+        }),
+        Err(std::env::VarError::NotUnicode(text)) => Err(format!(
+            "{SEED_VARIABLE}={text:?} is not a seed: expected a decimal number below 2^64"
+        )),
+        // A fresh seed: the standard library's per-process random keys.
+        Err(std::env::VarError::NotPresent) => Ok(RandomState::new().build_hasher().finish()),
+    }
+}
+
+/// Runs one printed sequence of steps against the backend `factory` builds,
+/// on a fresh fixture, as a regression test: `Ok(())` if the contract held
+/// at every step, else the failure (the steps that ran, and why).
+///
+/// `steps` holds one step a line, as a [`ContractFailure`] prints them
+/// (`blue: launch "job-a" (trusted, runs for 60s)`); a leading step number
+/// (`  1. `) and blank lines are skipped, so the lines of a failure's report
+/// can be pasted as they are. A failing sequence is run up to four times
+/// (as when shrinking) before it counts as passing, so a backend whose wrong
+/// answers vary between runs still shows them.
+///
+/// A line that is not a step, or a step the model does not allow where it
+/// stands (a destroy of the id of an instance never launched), is answered
+/// as a failure that names the line, before anything runs.
+///
+/// ```
+/// use billet_conformance::{ProviderFactory, replay};
+///
+/// // H1: the sequence a failure printed, kept as a regression test of the
+/// // backend `factory` builds.
+/// fn an_outage_hides_no_instance<F: ProviderFactory>(factory: &F) {
+///     let steps = r#"
+///        1. blue: launch "job-a" (trusted, runs for 60s)
+///        2. blue: outage starts
+///        3. blue: list
+///        4. blue: outage ends
+///        5. blue: find "job-a"
+///     "#;
+///     if let Err(failure) = replay(factory, steps) {
+///         panic!("{failure}");
+///     }
+/// }
+/// ```
+pub fn replay<F: ProviderFactory>(factory: &F, steps: &str) -> Result<(), ContractFailure> {
+    let (policies, pace) = prepare(factory)?;
+    let mut transitions = Vec::new();
+    for (n, line) in steps.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let transition = model::parse_step(line, policies.invalid_commands).map_err(|err| {
+            unusable(format!(
+                "line {} ({:?}) is not a step: {err}",
+                n + 1,
+                line.trim()
+            ))
+        })?;
+        transitions.push(transition);
+    }
+    let initial = ModelState::new(policies, pace);
+    let mut model = initial.clone();
+    for (n, transition) in transitions.iter().enumerate() {
+        if !model.allows(transition) {
+            return Err(unusable(format!(
+                "step {} ({transition}) cannot be taken there: the steps before it do not allow it",
+                n + 1
+            )));
+        }
+        model = model.apply(transition);
+    }
+    let case = Case { factory, pace };
+    case.replay(&initial, &transitions, &Tally::default())
+        .map_err(|failed| ContractFailure {
+            steps: render(&transitions[..failed.ran]),
+            reason: failed.reason,
+            seed: None,
+        })
 }
 
 /// Runs the contract suite against the backend `factory` builds and panics
@@ -699,11 +878,13 @@ mod tests {
         let failure = ContractFailure {
             steps: vec!["blue: outage starts".to_owned(), "blue: list".to_owned()],
             reason: "step 2 (blue: list): expected Err(InventoryUnavailable)".to_owned(),
+            seed: Some(42),
         };
         assert_eq!(
             failure.to_string(),
             "the provider contract (H1) does not hold: step 2 (blue: list): expected Err(InventoryUnavailable)\n\
-             minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list"
+             minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list\n\
+             seed: 42 (BILLET_CONFORMANCE_SEED=42 runs the same cases again; billet_conformance::replay runs the sequence above)"
         );
     }
 
@@ -714,6 +895,7 @@ mod tests {
         let one = ContractFailure {
             steps: vec!["green: list".to_owned()],
             reason: "step 1 (green: list): wrong".to_owned(),
+            seed: None,
         };
         assert_eq!(
             one.to_string(),
@@ -723,11 +905,64 @@ mod tests {
         let none = ContractFailure {
             steps: Vec::new(),
             reason: "no fixture".to_owned(),
+            seed: None,
         };
         assert_eq!(
             none.to_string(),
             "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):"
         );
+    }
+
+    // H1: every step the suite draws, of every kind (lost answers, invalid
+    // commands, near misses, stop times), reads back from its printed line
+    // as the same step, so a printed sequence can be replayed; a line that
+    // is no step is refused with a reason.
+    #[test]
+    fn h1_every_printed_step_reads_back_as_itself() {
+        use proptest::strategy::{Strategy, ValueTree};
+        let policies = Policies {
+            invalid_commands: &[&[], &["sleep", "90"]],
+            outage: Outage::WholeConnection,
+            mid_call: true,
+            ..Policies::STRICT
+        };
+        let windows = WallWindows {
+            pending: Duration::from_millis(20),
+            around_end: Duration::from_micros(1500),
+        };
+        let mut runner = TestRunner::deterministic();
+        let mut read = 0;
+        for n in 0..64 {
+            let pace = if n % 2 == 0 {
+                model::Pace::Modelled
+            } else {
+                model::Pace::Wall(windows)
+            };
+            let strategy = model::strategy(ModelState::new(policies, pace), (40..=88).into());
+            let (_, transitions, _) = strategy.new_tree(&mut runner).unwrap().current();
+            for (n, transition) in transitions.iter().enumerate() {
+                let line = format!("  {:>2}. {transition}", n + 1);
+                assert_eq!(
+                    model::parse_step(&line, policies.invalid_commands).as_ref(),
+                    Ok(transition),
+                    "{line}"
+                );
+                read += 1;
+            }
+        }
+        assert!(read > 64 * 40, "{read}");
+        for line in [
+            "blue: launch \"job-a\" (trusted, runs for 60)",
+            "red: list",
+            "green: destroy the never-issued id \"made-up\"",
+            "blue: launch \"job-a\" (trusted, invalid command [\"rm\"])",
+            "clock: advance to the stop time of blue's job-a",
+        ] {
+            assert!(
+                model::parse_step(line, policies.invalid_commands).is_err(),
+                "{line}"
+            );
+        }
     }
 
     // H11: the outages a sequence starts, by hand or by a lost answer, are
