@@ -143,7 +143,95 @@
 //!
 //! A backend implements [`ProviderFactory`] (two providers over one host, how
 //! they tell time, a way to start and end an outage, and the command that runs
-//! for a given time), then calls [`assert_contract`] from a test:
+//! for a given time), then calls [`assert_contract`] from a test.
+//!
+//! A new backend starts in modelled time: its providers read their time
+//! from a [`Clock`](billet_clock::Clock), the factory hands both the same
+//! [`ManualClock`](billet_clock::ManualClock) and declares
+//! [`Timing::Modelled`], and the suite moves that clock, so a run of
+//! thousands of steps takes seconds and every state is checked exactly. An
+//! in-memory backend (here `ToyProvider`, its host shared by both
+//! deployments, its outage a switch):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::{Duration, SystemTime};
+//!
+//! use billet_clock::{Clock, ManualClock};
+//! use billet_conformance::{
+//!     ContractConfig, Deployment, Fixture, FixtureError, Policies, ProviderFactory, Timing,
+//!     assert_contract, async_trait,
+//! };
+//! # use billet_provider::{Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass};
+//! # #[derive(Debug, Clone, Default)]
+//! # struct ToyHost;
+//! # #[derive(Debug)]
+//! # struct ToyProvider;
+//! # impl ToyProvider {
+//! #     fn new(_owner: &str, _host: ToyHost, _clock: Arc<dyn Clock>) -> Result<Self, Error> { Ok(ToyProvider) }
+//! #     fn set_inventory_down(&self, _down: bool) {}
+//! # }
+//! # #[async_trait]
+//! # impl Provider for ToyProvider {
+//! #     fn kind(&self) -> ProviderKind { ProviderKind::Simulated }
+//! #     fn accepts(&self, _: TrustClass) -> Result<(), Error> { Ok(()) }
+//! #     async fn launch(&self, _: Spec) -> Result<Instance, Error> { Err(Error::invalid_spec("stub")) }
+//! #     async fn find(&self, _: &str) -> Result<Option<Instance>, Error> { Ok(None) }
+//! #     async fn list(&self) -> Result<Vec<Instance>, Error> { Ok(Vec::new()) }
+//! #     async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> { Ok(Teardown::Absent) }
+//! # }
+//!
+//! struct ToyBackend;
+//!
+//! #[async_trait]
+//! impl ProviderFactory for ToyBackend {
+//!     type Provider = ToyProvider;
+//!
+//!     // An outage breaks only the inventory (Outage::InventoryOnly).
+//!     fn policies(&self) -> Policies {
+//!         Policies::STRICT
+//!     }
+//!
+//!     async fn build(&self) -> Result<Fixture<ToyProvider>, FixtureError> {
+//!         // A fresh, empty host and clock for every fixture; both
+//!         // deployments share them.
+//!         let host = ToyHost::default();
+//!         let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000));
+//!         let deployment = |owner: &str| -> Result<_, FixtureError> {
+//!             let provider = ToyProvider::new(owner, host.clone(), Arc::new(clock.clone()))?;
+//!             Ok(Deployment { owner: owner.to_owned(), provider })
+//!         };
+//!         Ok(Fixture {
+//!             blue: deployment("blue")?,
+//!             green: deployment("green")?,
+//!             timing: Timing::Modelled(clock),
+//!         })
+//!     }
+//!
+//!     async fn set_outage(
+//!         &self,
+//!         deployment: &Deployment<ToyProvider>,
+//!         down: bool,
+//!     ) -> Result<(), FixtureError> {
+//!         deployment.provider.set_inventory_down(down);
+//!         Ok(())
+//!     }
+//!
+//!     // The command a spec carries to run for `run_time` of modelled time;
+//!     // the suite's run times go up to Duration::MAX (an instance that
+//!     // never ends), which the backend must take without overflowing.
+//!     fn command(&self, run_time: Duration) -> Vec<String> {
+//!         vec!["run-for".to_owned(), format!("{}ns", run_time.as_nanos())]
+//!     }
+//! }
+//!
+//! // H1: the backend keeps the provider contract (256 cases by default).
+//! let summary = assert_contract(&ToyBackend, ContractConfig::default());
+//! println!("{summary}");
+//! ```
+//!
+//! A backend over a real daemon runs the suite in wall time ([`Timing::Wall`],
+//! below) and may declare whole-connection outages:
 //!
 //! ```no_run
 //! use std::time::Duration;
