@@ -1170,6 +1170,52 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000) + Duration::from_millis(ms)
     }
 
+    // H1: a panic inside `catch_panic` is answered as an error with its
+    // location and message, and the panic hook keeps quiet about it; a panic
+    // on another thread meanwhile, and one on this thread afterwards, still
+    // reach the hook that was installed before.
+    #[test]
+    fn h1_catch_panic_answers_a_panic_and_silences_only_its_own() {
+        use std::sync::{Arc, Mutex};
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let ear = Arc::clone(&heard);
+        // The only test of this binary that reaches `catch_panic`, so the
+        // suite's hook is installed over this one, as over a test's own.
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .unwrap_or_default();
+            if message.starts_with("catch-panic-test") {
+                ear.lock().unwrap().push(message);
+            } else {
+                default(info);
+            }
+        }));
+        let answer = catch_panic(|| -> u32 {
+            let other = std::thread::spawn(|| panic!("catch-panic-test: another thread"));
+            assert!(other.join().is_err());
+            panic!("catch-panic-test: the suite's call")
+        });
+        let reason = answer.unwrap_err();
+        assert!(
+            reason.starts_with("panicked at crates/billet-conformance/src/driver.rs:")
+                && reason.ends_with(": catch-panic-test: the suite's call"),
+            "{reason}"
+        );
+        assert_eq!(catch_panic(|| 7), Ok(7));
+        assert!(panic::catch_unwind(|| panic!("catch-panic-test: afterwards")).is_err());
+        assert_eq!(
+            *heard.lock().unwrap(),
+            vec![
+                "catch-panic-test: another thread".to_owned(),
+                "catch-panic-test: afterwards".to_owned()
+            ]
+        );
+    }
+
     // H1: a report prints every id one way, as its Display: in an instance,
     // a list, an option and an error alike, never as `InstanceId("...")`.
     #[test]
