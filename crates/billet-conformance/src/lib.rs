@@ -515,9 +515,12 @@ impl fmt::Display for ContractFailure {
         if let Some(seed) = self.seed {
             write!(
                 f,
-                "\nseed: {seed} (BILLET_CONFORMANCE_SEED={seed} runs the same cases again; \
-                 billet_conformance::replay runs the sequence above)"
+                "\nseed: {seed} (BILLET_CONFORMANCE_SEED={seed} runs the same cases again"
             )?;
+            if !self.steps.is_empty() {
+                write!(f, "; billet_conformance::replay runs the sequence above")?;
+            }
+            write!(f, ")")?;
         }
         Ok(())
     }
@@ -999,6 +1002,15 @@ mod tests {
             none.to_string(),
             "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):"
         );
+        let seeded = ContractFailure {
+            seed: Some(7),
+            ..none
+        };
+        assert_eq!(
+            seeded.to_string(),
+            "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):\n\
+             seed: 7 (BILLET_CONFORMANCE_SEED=7 runs the same cases again)"
+        );
     }
 
     // H1: every step the suite draws, of every kind (lost answers, invalid
@@ -1051,6 +1063,20 @@ mod tests {
                 "{line}"
             );
         }
+    }
+
+    // H1: the run's seed is the configuration's when it names one, else
+    // proptest's fixed seed (PROPTEST_RNG_SEED gives one); `with_seed`
+    // changes nothing else.
+    #[test]
+    fn h1_the_configured_seed_comes_first() {
+        let mut config = ContractConfig::default().with_cases(3);
+        config.proptest.rng_seed = RngSeed::Fixed(11);
+        assert_eq!(seed(&config), Ok(11));
+        let seeded = config.with_seed(12);
+        assert_eq!(seed(&seeded), Ok(12));
+        assert_eq!(seeded.proptest.cases, 3);
+        assert_eq!((seeded.min_steps, seeded.max_steps), (40, 88));
     }
 
     // H11: the outages a sequence starts, by hand or by a lost answer, are
