@@ -1,8 +1,9 @@
 //! The driver: applies each transition to the real providers and checks every
 //! answer against the reference model, in modelled or in wall time.
 
-use std::cell::Cell;
-use std::fmt::Debug;
+use std::cell::{Cell, RefCell};
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
 use std::time::{Duration, SystemTime};
 
 use billet_clock::{Clock, ManualClock};
@@ -222,7 +223,11 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                 return if *got == want {
                     Ok(())
                 } else {
-                    Err(format!("expected the instance {want:?}, got {got:?}"))
+                    Err(format!(
+                        "expected the instance {}, got {}",
+                        want.report(),
+                        got.report()
+                    ))
                 };
             }
             Time::Wall(windows) => windows,
@@ -237,8 +242,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             || got.started_at != seen.started_at
         {
             return Err(format!(
-                "expected the instance {{ id: {:?}, name: {:?}, owner: {owner:?}, kind: {}, started_at: {:?} }}, got {got:?}",
-                self.ids[ix], launched.name, self.kind, seen.started_at
+                "expected the instance {{ id: {}, name: {:?}, owner: {owner:?}, kind: {}, started_at: {:?} }}, got {}",
+                self.ids[ix],
+                launched.name,
+                self.kind,
+                seen.started_at,
+                got.report()
             ));
         }
         let right = wall_state_allowed(got.state, from, to, seen, launched.run_time, windows);
@@ -260,7 +269,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         };
         if !right {
             return Err(format!(
-                "{:?} is in a wrong state: {:?}, {}",
+                "{} is in a wrong state: {:?}, {}",
                 got.id,
                 got.state,
                 when()
@@ -269,7 +278,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let before = seen.rank.get();
         if rank(got.state) < before {
             return Err(format!(
-                "{:?} went back to {:?} after it was seen {}, {}",
+                "{} went back to {:?} after it was seen {}, {}",
                 got.id,
                 got.state,
                 ["Pending", "Running", "Stopped"][usize::from(before)],
@@ -341,7 +350,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
                         self.check_instance(before, ix, &found, from, to)
                     }
                     (Some(ix), got) => Err(format!(
-                        "expected Ok(Some(the instance {:?})), got {}",
+                        "expected Ok(Some(the instance {})), got {}",
                         self.ids[ix],
                         show(&got)
                     )),
@@ -504,8 +513,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         if outcome != LaunchOutcome::Started {
             return self.check_launch_refusal(before, outcome, name, trust, got);
         }
-        let instance =
-            got.map_err(|err| format!("expected a started instance, got Err({err:?}) ({err})"))?;
+        let instance = got.map_err(|err| {
+            format!(
+                "expected a started instance, got Err({}) ({err})",
+                err.report()
+            )
+        })?;
         self.started(after, &instance, called, returned)
     }
 
@@ -520,8 +533,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
     ) -> Result<(), String> {
         if self.ids.contains(&instance.id) {
             return Err(format!(
-                "the backend answered id {} again: ids are never reused on a host ({instance:?})",
-                instance.id
+                "the backend answered id {} again: ids are never reused on a host ({})",
+                instance.id,
+                instance.report()
             ));
         }
         self.ids.push(instance.id.clone());
@@ -531,11 +545,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             // instance, provided it lies around the launch call.
             if !wall_start_allowed(instance.started_at, called, returned, windows) {
                 return Err(format!(
-                    "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({instance:?})",
+                    "the instance started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({})",
                     offset(instance.started_at, called),
                     offset(returned, called),
                     windows.around_end,
                     windows.pending,
+                    instance.report(),
                 ));
             }
             self.seen.push(Seen {
@@ -728,7 +743,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             }
             (DestroyOutcome::NotHeld, Ok(teardown)) if teardown == unknown => Ok(()),
             (DestroyOutcome::NotHeld, got) => Err(format!(
-                "destroying {id:?}, which the host does not hold: expected Ok({unknown:?}), got {}",
+                "destroying {id}, which the host does not hold: expected Ok({unknown:?}), got {}",
                 show(&got)
             )),
         }
@@ -777,7 +792,10 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         to: SystemTime,
     ) -> Result<(), String> {
         let mut got = got.map_err(|err| {
-            format!("expected {side}'s whole inventory, got Err({err:?}) ({err})")
+            format!(
+                "expected {side}'s whole inventory, got Err({}) ({err})",
+                err.report()
+            )
         })?;
         got.sort_by(|a, b| a.id.cmp(&b.id));
         let want: Vec<usize> = model.held_by(side).collect();
@@ -797,9 +815,11 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             .collect();
         if !missing.is_empty() || !unexpected.is_empty() {
             return Err(format!(
-                "{side}'s inventory holds {} instance(s), the model {}; missing: {missing:?}; unexpected or duplicated: {unexpected:?}",
+                "{side}'s inventory holds {} instance(s), the model {}; missing: {}; unexpected or duplicated: {}",
                 got.len(),
-                want.len()
+                want.len(),
+                missing.report(),
+                unexpected.report()
             ));
         }
         for ix in want {
@@ -890,8 +910,9 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         };
         if self.ids.contains(&left.id) {
             return Err(format!(
-                "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer has the id {} the backend issued before: ids are never reused on a host ({left:?})",
-                left.id
+                "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer has the id {} the backend issued before: ids are never reused on a host ({})",
+                left.id,
+                left.report()
             ));
         }
         self.ids[ix] = left.id.clone();
@@ -900,11 +921,12 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
             let seen = &mut self.seen[ix];
             if !wall_start_allowed(left.started_at, seen.called, seen.returned, windows) {
                 return Err(format!(
-                    "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({left:?})",
+                    "{side}'s inventory: the instance the launch of {name:?} left when it lost its answer started at {} from the launch call's start (the call took {}); expected within {:?} before it and {:?} after it returned ({})",
                     offset(left.started_at, seen.called),
                     offset(seen.returned, seen.called),
                     windows.around_end,
                     windows.pending,
+                    left.report(),
                 ));
             }
             seen.started_at = left.started_at;
@@ -1005,7 +1027,7 @@ fn offset(at: SystemTime, from: SystemTime) -> String {
     }
 }
 
-fn expect_inventory_unavailable<T: Debug>(got: &Result<T, Error>) -> Result<(), String> {
+fn expect_inventory_unavailable<T: Report>(got: &Result<T, Error>) -> Result<(), String> {
     match got {
         Err(err) if err.kind() == ErrorKind::InventoryUnavailable => Ok(()),
         got => Err(format!(
@@ -1015,11 +1037,127 @@ fn expect_inventory_unavailable<T: Debug>(got: &Result<T, Error>) -> Result<(), 
     }
 }
 
+thread_local! {
+    /// Whether a panic on this thread is one [`catch_panic`] answers, so the
+    /// panic hook keeps quiet about it.
+    static CATCHING: Cell<bool> = const { Cell::new(false) };
+    /// Where the latest panic [`catch_panic`] answers happened, as the hook saw it.
+    static PANICKED_AT: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Installs, once per process, a panic hook that keeps quiet about the
+/// panics [`catch_panic`] answers, recording where each happened instead, and
+/// hands every other panic (another thread's, or this one's outside the
+/// suite's calls) to the hook that was there before.
+fn quiet_hook() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if CATCHING.with(Cell::get) {
+                let at = info.location().map(ToString::to_string);
+                PANICKED_AT.with(|slot| *slot.borrow_mut() = at);
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Runs `call`, answering a panic in it (the backend's, a factory hook's, or
+/// the suite's own) as an error that says where it happened and its message,
+/// printed once: the failure is then reported like any other, with its
+/// sequence. While `call` runs, the panic hook keeps quiet about a panic on
+/// this thread only.
+pub(crate) fn catch_panic<T>(call: impl FnOnce() -> T) -> Result<T, String> {
+    quiet_hook();
+    let was = CATCHING.with(|catching| catching.replace(true));
+    let outcome = panic::catch_unwind(AssertUnwindSafe(call));
+    CATCHING.with(|catching| catching.set(was));
+    outcome.map_err(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with no message".to_owned());
+        match PANICKED_AT.with(|slot| slot.borrow_mut().take()) {
+            Some(at) => format!("panicked at {at}: {message}"),
+            None => format!("panicked: {message}"),
+        }
+    })
+}
+
 /// An answer as the report shows it: the value, or the error's variant and data.
-fn show<T: Debug>(got: &Result<T, Error>) -> String {
+fn show<T: Report>(got: &Result<T, Error>) -> String {
     match got {
-        Ok(value) => format!("Ok({value:?})"),
-        Err(err) => format!("Err({err:?})"),
+        Ok(value) => format!("Ok({})", value.report()),
+        Err(err) => format!("Err({})", err.report()),
+    }
+}
+
+/// How a report shows a value: like its `Debug`, but every [`InstanceId`]
+/// in it printed one way, as its `Display` (`sim-1`, never
+/// `InstanceId("sim-1")`).
+pub(crate) trait Report {
+    /// The value as a report prints it.
+    fn report(&self) -> String;
+}
+
+impl Report for InstanceId {
+    fn report(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Report for Instance {
+    fn report(&self) -> String {
+        format!(
+            "Instance {{ id: {}, name: {:?}, owner: {:?}, kind: {}, state: {:?}, started_at: {:?} }}",
+            self.id, self.name, self.owner, self.kind, self.state, self.started_at
+        )
+    }
+}
+
+impl Report for Error {
+    fn report(&self) -> String {
+        match self {
+            Error::NotOwned { id, owner } => format!("NotOwned {{ id: {id}, owner: {owner:?} }}"),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+impl Report for Teardown {
+    fn report(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl Report for () {
+    fn report(&self) -> String {
+        "()".to_owned()
+    }
+}
+
+impl<T: Report + ?Sized> Report for &T {
+    fn report(&self) -> String {
+        (**self).report()
+    }
+}
+
+impl<T: Report> Report for Option<T> {
+    fn report(&self) -> String {
+        match self {
+            Some(value) => format!("Some({})", value.report()),
+            None => "None".to_owned(),
+        }
+    }
+}
+
+impl<T: Report> Report for Vec<T> {
+    fn report(&self) -> String {
+        let items: Vec<String> = self.iter().map(Report::report).collect();
+        format!("[{}]", items.join(", "))
     }
 }
 
@@ -1030,6 +1168,83 @@ mod tests {
     /// `ms` milliseconds after an arbitrary instant.
     fn at(ms: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000) + Duration::from_millis(ms)
+    }
+
+    // H1: a panic inside `catch_panic` is answered as an error with its
+    // location and message, and the panic hook keeps quiet about it; a panic
+    // on another thread meanwhile, and one on this thread afterwards, still
+    // reach the hook that was installed before.
+    #[test]
+    fn h1_catch_panic_answers_a_panic_and_silences_only_its_own() {
+        use std::sync::{Arc, Mutex};
+        let heard = Arc::new(Mutex::new(Vec::<String>::new()));
+        let ear = Arc::clone(&heard);
+        // The only test of this binary that reaches `catch_panic`, so the
+        // suite's hook is installed over this one, as over a test's own.
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .unwrap_or_default();
+            if message.starts_with("catch-panic-test") {
+                ear.lock().unwrap().push(message);
+            } else {
+                default(info);
+            }
+        }));
+        let answer = catch_panic(|| -> u32 {
+            let other = std::thread::spawn(|| panic!("catch-panic-test: another thread"));
+            assert!(other.join().is_err());
+            panic!("catch-panic-test: the suite's call")
+        });
+        let reason = answer.unwrap_err();
+        assert!(
+            reason.starts_with("panicked at crates/billet-conformance/src/driver.rs:")
+                && reason.ends_with(": catch-panic-test: the suite's call"),
+            "{reason}"
+        );
+        assert_eq!(catch_panic(|| 7), Ok(7));
+        assert!(panic::catch_unwind(|| panic!("catch-panic-test: afterwards")).is_err());
+        assert_eq!(
+            *heard.lock().unwrap(),
+            vec![
+                "catch-panic-test: another thread".to_owned(),
+                "catch-panic-test: afterwards".to_owned()
+            ]
+        );
+    }
+
+    // H1: a report prints every id one way, as its Display: in an instance,
+    // a list, an option and an error alike, never as `InstanceId("...")`.
+    #[test]
+    fn h1_reports_print_ids_one_way() {
+        let instance = Instance {
+            id: InstanceId::from("sim-1"),
+            name: "job-a".to_owned(),
+            owner: "blue".to_owned(),
+            kind: ProviderKind::Simulated,
+            state: State::Running,
+            started_at: SystemTime::UNIX_EPOCH,
+        };
+        let shown = [
+            show(&Ok(vec![instance.clone()])),
+            show(&Ok(Some(instance.clone()))),
+            show::<()>(&Err(Error::not_owned(InstanceId::from("sim-1"), "green"))),
+            vec![&instance.id].report(),
+        ];
+        for text in &shown {
+            assert!(text.contains("sim-1"), "{text}");
+            assert!(!text.contains("InstanceId"), "{text}");
+        }
+        assert_eq!(shown[2], r#"Err(NotOwned { id: sim-1, owner: "green" })"#);
+        assert!(
+            shown[0]
+                .starts_with(r#"Ok([Instance { id: sim-1, name: "job-a", owner: "blue", kind: "#),
+            "{}",
+            shown[0]
+        );
     }
 
     const NS: Duration = Duration::from_nanos(1);

@@ -17,7 +17,10 @@ pub type FixtureError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// Builds fresh fixtures for the contract suite: everything the suite needs
 /// from one backend.
 ///
-/// Implement it with [`macro@async_trait`] (re-exported by this crate).
+/// Implement it with [`macro@async_trait`] (re-exported by this crate). The
+/// crate's docs show a whole factory in modelled time (a
+/// [`ManualClock`] both providers read, the one a new backend starts from)
+/// and one in wall time (a backend over a real daemon).
 ///
 /// # Where it runs
 ///

@@ -143,7 +143,95 @@
 //!
 //! A backend implements [`ProviderFactory`] (two providers over one host, how
 //! they tell time, a way to start and end an outage, and the command that runs
-//! for a given time), then calls [`assert_contract`] from a test:
+//! for a given time), then calls [`assert_contract`] from a test.
+//!
+//! A new backend starts in modelled time: its providers read their time
+//! from a [`Clock`](billet_clock::Clock), the factory hands both the same
+//! [`ManualClock`](billet_clock::ManualClock) and declares
+//! [`Timing::Modelled`], and the suite moves that clock, so a run of
+//! thousands of steps takes seconds and every state is checked exactly. An
+//! in-memory backend (here `ToyProvider`, its host shared by both
+//! deployments, its outage a switch):
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::{Duration, SystemTime};
+//!
+//! use billet_clock::{Clock, ManualClock};
+//! use billet_conformance::{
+//!     ContractConfig, Deployment, Fixture, FixtureError, Policies, ProviderFactory, Timing,
+//!     assert_contract, async_trait,
+//! };
+//! # use billet_provider::{Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass};
+//! # #[derive(Debug, Clone, Default)]
+//! # struct ToyHost;
+//! # #[derive(Debug)]
+//! # struct ToyProvider;
+//! # impl ToyProvider {
+//! #     fn new(_owner: &str, _host: ToyHost, _clock: Arc<dyn Clock>) -> Result<Self, Error> { Ok(ToyProvider) }
+//! #     fn set_inventory_down(&self, _down: bool) {}
+//! # }
+//! # #[async_trait]
+//! # impl Provider for ToyProvider {
+//! #     fn kind(&self) -> ProviderKind { ProviderKind::Simulated }
+//! #     fn accepts(&self, _: TrustClass) -> Result<(), Error> { Ok(()) }
+//! #     async fn launch(&self, _: Spec) -> Result<Instance, Error> { Err(Error::invalid_spec("stub")) }
+//! #     async fn find(&self, _: &str) -> Result<Option<Instance>, Error> { Ok(None) }
+//! #     async fn list(&self) -> Result<Vec<Instance>, Error> { Ok(Vec::new()) }
+//! #     async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> { Ok(Teardown::Absent) }
+//! # }
+//!
+//! struct ToyBackend;
+//!
+//! #[async_trait]
+//! impl ProviderFactory for ToyBackend {
+//!     type Provider = ToyProvider;
+//!
+//!     // An outage breaks only the inventory (Outage::InventoryOnly).
+//!     fn policies(&self) -> Policies {
+//!         Policies::STRICT
+//!     }
+//!
+//!     async fn build(&self) -> Result<Fixture<ToyProvider>, FixtureError> {
+//!         // A fresh, empty host and clock for every fixture; both
+//!         // deployments share them.
+//!         let host = ToyHost::default();
+//!         let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_750_000_000));
+//!         let deployment = |owner: &str| -> Result<_, FixtureError> {
+//!             let provider = ToyProvider::new(owner, host.clone(), Arc::new(clock.clone()))?;
+//!             Ok(Deployment { owner: owner.to_owned(), provider })
+//!         };
+//!         Ok(Fixture {
+//!             blue: deployment("blue")?,
+//!             green: deployment("green")?,
+//!             timing: Timing::Modelled(clock),
+//!         })
+//!     }
+//!
+//!     async fn set_outage(
+//!         &self,
+//!         deployment: &Deployment<ToyProvider>,
+//!         down: bool,
+//!     ) -> Result<(), FixtureError> {
+//!         deployment.provider.set_inventory_down(down);
+//!         Ok(())
+//!     }
+//!
+//!     // The command a spec carries to run for `run_time` of modelled time;
+//!     // the suite's run times go up to Duration::MAX (an instance that
+//!     // never ends), which the backend must take without overflowing.
+//!     fn command(&self, run_time: Duration) -> Vec<String> {
+//!         vec!["run-for".to_owned(), format!("{}ns", run_time.as_nanos())]
+//!     }
+//! }
+//!
+//! // H1: the backend keeps the provider contract (256 cases by default).
+//! let summary = assert_contract(&ToyBackend, ContractConfig::default());
+//! println!("{summary}");
+//! ```
+//!
+//! A backend over a real daemon runs the suite in wall time ([`Timing::Wall`],
+//! below) and may declare whole-connection outages:
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -216,23 +304,59 @@
 //! lives beside that backend. [`check_contract`] answers the failure instead
 //! of panicking, so a test can also assert that a broken backend is caught.
 //!
+//! # Seeds, replays and panics
+//!
+//! Every run draws its cases from one seed ([`ContractConfig::seed`]; by
+//! default `PROPTEST_RNG_SEED`, else `BILLET_CONFORMANCE_SEED`, else a fresh
+//! random one), and a failure prints it. Running again with
+//! `BILLET_CONFORMANCE_SEED=<seed>` (or [`ContractConfig::with_seed`]) draws
+//! the same cases and, for a backend that answers deterministically, shrinks
+//! to the same sequence. This stands in for proptest's failure persistence
+//! files, which the suite does not write.
+//!
+//! The sequence a failure prints is a regression test as it stands: paste
+//! its lines into [`replay`], which reads them back and runs them on a fresh
+//! fixture:
+//!
+//! ```
+//! use billet_conformance::{ProviderFactory, replay};
+//!
+//! // H1: the sequence a failure printed, kept once the backend is fixed.
+//! fn a_list_keeps_every_instance<F: ProviderFactory>(factory: &F) {
+//!     let steps = r#"
+//!        1. blue: launch "job-a" (trusted, runs for 60s)
+//!        2. blue: launch "job-b" (trusted, runs for 60s)
+//!        3. blue: launch "job-c" (trusted, runs for 60s)
+//!     "#;
+//!     if let Err(failure) = replay(factory, steps) {
+//!         panic!("{failure}");
+//!     }
+//! }
+//! ```
+//!
+//! A panic in the backend (or in a factory hook) is a failure like any
+//! other: it shrinks, and its reason names the step and gives the panic's
+//! message once ([`check_contract`] says how the panic hook is kept quiet).
+//! Every report prints instance ids one way, as their `Display` (`sim-1`).
+//!
 //! # How much it runs
 //!
 //! [`ContractConfig::default`] runs proptest's default number of cases, 256
 //! unless `PROPTEST_CASES` says otherwise, each a sequence of 40 to 88 steps
 //! (64 on average): at least 10,240 steps a run, about 16,400 on average.
-//! `PROPTEST_RNG_SEED` fixes the seed. [`ContractConfig::wall`] runs the
+//! `PROPTEST_RNG_SEED` or `BILLET_CONFORMANCE_SEED` fixes the seed. [`ContractConfig::wall`] runs the
 //! cases a real-time backend asks for, each of 16 to 32 steps.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
 use std::cell::Cell;
 use std::fmt;
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use billet_provider::Teardown;
-use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 
 mod driver;
 mod factory;
@@ -244,7 +368,7 @@ pub use factory::{
     non_empty,
 };
 
-use driver::Sut;
+use driver::{Sut, catch_panic};
 use model::{ModelState, Pace, Transition};
 
 /// How much of the contract suite to run.
@@ -252,7 +376,9 @@ use model::{ModelState, Pace, Transition};
 pub struct ContractConfig {
     /// The proptest configuration: `cases` is the number of sequences run.
     /// The default is proptest's own (which reads `PROPTEST_CASES` and
-    /// `PROPTEST_RNG_SEED`) without failure persistence. `max_shrink_iters`
+    /// `PROPTEST_RNG_SEED`) without failure persistence; the run's seed is
+    /// [`seed`](Self::seed)'s, which a fixed `rng_seed` here gives when
+    /// `seed` is `None`. `max_shrink_iters`
     /// bounds proptest's shrinking; at 0 it does none, and the suite still
     /// deletes every step a failure does not need before reporting it.
     pub proptest: Config,
@@ -260,6 +386,14 @@ pub struct ContractConfig {
     pub min_steps: usize,
     /// The most steps a generated sequence has.
     pub max_steps: usize,
+    /// The seed the run draws its cases from. `None` (the default): the
+    /// proptest configuration's fixed seed if it has one (`PROPTEST_RNG_SEED`
+    /// gives it one), else the `BILLET_CONFORMANCE_SEED` environment
+    /// variable (a decimal `u64`) if set, else a fresh random seed. Whichever
+    /// it is, a failure prints it ([`ContractFailure::seed`]), and the same
+    /// seed draws the same cases and shrinks a deterministic backend's
+    /// failure to the same sequence.
+    pub seed: Option<u64>,
 }
 
 impl Default for ContractConfig {
@@ -273,6 +407,7 @@ impl Default for ContractConfig {
             },
             min_steps: 40,
             max_steps: 88,
+            seed: None,
         }
     }
 }
@@ -294,6 +429,14 @@ impl ContractConfig {
     #[must_use]
     pub fn with_cases(mut self, cases: u32) -> Self {
         self.proptest.cases = cases;
+        self
+    }
+
+    /// The same configuration drawing its cases from `seed`, whatever the
+    /// environment says: how a test reruns the cases of a printed failure.
+    #[must_use]
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 
@@ -349,6 +492,12 @@ pub struct ContractFailure {
     /// Which step (or check after it) failed, what the model expected and
     /// what the backend answered.
     pub reason: String,
+    /// The seed the failing run drew its cases from
+    /// ([`ContractConfig::seed`]): `BILLET_CONFORMANCE_SEED=<seed>` or
+    /// [`ContractConfig::with_seed`] runs the same cases again. `None` when
+    /// no cases were drawn: the suite could not run, or the failure came
+    /// from [`replay`].
+    pub seed: Option<u64>,
 }
 
 impl fmt::Display for ContractFailure {
@@ -363,6 +512,16 @@ impl fmt::Display for ContractFailure {
         for (n, step) in self.steps.iter().enumerate() {
             write!(f, "\n  {:>2}. {step}", n + 1)?;
         }
+        if let Some(seed) = self.seed {
+            write!(
+                f,
+                "\nseed: {seed} (BILLET_CONFORMANCE_SEED={seed} runs the same cases again"
+            )?;
+            if !self.steps.is_empty() {
+                write!(f, "; billet_conformance::replay runs the sequence above")?;
+            }
+            write!(f, ")")?;
+        }
         Ok(())
     }
 }
@@ -374,29 +533,25 @@ impl std::error::Error for ContractFailure {}
 ///
 /// The suite first builds one fixture (and tears it down) to read its
 /// [`Timing`], then runs `config`'s cases, each on a fresh fixture.
+///
+/// A panic in a provider call or a factory hook (an overflow in the
+/// backend's arithmetic, say) is a failure like any other: it shrinks, and
+/// its reason names the step and gives the panic's message and location
+/// once. To keep the output to that one report, the first run installs a
+/// process-wide panic hook that stays quiet about a panic on the suite's own
+/// thread while it is inside one of its calls, and hands every other panic
+/// (another thread's, a test's own assertion) to the hook that was installed
+/// before it. A task the backend spawns on the suite's runtime runs on that
+/// thread too: its panic reaches the backend as a `JoinError`, quietly.
 pub fn check_contract<F: ProviderFactory>(
     factory: &F,
     config: ContractConfig,
 ) -> Result<ContractSummary, ContractFailure> {
     let started = Instant::now();
-    let unusable = |reason: String| ContractFailure {
-        steps: Vec::new(),
-        reason,
-    };
-    let policies = factory.policies();
-    if policies.unknown_destroy == Teardown::Stopped {
-        return Err(unusable(
-            "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
-        ));
-    }
-    if policies.mid_call && policies.outage != Outage::WholeConnection {
-        return Err(unusable(
-            "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
-        ));
-    }
-    let probe = Sut::new(factory, None).map_err(unusable)?;
-    let pace = probe.pace();
-    probe.finish().map_err(unusable)?;
+    let (policies, pace) = prepare(factory)?;
+    let seed = seed(&config).map_err(unusable)?;
+    let mut config = config;
+    config.proptest.rng_seed = RngSeed::Fixed(seed);
     let strategy = model::strategy(
         ModelState::new(policies, pace),
         (config.min_steps..=config.max_steps).into(),
@@ -439,6 +594,7 @@ pub fn check_contract<F: ProviderFactory>(
                 Err(failed) => ContractFailure {
                     steps: render(&transitions[..failed.ran]),
                     reason: failed.reason,
+                    seed: Some(seed),
                 },
                 Ok(()) => ContractFailure {
                     steps: render(&transitions),
@@ -446,6 +602,7 @@ pub fn check_contract<F: ProviderFactory>(
                         "{} (this sequence passed when replayed: the backend does not answer deterministically)",
                         reason.message()
                     ),
+                    seed: Some(seed),
                 },
             };
             Err(failure)
@@ -453,8 +610,131 @@ pub fn check_contract<F: ProviderFactory>(
         Err(TestError::Abort(reason)) => Err(ContractFailure {
             steps: Vec::new(),
             reason: format!("the suite gave up: {}", reason.message()),
+            seed: Some(seed),
         }),
     }
+}
+
+/// A failure of the suite before it ran any step.
+fn unusable(reason: String) -> ContractFailure {
+    ContractFailure {
+        steps: Vec::new(),
+        reason,
+        seed: None,
+    }
+}
+
+/// Checks the factory's policies and reads its timing from a probe fixture
+/// (built and torn down).
+fn prepare<F: ProviderFactory>(factory: &F) -> Result<(Policies, Pace), ContractFailure> {
+    let policies = factory.policies();
+    if policies.unknown_destroy == Teardown::Stopped {
+        return Err(unusable(
+            "Policies::unknown_destroy must be Absent or Requested: Stopped means an instance was found".to_owned(),
+        ));
+    }
+    if policies.mid_call && policies.outage != Outage::WholeConnection {
+        return Err(unusable(
+            "Policies::mid_call needs Policies::outage to be Outage::WholeConnection: a lost answer leaves the connection down as a whole-connection outage does".to_owned(),
+        ));
+    }
+    let probe = build(factory, None).map_err(unusable)?;
+    let pace = probe.pace();
+    finish(probe).map_err(unusable)?;
+    Ok((policies, pace))
+}
+
+/// The environment variable that gives a run its seed when neither the
+/// configuration nor `PROPTEST_RNG_SEED` does ([`ContractConfig::seed`]).
+pub const SEED_VARIABLE: &str = "BILLET_CONFORMANCE_SEED";
+
+/// The seed a run draws its cases from ([`ContractConfig::seed`]).
+fn seed(config: &ContractConfig) -> Result<u64, String> {
+    if let Some(seed) = config.seed {
+        return Ok(seed);
+    }
+    if let RngSeed::Fixed(seed) = config.proptest.rng_seed {
+        return Ok(seed);
+    }
+    match std::env::var(SEED_VARIABLE) {
+        Ok(text) => text.trim().parse().map_err(|_| {
+            format!("{SEED_VARIABLE}={text:?} is not a seed: expected a decimal number below 2^64")
+        }),
+        Err(std::env::VarError::NotUnicode(text)) => Err(format!(
+            "{SEED_VARIABLE}={text:?} is not a seed: expected a decimal number below 2^64"
+        )),
+        // A fresh seed: the standard library's per-process random keys.
+        Err(std::env::VarError::NotPresent) => Ok(RandomState::new().build_hasher().finish()),
+    }
+}
+
+/// Runs one printed sequence of steps against the backend `factory` builds,
+/// on a fresh fixture, as a regression test: `Ok(())` if the contract held
+/// at every step, else the failure (the steps that ran, and why).
+///
+/// `steps` holds one step a line, as a [`ContractFailure`] prints them
+/// (`blue: launch "job-a" (trusted, runs for 60s)`); a leading step number
+/// (`  1. `) and blank lines are skipped, so the lines of a failure's report
+/// can be pasted as they are. A failing sequence is run up to four times
+/// (as when shrinking) before it counts as passing, so a backend whose wrong
+/// answers vary between runs still shows them.
+///
+/// A line that is not a step, or a step the model does not allow where it
+/// stands (a destroy of the id of an instance never launched), is answered
+/// as a failure that names the line, before anything runs.
+///
+/// ```
+/// use billet_conformance::{ProviderFactory, replay};
+///
+/// // H1: the sequence a failure printed, kept as a regression test of the
+/// // backend `factory` builds.
+/// fn an_outage_hides_no_instance<F: ProviderFactory>(factory: &F) {
+///     let steps = r#"
+///        1. blue: launch "job-a" (trusted, runs for 60s)
+///        2. blue: outage starts
+///        3. blue: list
+///        4. blue: outage ends
+///        5. blue: find "job-a"
+///     "#;
+///     if let Err(failure) = replay(factory, steps) {
+///         panic!("{failure}");
+///     }
+/// }
+/// ```
+pub fn replay<F: ProviderFactory>(factory: &F, steps: &str) -> Result<(), ContractFailure> {
+    let (policies, pace) = prepare(factory)?;
+    let mut transitions = Vec::new();
+    for (n, line) in steps.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let transition = model::parse_step(line, policies.invalid_commands).map_err(|err| {
+            unusable(format!(
+                "line {} ({:?}) is not a step: {err}",
+                n + 1,
+                line.trim()
+            ))
+        })?;
+        transitions.push(transition);
+    }
+    let initial = ModelState::new(policies, pace);
+    let mut model = initial.clone();
+    for (n, transition) in transitions.iter().enumerate() {
+        if !model.allows(transition) {
+            return Err(unusable(format!(
+                "step {} ({transition}) cannot be taken there: the steps before it do not allow it",
+                n + 1
+            )));
+        }
+        model = model.apply(transition);
+    }
+    let case = Case { factory, pace };
+    case.replay(&initial, &transitions, &Tally::default())
+        .map_err(|failed| ContractFailure {
+            steps: render(&transitions[..failed.ran]),
+            reason: failed.reason,
+            seed: None,
+        })
 }
 
 /// Runs the contract suite against the backend `factory` builds and panics
@@ -599,16 +879,32 @@ impl<F: ProviderFactory> Case<'_, F> {
         seen: Option<&AtomicUsize>,
         steps: &Tally,
     ) -> Result<(), CaseFailure> {
-        let mut sut = Sut::new(self.factory, Some(self.pace))
+        let mut sut = build(self.factory, Some(self.pace))
             .map_err(|reason| CaseFailure { ran: 0, reason })?;
         let outcome = run_steps(&mut sut, initial, transitions, seen, steps);
-        let finished = sut.finish();
+        let finished = finish(sut);
         outcome?;
         finished.map_err(|reason| CaseFailure {
             ran: transitions.len(),
             reason: format!("after the last step: {reason}"),
         })
     }
+}
+
+/// Builds a fixture ([`Sut::new`]), answering a panic in the factory as
+/// an error.
+fn build<F: ProviderFactory>(factory: &F, pace: Option<Pace>) -> Result<Sut<'_, F>, String> {
+    catch_panic(|| Sut::new(factory, pace))
+        .map_err(|panic| format!("the factory {panic} while building a fixture"))
+        .and_then(|built| built)
+}
+
+/// Ends a fixture's outages and tears it down ([`Sut::finish`]), answering a
+/// panic in the factory as an error.
+fn finish<F: ProviderFactory>(sut: Sut<'_, F>) -> Result<(), String> {
+    catch_panic(|| sut.finish())
+        .map_err(|panic| format!("the factory {panic} while tearing a fixture down"))
+        .and_then(|finished| finished)
 }
 
 /// Applies each transition to `sut` and checks it against the model.
@@ -621,7 +917,8 @@ fn run_steps<F: ProviderFactory>(
 ) -> Result<(), CaseFailure> {
     let failed = |ran, reason| CaseFailure { ran, reason };
     let mut model = initial;
-    sut.check_invariants(&mut model)
+    catch_panic(|| sut.check_invariants(&mut model))
+        .and_then(|checked| checked)
         .map_err(|err| failed(0, format!("before the first step: {err}")))?;
     for (n, transition) in transitions.iter().enumerate() {
         if let Some(seen) = seen {
@@ -634,10 +931,12 @@ fn run_steps<F: ProviderFactory>(
         // The driver refines the model where a call whose answer was lost
         // (H11) shows which world holds.
         let mut after = model.clone().apply(transition);
-        sut.apply(&model, &mut after, transition)
+        catch_panic(|| sut.apply(&model, &mut after, transition))
+            .and_then(|applied| applied)
             .map_err(|err| failed(n + 1, format!("step {} ({transition}): {err}", n + 1)))?;
         model = after;
-        sut.check_invariants(&mut model)
+        catch_panic(|| sut.check_invariants(&mut model))
+            .and_then(|checked| checked)
             .map_err(|err| failed(n + 1, format!("after step {} ({transition}): {err}", n + 1)))?;
     }
     Ok(())
@@ -670,11 +969,13 @@ mod tests {
         let failure = ContractFailure {
             steps: vec!["blue: outage starts".to_owned(), "blue: list".to_owned()],
             reason: "step 2 (blue: list): expected Err(InventoryUnavailable)".to_owned(),
+            seed: Some(42),
         };
         assert_eq!(
             failure.to_string(),
             "the provider contract (H1) does not hold: step 2 (blue: list): expected Err(InventoryUnavailable)\n\
-             minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list"
+             minimal sequence (2 steps):\n   1. blue: outage starts\n   2. blue: list\n\
+             seed: 42 (BILLET_CONFORMANCE_SEED=42 runs the same cases again; billet_conformance::replay runs the sequence above)"
         );
     }
 
@@ -685,6 +986,7 @@ mod tests {
         let one = ContractFailure {
             steps: vec!["green: list".to_owned()],
             reason: "step 1 (green: list): wrong".to_owned(),
+            seed: None,
         };
         assert_eq!(
             one.to_string(),
@@ -694,11 +996,87 @@ mod tests {
         let none = ContractFailure {
             steps: Vec::new(),
             reason: "no fixture".to_owned(),
+            seed: None,
         };
         assert_eq!(
             none.to_string(),
             "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):"
         );
+        let seeded = ContractFailure {
+            seed: Some(7),
+            ..none
+        };
+        assert_eq!(
+            seeded.to_string(),
+            "the provider contract (H1) does not hold: no fixture\nminimal sequence (0 steps):\n\
+             seed: 7 (BILLET_CONFORMANCE_SEED=7 runs the same cases again)"
+        );
+    }
+
+    // H1: every step the suite draws, of every kind (lost answers, invalid
+    // commands, near misses, stop times), reads back from its printed line
+    // as the same step, so a printed sequence can be replayed; a line that
+    // is no step is refused with a reason.
+    #[test]
+    fn h1_every_printed_step_reads_back_as_itself() {
+        use proptest::strategy::{Strategy, ValueTree};
+        let policies = Policies {
+            invalid_commands: &[&[], &["sleep", "90"]],
+            outage: Outage::WholeConnection,
+            mid_call: true,
+            ..Policies::STRICT
+        };
+        let windows = WallWindows {
+            pending: Duration::from_millis(20),
+            around_end: Duration::from_micros(1500),
+        };
+        let mut runner = TestRunner::deterministic();
+        let mut read = 0;
+        for n in 0..64 {
+            let pace = if n % 2 == 0 {
+                model::Pace::Modelled
+            } else {
+                model::Pace::Wall(windows)
+            };
+            let strategy = model::strategy(ModelState::new(policies, pace), (40..=88).into());
+            let (_, transitions, _) = strategy.new_tree(&mut runner).unwrap().current();
+            for (n, transition) in transitions.iter().enumerate() {
+                let line = format!("  {:>2}. {transition}", n + 1);
+                assert_eq!(
+                    model::parse_step(&line, policies.invalid_commands).as_ref(),
+                    Ok(transition),
+                    "{line}"
+                );
+                read += 1;
+            }
+        }
+        assert!(read > 64 * 40, "{read}");
+        for line in [
+            "blue: launch \"job-a\" (trusted, runs for 60)",
+            "red: list",
+            "green: destroy the never-issued id \"made-up\"",
+            "blue: launch \"job-a\" (trusted, invalid command [\"rm\"])",
+            "clock: advance to the stop time of blue's job-a",
+        ] {
+            assert!(
+                model::parse_step(line, policies.invalid_commands).is_err(),
+                "{line}"
+            );
+        }
+    }
+
+    // H1: the run's seed is the configuration's when it names one, else
+    // proptest's fixed seed (PROPTEST_RNG_SEED gives one); `with_seed`
+    // changes nothing else.
+    #[test]
+    fn h1_the_configured_seed_comes_first() {
+        let mut config = ContractConfig::default().with_cases(3);
+        config.proptest.rng_seed = RngSeed::Fixed(11);
+        assert_eq!(seed(&config), Ok(11));
+        let seeded = config.with_seed(12);
+        assert_eq!(seed(&seeded), Ok(12));
+        assert_eq!(seeded.proptest.cases, 3);
+        assert_eq!((seeded.min_steps, seeded.max_steps), (40, 88));
     }
 
     // H11: the outages a sequence starts, by hand or by a lost answer, are

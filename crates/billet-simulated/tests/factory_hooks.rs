@@ -24,6 +24,10 @@ struct Counting {
     alternate: bool,
     /// Declare mid-call faults whatever the outage kind.
     claims_mid_call: bool,
+    /// Panic in the build of this index (0: the probe before the cases).
+    panics_on_build: Option<usize>,
+    /// Panic whenever asked to start an outage.
+    panics_on_outage: bool,
     builds: AtomicUsize,
     teardowns: AtomicUsize,
     /// Mid-call faults armed (H11).
@@ -44,6 +48,8 @@ impl Counting {
             lie: false,
             alternate: false,
             claims_mid_call: false,
+            panics_on_build: None,
+            panics_on_outage: false,
             builds: AtomicUsize::new(0),
             teardowns: AtomicUsize::new(0),
             lost_answers: AtomicUsize::new(0),
@@ -69,6 +75,9 @@ impl ProviderFactory for Counting {
 
     async fn build(&self) -> Result<Fixture<Severable>, FixtureError> {
         let n = self.builds.fetch_add(1, Ordering::SeqCst);
+        if self.panics_on_build == Some(n) {
+            panic!("build {n} of this factory panics");
+        }
         if self.alternate && n % 2 == 1 {
             return SimulatedFactory::wall().build().await;
         }
@@ -80,6 +89,9 @@ impl ProviderFactory for Counting {
         deployment: &Deployment<Severable>,
         down: bool,
     ) -> Result<(), FixtureError> {
+        if self.panics_on_outage && down {
+            panic!("this factory panics when asked to start an outage");
+        }
         let provider = &deployment.provider;
         let on = provider.is_severed() || provider.provider().list().await.is_err();
         // H11: right after a call that was to lose its answer, the suite
@@ -233,4 +245,57 @@ fn h11_mid_call_faults_need_whole_connection_outages() {
     );
     assert!(failure.steps.is_empty());
     assert_eq!(factory.builds.load(Ordering::SeqCst), 0);
+}
+
+// H1: a panic in a factory hook is a failure like any other, never a panic
+// of the suite: in the probe build, before anything ran; in a case's build;
+// and in `set_outage`, where the reason names the outage step and the
+// fixture is still torn down.
+#[test]
+fn h1_a_panicking_factory_hook_is_a_failure() {
+    let factory = Counting {
+        panics_on_build: Some(0),
+        ..Counting::new(SimulatedFactory::modelled())
+    };
+    let failure = check_contract(&factory, ContractConfig::default().with_cases(4)).unwrap_err();
+    assert!(
+        failure.reason.starts_with("the factory panicked at ")
+            && failure
+                .reason
+                .ends_with(": build 0 of this factory panics while building a fixture"),
+        "{failure}"
+    );
+    assert!(failure.steps.is_empty(), "{failure}");
+
+    let factory = Counting {
+        panics_on_build: Some(2),
+        ..Counting::new(SimulatedFactory::modelled())
+    };
+    let failure = check_contract(&factory, ContractConfig::default().with_cases(4)).unwrap_err();
+    // It panics once only, so the replay after shrinking says so too.
+    assert!(
+        failure
+            .reason
+            .contains(": build 2 of this factory panics while building a fixture"),
+        "{failure}"
+    );
+
+    let factory = Counting {
+        panics_on_outage: true,
+        ..Counting::new(SimulatedFactory::modelled())
+    };
+    let failure = check_contract(&factory, ContractConfig::default().with_cases(16)).unwrap_err();
+    assert_eq!(failure.steps.len(), 1, "{failure}");
+    assert!(failure.steps[0].ends_with(": outage starts"), "{failure}");
+    assert!(
+        failure.reason.starts_with("step 1 (")
+            && failure
+                .reason
+                .ends_with(": this factory panics when asked to start an outage"),
+        "{failure}"
+    );
+    assert_eq!(
+        factory.teardowns.load(Ordering::SeqCst),
+        factory.builds.load(Ordering::SeqCst)
+    );
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use billet_conformance::{
     ContractConfig, ContractFailure, Deployment, Fixture, FixtureError, Outage, Policies,
-    ProviderFactory, WallWindows, check_contract,
+    ProviderFactory, WallWindows, check_contract, replay,
 };
 use billet_provider::{
     Error, ErrorKind, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown,
@@ -130,6 +130,9 @@ enum Flaw {
     /// request instead of its answer, so the call never reaches the host (the
     /// worlds where a lost launch or destroy did not happen).
     LosesRequests,
+    /// `launch` works out when an instance stops as `SystemTime` plus its run
+    /// time, which panics (an overflow) for a run time of `Duration::MAX`.
+    PanicsOnNeverEnding,
 }
 
 /// The windows of the wall-time fixtures of [`Flaw::LagsWithinWindows`] and
@@ -311,6 +314,12 @@ impl Provider for Broken {
             return Err(Error::unavailable("the connection is cut"));
         }
         let run_time = parse_run_for(&spec.command).ok();
+        if self.flaw == Flaw::PanicsOnNeverEnding
+            && let Some(run_time) = run_time
+        {
+            // A backend's deadline arithmetic, unchecked.
+            let _stops = SystemTime::now() + run_time;
+        }
         if self.inner.is_severed() {
             match self.flaw {
                 Flaw::CutLaunchSaysInvalid
@@ -631,6 +640,98 @@ fn failure_of(flaw: Flaw, inner: SimulatedFactory, mut config: ContractConfig) -
     };
     println!("{flaw:?} is caught:\n{failure}\n");
     failure
+}
+
+// H1: a provider that panics (an overflow on `Duration::MAX` inside
+// `launch`) is a failure like any other: `check_contract` answers it (before
+// the fix it panicked itself), with the one launch that shows it and a reason
+// that names the step and gives the panic's message once.
+#[test]
+fn h1_a_panicking_provider_is_a_failure_with_its_sequence() {
+    let failure = caught(Flaw::PanicsOnNeverEnding, 1);
+    assert!(
+        failure.steps[0].contains("launch") && failure.steps[0].contains("18446744073709551615"),
+        "{failure}"
+    );
+    assert!(
+        failure.reason.starts_with("step 1 (") && failure.reason.contains(": panicked at "),
+        "{failure}"
+    );
+    assert_eq!(failure.reason.matches("overflow").count(), 1, "{failure}");
+}
+
+// H1: a run prints its seed, and the same seed draws the same cases and
+// shrinks the failure to the same sequence, whatever PROPTEST_RNG_SEED says.
+#[test]
+fn h1_a_seed_gives_the_same_shrunk_sequence_twice() {
+    let run = || {
+        let factory = BrokenFactory {
+            flaw: Flaw::FindFoldsCase,
+            inner: SimulatedFactory::modelled(),
+        };
+        let config = ContractConfig::default()
+            .with_cases(256)
+            .with_seed(20_261_201);
+        check_contract(&factory, config).expect_err("a find that folds case is caught")
+    };
+    let first = run();
+    assert_eq!(first.seed, Some(20_261_201), "{first}");
+    assert!(
+        first.to_string().contains(
+            "\nseed: 20261201 (BILLET_CONFORMANCE_SEED=20261201 runs the same cases again"
+        ),
+        "{first}"
+    );
+    assert_eq!(run(), first);
+}
+
+// H1: a printed sequence is a regression test through `replay`: the steps a
+// failure printed reproduce it against the wrong provider, with the same
+// reason, and pass against the simulated provider; so does a sequence
+// written by hand, numbered as a report prints it.
+#[test]
+fn h1_a_replayed_sequence_reproduces_its_failure_and_passes_on_the_simulated_backend() {
+    let broken = BrokenFactory {
+        flaw: Flaw::ListDropsOne,
+        inner: SimulatedFactory::modelled(),
+    };
+    let failure = caught(Flaw::ListDropsOne, 3);
+    let printed = failure.steps.join("\n");
+    let replayed = replay(&broken, &printed).expect_err("the printed sequence fails again");
+    assert_eq!(replayed.steps, failure.steps, "{replayed}");
+    assert_eq!(replayed.reason, failure.reason, "{replayed}");
+    assert_eq!(replayed.seed, None);
+    replay(&SimulatedFactory::modelled(), &printed)
+        .unwrap_or_else(|failure| panic!("the simulated backend keeps the contract:\n{failure}"));
+
+    let by_hand = r#"
+        1. blue: launch "job-a" (trusted, runs for 60s)
+        2. blue: launch "job-b" (trusted, runs for 1.5s)
+        3. clock: advance 1s
+        4. blue: launch "job-c" (trusted, runs for 60s)
+        5. blue: list
+    "#;
+    let replayed = replay(&broken, by_hand).expect_err("three held instances, one dropped");
+    assert!(replayed.reason.contains("inventory"), "{replayed}");
+    replay(&SimulatedFactory::modelled(), by_hand)
+        .unwrap_or_else(|failure| panic!("the simulated backend keeps the contract:\n{failure}"));
+}
+
+// H1: a line that is no step, or a step the ones before it do not allow, is
+// refused before anything runs, naming the line.
+#[test]
+fn h1_replay_refuses_a_line_that_is_no_step() {
+    let simulated = SimulatedFactory::modelled();
+    let failure = replay(&simulated, "blue: list\nblue: launch job-a").unwrap_err();
+    assert!(
+        failure
+            .reason
+            .starts_with("line 2 (\"blue: launch job-a\") is not a step: "),
+        "{failure}"
+    );
+    let failure = replay(&simulated, "green: destroy the id of blue's \"job-a\"").unwrap_err();
+    assert!(failure.reason.starts_with("step 1 ("), "{failure}");
+    assert!(failure.steps.is_empty(), "{failure}");
 }
 
 // H1: a list that drops an instance is reported (S6: list never answers short).
