@@ -641,17 +641,8 @@ impl DockerProvider {
         deadline: Deadline,
         id: &str,
     ) -> Result<(), RemoveError> {
-        let filters = HashMap::from([("name".to_owned(), vec![format!("^/{id}$")])]);
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
         let named = self
-            .call(
-                deadline,
-                "list containers",
-                client.list_containers(Some(options)),
-            )
+            .list_filtered(client, deadline, "name", format!("^/{id}$"))
             .await
             .map_err(RemoveError::Daemon)?;
         match named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
@@ -759,6 +750,28 @@ impl DockerProvider {
 
     fn forget(&self, mark: &str) {
         self.abandoned.lock().retain(|a| a.mark != mark);
+    }
+
+    /// One `list containers` call over containers in every state, filtered
+    /// by the daemon's `filter` (`label`, `name`) equal to `value`.
+    async fn list_filtered(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        filter: &str,
+        value: String,
+    ) -> Result<Vec<ContainerSummary>, DaemonError> {
+        let filters = HashMap::from([(filter.to_owned(), vec![value])]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        self.call(
+            deadline,
+            "list containers",
+            client.list_containers(Some(options)),
+        )
+        .await
     }
 
     /// A launch given up on whose container did start: no longer given up,
@@ -1344,19 +1357,12 @@ impl Provider for DockerProvider {
         let client = self
             .client("list containers")
             .map_err(Error::inventory_unavailable)?;
-        let filters = HashMap::from([(
-            "label".to_owned(),
-            vec![format!("{OWNER_LABEL}={}", self.owner)],
-        )]);
-        let options = ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
         let summaries = self
-            .call(
+            .list_filtered(
+                &client,
                 deadline,
-                "list containers",
-                client.list_containers(Some(options)),
+                "label",
+                format!("{OWNER_LABEL}={}", self.owner),
             )
             .await
             .map_err(Error::inventory_unavailable)?;

@@ -55,6 +55,20 @@ impl DockerFactory {
         self.proxies.lock().insert(owner.clone(), proxy);
         Ok(Deployment { owner, provider })
     }
+
+    /// Runs `act` on the proxy between `deployment`'s provider and the daemon.
+    fn with_proxy(
+        &self,
+        deployment: &Deployment<DockerProvider>,
+        act: impl FnOnce(&SocketProxy),
+    ) -> Result<(), FixtureError> {
+        let proxies = self.proxies.lock();
+        let proxy = proxies
+            .get(&deployment.owner)
+            .ok_or_else(|| format!("no proxy for {}", deployment.owner))?;
+        act(proxy);
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -87,16 +101,13 @@ impl ProviderFactory for DockerFactory {
         deployment: &Deployment<DockerProvider>,
         down: bool,
     ) -> Result<(), FixtureError> {
-        let proxies = self.proxies.lock();
-        let proxy = proxies
-            .get(&deployment.owner)
-            .ok_or_else(|| format!("no proxy for {}", deployment.owner))?;
-        if down {
-            proxy.cut();
-        } else {
-            proxy.restore();
-        }
-        Ok(())
+        self.with_proxy(deployment, |proxy| {
+            if down {
+                proxy.cut();
+            } else {
+                proxy.restore();
+            }
+        })
     }
 
     /// H11: the deployment's proxy passes `after` requests with their
@@ -107,12 +118,7 @@ impl ProviderFactory for DockerFactory {
         deployment: &Deployment<DockerProvider>,
         after: u32,
     ) -> Result<(), FixtureError> {
-        let proxies = self.proxies.lock();
-        let proxy = proxies
-            .get(&deployment.owner)
-            .ok_or_else(|| format!("no proxy for {}", deployment.owner))?;
-        proxy.lose_answer_after(after);
-        Ok(())
+        self.with_proxy(deployment, |proxy| proxy.lose_answer_after(after))
     }
 
     fn command(&self, run_time: Duration) -> Vec<String> {
