@@ -234,11 +234,15 @@ use std::time::{Duration, Instant};
 use billet_provider::Teardown;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 
+mod concurrent;
 mod driver;
 mod factory;
 mod model;
 
 pub use async_trait::async_trait;
+pub use concurrent::{
+    ConcurrentConfig, ConcurrentFailure, ConcurrentSummary, assert_concurrent, check_concurrent,
+};
 pub use factory::{
     Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing, WallWindows,
     non_empty,

@@ -164,10 +164,7 @@ fn h8_every_fixture_is_torn_down_with_its_outages_ended() {
         );
         // H11: every call that was to lose its answer was followed by the
         // start of its outage.
-        assert_eq!(
-            *factory.lost_pending.lock().unwrap(),
-            Vec::<String>::new()
-        );
+        assert_eq!(*factory.lost_pending.lock().unwrap(), Vec::<String>::new());
         let lost = factory.lost_answers.load(Ordering::SeqCst);
         // The summary counts exactly the calls that were to lose their answer.
         assert_eq!(summary.lost_answers, lost as u64, "{summary}");
