@@ -189,17 +189,6 @@ impl Record {
         )
     }
 
-    /// Whether this call names `id` or answered it (a launch answering it
-    /// does not count).
-    fn mentions(&self, id: &InstanceId) -> bool {
-        match (&self.call, &self.answer) {
-            (Call::Destroy(_, destroyed), _) => destroyed == id,
-            (_, Answer::Found(Some(found))) => found == id,
-            (_, Answer::Listed(all)) => all.iter().any(|(_, listed)| listed == id),
-            _ => false,
-        }
-    }
-
     /// The name this call concerns, projected for the per-name check: `None`
     /// if it says nothing about `name`.
     fn about(&self, name: usize) -> Option<NameOp> {
@@ -246,6 +235,17 @@ enum NameOp {
     Destroy(String, Result<Teardown, ErrorKind>),
     /// A find or a list saw this instance of the name, or none.
     Sees(Option<String>),
+}
+
+impl NameOp {
+    /// Whether this call changes what the name holds in no sequential
+    /// history: a find, a list, a refusal, an `Absent` destroy.
+    fn observes_only(&self) -> bool {
+        !matches!(
+            self,
+            NameOp::Launched(_) | NameOp::Destroy(_, Ok(Teardown::Stopped | Teardown::Requested))
+        )
+    }
 }
 
 /// What one (deployment, name) holds: the sequential specification's state.
@@ -390,16 +390,17 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
                 .into_iter()
                 .filter(|r| r.about(name).is_some())
                 .collect();
-            // Delete every call the failure does not need, one at a time,
-            // but never a launch whose id a call left mentions (without it,
-            // that call would fail for a reason the history never had).
+            // Delete every call the failure does not need, one at a time, of
+            // those that change nothing in any linearization (finds, lists,
+            // refusals, `Absent`): a history without some of them that is
+            // not linearizable shows the original is not either, for the
+            // same reason. Launches and confirmed destroys stay, since
+            // without them a call left could fail for a reason the recorded
+            // history never had; `check_concurrent` shrinks those by running
+            // smaller histories.
             let mut i = 0;
             while i < core.len() {
-                if let Answer::Launched(id) = &core[i].answer
-                    && core
-                        .iter()
-                        .any(|r| r.mentions(id) && !matches!(r.call, Call::Launch(_)))
-                {
+                if !core[i].about(name).is_some_and(|op| op.observes_only()) {
                     i += 1;
                     continue;
                 }
@@ -988,5 +989,28 @@ mod tests {
         assert!(calls.iter().all(|r| matches!(r.call, Call::Launch(0))));
         let line = calls[0].line(&recorded.names);
         assert_eq!(line, "task 0 via Blue: launch(\"h12-0\") [2..5] -> Ok(a)");
+    }
+
+    // H12: shrinking never deletes a launch or a confirmed destroy, whose
+    // absence would fail the history for a reason it never had: here the
+    // first destroy freed the name the second launch took.
+    #[test]
+    fn h12_check_keeps_the_calls_that_change_what_a_name_holds() {
+        let stopped = || Answer::Torn(Teardown::Stopped);
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned()],
+            blue: vec![
+                record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a"))),
+                record(0, 2, 3, Call::Destroy(0, id("a")), stopped()),
+                record(1, 4, 5, Call::Destroy(0, id("a")), stopped()),
+                record(0, 6, 7, Call::Launch(0), Answer::Launched(id("b"))),
+                record(1, 8, 9, Call::Find(0), Answer::Found(Some(id("b")))),
+            ],
+            green: Vec::new(),
+            wrong: None,
+        };
+        let (_, calls) = check(&recorded, Teardown::Absent).unwrap_err();
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 2, 4, 6], "{calls:?}");
     }
 }
