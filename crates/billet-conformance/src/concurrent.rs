@@ -856,6 +856,136 @@ where
     })
 }
 
+/// Linearizable histories made without a provider, for the checker's
+/// benchmark and tests: not part of the suite's API.
+#[doc(hidden)]
+pub mod synthetic {
+    use super::*;
+
+    /// A recorded history of one deployment, made by [`history`].
+    #[derive(Debug, Clone)]
+    pub struct SyntheticHistory(Recorded);
+
+    impl SyntheticHistory {
+        /// How many calls it holds.
+        pub fn calls(&self) -> usize {
+            self.0.blue.len()
+        }
+    }
+
+    /// A linearizable history of `tasks` tasks making `calls_per_task` calls
+    /// each over `names` names of one authoritative deployment: each call
+    /// takes effect, on a correct sequential store, at a random instant
+    /// strictly inside its own interval, and tasks' intervals overlap.
+    pub fn history(
+        tasks: usize,
+        calls_per_task: usize,
+        names: usize,
+        seed: u64,
+    ) -> SyntheticHistory {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let names = names.max(1);
+        // (effect instant, task, invoked, answered, planned)
+        let mut planned = Vec::new();
+        for task in 0..tasks {
+            let mut cursor = 0u64;
+            for _ in 0..calls_per_task {
+                let invoked = cursor + 2 * rng.random_range(0..3u64);
+                let answered = invoked + 2 * rng.random_range(1..6u64);
+                let effect = rng.random_range(invoked..answered) | 1;
+                let name = rng.random_range(0..names);
+                let call = match rng.random_range(0..10) {
+                    0..=2 => Planned::Launch(name),
+                    3..=5 => Planned::Destroy(name),
+                    6..=7 => Planned::Find(name),
+                    _ => Planned::List,
+                };
+                planned.push((effect, task, invoked, answered, call));
+                cursor = answered;
+            }
+        }
+        planned.sort_by_key(|p| p.0);
+        let mut held: Vec<Option<InstanceId>> = vec![None; names];
+        let mut retired: Vec<Option<InstanceId>> = vec![None; names];
+        let mut next = 0;
+        let mut records = Vec::new();
+        for (_, task, invoked, answered, call) in planned {
+            let (call, answer) = match call {
+                Planned::Launch(n) => match &held[n] {
+                    Some(_) => (Call::Launch(n), Answer::Failed(ErrorKind::Conflict)),
+                    None => {
+                        next += 1;
+                        let id = InstanceId::from(format!("s-{next}"));
+                        held[n] = Some(id.clone());
+                        (Call::Launch(n), Answer::Launched(id))
+                    }
+                },
+                Planned::Destroy(n) => match (held[n].take(), &retired[n]) {
+                    (Some(id), _) => {
+                        retired[n] = Some(id.clone());
+                        (Call::Destroy(n, id), Answer::Torn(Teardown::Stopped))
+                    }
+                    (None, Some(id)) => {
+                        (Call::Destroy(n, id.clone()), Answer::Torn(Teardown::Absent))
+                    }
+                    (None, None) => (Call::Find(n), Answer::Found(None)),
+                },
+                Planned::Find(n) => (Call::Find(n), Answer::Found(held[n].clone())),
+                Planned::List => (
+                    Call::List,
+                    Answer::Listed(
+                        held.iter()
+                            .enumerate()
+                            .filter_map(|(n, id)| id.clone().map(|id| (n, id)))
+                            .collect(),
+                    ),
+                ),
+            };
+            records.push(Record {
+                task,
+                via: Via::Blue,
+                call,
+                invoked,
+                answered,
+                answer,
+            });
+        }
+        // One global order of invocations and answers: ranks of the instants
+        // (ties in any order: every effect is strictly inside its interval).
+        let mut instants: Vec<u64> = records
+            .iter()
+            .flat_map(|r| [r.invoked, r.answered])
+            .collect();
+        instants.sort_unstable();
+        let mut order = 0..;
+        let mut rank = std::collections::HashMap::new();
+        for instant in instants {
+            rank.entry(instant)
+                .or_insert_with(Vec::new)
+                .push(order.next().unwrap_or(0));
+        }
+        let mut take = |instant: u64| rank.get_mut(&instant).and_then(|r| r.pop()).unwrap_or(0);
+        for record in &mut records {
+            record.invoked = take(record.invoked);
+        }
+        for record in &mut records {
+            record.answered = take(record.answered);
+        }
+        records.sort_by_key(|r| r.invoked);
+        SyntheticHistory(Recorded {
+            names: (0..names).map(|n| format!("h12-{n}")).collect(),
+            blue: records,
+            green: Vec::new(),
+            wrong: None,
+        })
+    }
+
+    /// Whether [`check_concurrent`]'s check passes `history`.
+    pub fn check(history: &SyntheticHistory) -> bool {
+        super::check(&history.0, Teardown::Absent).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1012,5 +1142,21 @@ mod tests {
         let (_, calls) = check(&recorded, Teardown::Absent).unwrap_err();
         let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
         assert_eq!(order, [0, 2, 4, 6], "{calls:?}");
+    }
+
+    // H12: every history a correct sequential store makes, each call taking
+    // effect inside its own interval, passes the check, at every size the
+    // benchmark measures.
+    #[test]
+    fn h12_linearizable_histories_pass() {
+        for tasks in 2..=4 {
+            for calls in [1, 10, 40] {
+                for seed in 0..20 {
+                    let history = synthetic::history(tasks, calls, 2, seed);
+                    assert_eq!(history.calls(), tasks * calls);
+                    assert!(synthetic::check(&history), "{history:?}");
+                }
+            }
+        }
     }
 }

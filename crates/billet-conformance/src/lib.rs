@@ -240,6 +240,8 @@ mod factory;
 mod model;
 
 pub use async_trait::async_trait;
+#[doc(hidden)]
+pub use concurrent::synthetic as concurrent_synthetic;
 pub use concurrent::{
     ConcurrentConfig, ConcurrentFailure, ConcurrentSummary, assert_concurrent, check_concurrent,
 };
