@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use billet_provider::{Error, ErrorKind, Instance, InstanceId, Provider, Spec, State, Teardown};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use proptest::prelude::RngExt;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use todc_utils::linearizability::WGLChecker;
 use todc_utils::linearizability::history::{Action, History};
 use todc_utils::specifications::Specification;
@@ -369,17 +369,6 @@ struct Recorded {
 /// Checks one recorded history: `Err` with the reason and the calls of the
 /// smallest failing sub-history.
 fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Record>)> {
-    if let Some((reason, record)) = &recorded.wrong {
-        let mut calls: Vec<Record> = recorded
-            .blue
-            .iter()
-            .chain(&recorded.green)
-            .filter(|r| r.invoked < record.answered)
-            .cloned()
-            .collect();
-        calls.sort_by_key(|r| r.invoked);
-        return Err((reason.clone(), calls));
-    }
     for (dep, records) in [(Dep::Blue, &recorded.blue), (Dep::Green, &recorded.green)] {
         for (name, shown) in recorded.names.iter().enumerate() {
             let all: Vec<&Record> = records.iter().collect();
@@ -421,6 +410,17 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
                 calls,
             ));
         }
+    }
+    if let Some((reason, record)) = &recorded.wrong {
+        let mut calls: Vec<Record> = recorded
+            .blue
+            .iter()
+            .chain(&recorded.green)
+            .filter(|r| r.invoked < record.answered)
+            .cloned()
+            .collect();
+        calls.sort_by_key(|r| r.invoked);
+        return Err((reason.clone(), calls));
     }
     Ok(())
 }
@@ -592,9 +592,16 @@ where
     best
 }
 
+/// The random source of one seed (proptest's ChaCha generator).
+fn rng_of(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
 /// Plans each task's calls from `seed`.
 fn plan(config: &ConcurrentConfig, seed: u64, second: bool) -> Vec<Vec<(Via, Planned)>> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = rng_of(seed);
     (0..config.tasks)
         .map(|_| {
             (0..config.calls_per_task)
@@ -883,7 +890,7 @@ pub mod synthetic {
         names: usize,
         seed: u64,
     ) -> SyntheticHistory {
-        let mut rng = StdRng::seed_from_u64(seed);
+        let mut rng = rng_of(seed);
         let names = names.max(1);
         // (effect instant, task, invoked, answered, planned)
         let mut planned = Vec::new();

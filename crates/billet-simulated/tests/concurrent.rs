@@ -33,10 +33,10 @@ fn config(histories: u32) -> ConcurrentConfig {
 // with two provider objects of the blue deployment over one host.
 #[test]
 fn h12_the_simulated_backend_passes_in_modelled_time() {
-    let summary = check_concurrent(&SimulatedFactory::modelled(), config(300))
+    let summary = check_concurrent(&SimulatedFactory::modelled(), config(2000))
         .unwrap_or_else(|failure| panic!("{failure}"));
-    assert_eq!(summary.histories, 300);
-    assert_eq!(summary.calls, 300 * 3 * 10);
+    assert_eq!(summary.histories, 2000);
+    assert_eq!(summary.calls, 2000 * 3 * 10);
     eprintln!(
         "H12 simulated, modelled time: {} histories, {} calls, {:?}",
         summary.histories, summary.calls, summary.wall_time
@@ -52,11 +52,11 @@ fn h12_the_simulated_backend_passes_on_the_system_clock() {
             ConcurrentConfig {
                 tasks: 4,
                 multi_thread,
-                ..config(200)
+                ..config(1000)
             },
         )
         .unwrap_or_else(|failure| panic!("{failure}"));
-        assert_eq!(summary.calls, 200 * 4 * 10);
+        assert_eq!(summary.calls, 1000 * 4 * 10);
         eprintln!(
             "H12 simulated, system clock, multi-thread {multi_thread}: {} histories, {} calls, {:?}",
             summary.histories, summary.calls, summary.wall_time
