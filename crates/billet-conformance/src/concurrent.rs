@@ -39,11 +39,17 @@ pub struct ConcurrentConfig {
     /// calls really overlap, rather than interleave at await points on one
     /// thread.
     pub multi_thread: bool,
+    /// Histories tried at each smaller size (fewer tasks, fewer calls) when
+    /// shrinking a failure: the cost of a failure is up to `tasks - 1` x
+    /// `calls_per_task` times this many histories, so keep it small for a
+    /// backend whose histories take seconds. 0 keeps the failing history
+    /// as found (still shrunk by deleting the calls it does not need).
+    pub shrink_attempts: u32,
 }
 
 impl Default for ConcurrentConfig {
     /// 64 histories of 3 tasks x 10 calls over 2 names per deployment, on a
-    /// multi-thread runtime, seed 0.
+    /// multi-thread runtime, seed 0, 20 shrinking attempts per size.
     fn default() -> Self {
         ConcurrentConfig {
             histories: 64,
@@ -52,6 +58,7 @@ impl Default for ConcurrentConfig {
             names: 2,
             seed: 0,
             multi_thread: true,
+            shrink_attempts: 20,
         }
     }
 }
@@ -465,7 +472,7 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
 ///
 /// A failing history is first shrunk to the fewest calls about its name that
 /// still fail the check, then histories with fewer tasks and calls (the same
-/// seed sequence, a few attempts each) are tried, and the smallest failing
+/// seed sequence, [`ConcurrentConfig::shrink_attempts`] each) are tried, and the smallest failing
 /// history found is answered, one line per call.
 ///
 /// # Panics
@@ -548,9 +555,6 @@ where
     }
 }
 
-/// Histories tried per smaller size while shrinking.
-const SHRINK_ATTEMPTS: u64 = 20;
-
 /// The smallest failing history found with fewer tasks and calls than
 /// `config`, already shrunk by [`check`].
 fn shrink<F>(
@@ -574,7 +578,7 @@ where
                 calls_per_task,
                 ..*config
             };
-            for attempt in 0..SHRINK_ATTEMPTS {
+            for attempt in 0..u64::from(config.shrink_attempts) {
                 let Ok(recorded) = record(factory, &smaller, seed.wrapping_add(attempt)) else {
                     continue;
                 };

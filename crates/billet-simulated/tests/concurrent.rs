@@ -26,6 +26,7 @@ fn config(histories: u32) -> ConcurrentConfig {
         names: 2,
         seed: 12,
         multi_thread: true,
+        shrink_attempts: 100,
     }
 }
 
