@@ -475,6 +475,13 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
 /// seed sequence, [`ConcurrentConfig::shrink_attempts`] each) are tried, and the smallest failing
 /// history found is answered, one line per call.
 ///
+/// # Where it runs
+///
+/// Each history builds its fixture, calls, and tears it down inside a tokio
+/// runtime of its own: two worker threads with
+/// [`multi_thread`](ConcurrentConfig::multi_thread), one otherwise. The tasks
+/// are spawned on it, so the provider must be `'static`.
+///
 /// # Panics
 ///
 /// Never on a wrong answer. A `config` with fewer than 2 or more than 4
