@@ -153,6 +153,21 @@ pub trait ProviderFactory: Send + Sync {
         .into())
     }
 
+    /// Another provider object for `fixture`'s `blue` deployment (the same
+    /// owner) over the same host or daemon, as a second process of one
+    /// scheduler would build: used by the concurrent mode (H12,
+    /// [`check_concurrent`](crate::check_concurrent)), which calls both
+    /// providers at once and expects them to agree on every answer. It must
+    /// tell time as the fixture does. The default answers `None`: the
+    /// concurrent mode then calls one provider object per deployment.
+    async fn second(
+        &self,
+        fixture: &Fixture<Self::Provider>,
+    ) -> Result<Option<Self::Provider>, FixtureError> {
+        let _ = fixture;
+        Ok(None)
+    }
+
     /// A command that runs for `run_time` and then exits with code 0: exactly,
     /// by the fixture's [`ManualClock`] under [`Timing::Modelled`]; within the
     /// declared [`WallWindows`] under [`Timing::Wall`]. `Duration::MAX` is a

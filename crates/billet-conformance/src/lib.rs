@@ -39,6 +39,26 @@
 //! and turns a call that loses its answer into the plain call where the
 //! failure does not need the fault.
 //!
+//! # Concurrent callers (H12)
+//!
+//! [`check_concurrent`] runs 2 to 4 tasks that call a fixture's providers at
+//! once (launch, destroy, find and list over a few shared names per
+//! deployment, through `blue`, `green` and the second provider object of
+//! `blue` that [`ProviderFactory::second`] gives, if it gives one), records
+//! each call's invocation and answer in one global order, and checks each
+//! (deployment, name)'s history for linearizability against the contract
+//! taken sequentially, with `todc-utils`' Wing-Gong-Lowe checker. Time does
+//! not move in this mode (every command runs for `Duration::MAX`), and it
+//! makes no outages; a list is checked name by name. A failure answers the
+//! smallest failing history found ([`ConcurrentFailure`]), one line per call:
+//!
+//! ```text
+//! H12: the calls about name "h12-1" of deployment Blue are not linearizable (seed 17); smallest history (3 calls, [invoked..answered] in one global order):
+//!   task 0 via Blue: launch("h12-1") [0..1] -> Ok(toy-1)
+//!   task 0 via Blue: destroy(toy-1) [of "h12-1"] [12..14] -> Ok(Stopped)
+//!   task 1 via Blue2: destroy(toy-1) [of "h12-1"] [13..15] -> Ok(Stopped)
+//! ```
+//!
 //! # Faults in the middle of a call (H11)
 //!
 //! A fixture whose connection can fail after the daemon received a request
@@ -358,11 +378,17 @@ use std::time::{Duration, Instant};
 use billet_provider::Teardown;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 
+mod concurrent;
 mod driver;
 mod factory;
 mod model;
 
 pub use async_trait::async_trait;
+#[doc(hidden)]
+pub use concurrent::synthetic as concurrent_synthetic;
+pub use concurrent::{
+    ConcurrentConfig, ConcurrentFailure, ConcurrentSummary, assert_concurrent, check_concurrent,
+};
 pub use factory::{
     Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing, WallWindows,
     non_empty,

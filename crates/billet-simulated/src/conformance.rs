@@ -208,6 +208,20 @@ impl ProviderFactory for SimulatedFactory {
         self.arm_lost_answer(&deployment.provider, after)
     }
 
+    /// A second [`Severable`] provider for `blue`'s owner over the fixture's
+    /// host and clock: two processes of one deployment (H12).
+    async fn second(
+        &self,
+        fixture: &Fixture<Severable>,
+    ) -> Result<Option<Severable>, FixtureError> {
+        let blue = fixture.blue.provider.provider();
+        let mut builder = SimulatedProvider::builder(blue.owner()).host(blue.host().clone());
+        if let Timing::Modelled(clock) = &fixture.timing {
+            builder = builder.clock(Arc::new(clock.clone()));
+        }
+        Ok(Some(Severable::new(builder.build()?)))
+    }
+
     fn command(&self, run_time: Duration) -> Vec<String> {
         run_for(run_time)
     }

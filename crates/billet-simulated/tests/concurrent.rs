@@ -1,0 +1,394 @@
+//! H12: the concurrent mode of the contract suite passes on the simulated
+//! backend (modelled time and the system clock, through two provider objects
+//! of one deployment) and catches providers that are right one call at a
+//! time but wrong when calls overlap.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use billet_clock::ManualClock;
+use billet_conformance::{
+    ConcurrentConfig, ConcurrentFailure, Deployment, Fixture, FixtureError, Policies,
+    ProviderFactory, Timing, check_concurrent,
+};
+use billet_provider::{
+    Error, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown, TrustClass,
+};
+use billet_simulated::SimulatedFactory;
+
+/// A run large enough to meet the flaws below on a two-worker runtime.
+fn config(histories: u32) -> ConcurrentConfig {
+    ConcurrentConfig {
+        histories,
+        tasks: 3,
+        calls_per_task: 10,
+        names: 2,
+        seed: 12,
+        multi_thread: true,
+        shrink_attempts: 100,
+    }
+}
+
+// H12: the simulated backend's histories are linearizable in modelled time,
+// with two provider objects of the blue deployment over one host.
+#[test]
+fn h12_the_simulated_backend_passes_in_modelled_time() {
+    let summary = check_concurrent(&SimulatedFactory::modelled(), config(2000))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.histories, 2000);
+    assert_eq!(summary.calls, 2000 * 3 * 10);
+    eprintln!(
+        "H12 simulated, modelled time: {} histories, {} calls, {:?}",
+        summary.histories, summary.calls, summary.wall_time
+    );
+}
+
+// H12: the same on the system clock, four tasks, on one thread and on two.
+#[test]
+fn h12_the_simulated_backend_passes_on_the_system_clock() {
+    for multi_thread in [false, true] {
+        let summary = check_concurrent(
+            &SimulatedFactory::wall(),
+            ConcurrentConfig {
+                tasks: 4,
+                multi_thread,
+                ..config(1000)
+            },
+        )
+        .unwrap_or_else(|failure| panic!("{failure}"));
+        assert_eq!(summary.calls, 1000 * 4 * 10);
+        eprintln!(
+            "H12 simulated, system clock, multi-thread {multi_thread}: {} histories, {} calls, {:?}",
+            summary.histories, summary.calls, summary.wall_time
+        );
+    }
+}
+
+// H12: the second provider object of a deployment sees what the first
+// launched, over the same host.
+#[test]
+fn h12_the_simulated_second_provider_shares_the_deployment() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let factory = SimulatedFactory::modelled();
+        let fixture = factory.build().await.unwrap();
+        let second = factory.second(&fixture).await.unwrap().expect("a second");
+        let spec =
+            Spec::new("shared", factory.command(Duration::MAX)).with_trust(TrustClass::Trusted);
+        let launched = fixture.blue.provider.launch(spec.clone()).await.unwrap();
+        let found = second.find("shared").await.unwrap().expect("seen");
+        assert_eq!(found.id, launched.id);
+        assert_eq!(found.owner, "blue");
+        assert_eq!(
+            second.launch(spec).await.unwrap_err().kind(),
+            billet_provider::ErrorKind::Conflict
+        );
+        assert_eq!(
+            second.destroy(&launched.id).await.unwrap(),
+            Teardown::Stopped
+        );
+        assert!(fixture.blue.provider.list().await.unwrap().is_empty());
+    });
+}
+
+// H12: a configuration the mode cannot run is a failure naming the field.
+#[test]
+fn h12_bad_configurations_are_refused_by_name() {
+    for (bad, field) in [
+        (
+            ConcurrentConfig {
+                tasks: 1,
+                ..config(1)
+            },
+            "tasks",
+        ),
+        (
+            ConcurrentConfig {
+                calls_per_task: 0,
+                ..config(1)
+            },
+            "calls_per_task",
+        ),
+        (
+            ConcurrentConfig {
+                names: 5,
+                ..config(1)
+            },
+            "names",
+        ),
+    ] {
+        let failure = check_concurrent(&SimulatedFactory::modelled(), bad).unwrap_err();
+        assert!(failure.reason.contains(field), "{failure}");
+    }
+}
+
+/// What a [`Toy`] provider gets wrong when calls overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    /// Nothing: every call holds the store's lock throughout.
+    None,
+    /// `launch` checks for a conflict, releases the lock, yields, and
+    /// inserts: two launches of one name can both succeed.
+    CheckThenActLaunch,
+    /// `destroy` checks that the instance is held, releases the lock, yields,
+    /// removes it if it is still there and answers `Stopped` either way.
+    DestroyStopsTwice,
+    /// `list` answers the inventory its previous call read (a stale cache),
+    /// and reads the current one for next time.
+    StaleList,
+    /// `launch` inserts the instance `Pending`, releases the lock, yields,
+    /// and only then makes it `Running`: a find in between sees it half made.
+    HalfMadeLaunch,
+}
+
+/// A host's instances, shared by every [`Toy`] over it.
+#[derive(Debug, Default)]
+struct Store {
+    next: u64,
+    instances: Vec<Instance>,
+}
+
+/// A toy in-memory backend, right one call at a time, with one [`Flaw`].
+#[derive(Debug)]
+struct Toy {
+    owner: String,
+    store: Arc<Mutex<Store>>,
+    flaw: Flaw,
+    /// What the previous `list` read ([`Flaw::StaleList`]).
+    cache: Mutex<Vec<Instance>>,
+}
+
+impl Toy {
+    fn read(&self) -> Vec<Instance> {
+        let store = self.store.lock().unwrap();
+        store
+            .instances
+            .iter()
+            .filter(|i| i.owner == self.owner)
+            .cloned()
+            .collect()
+    }
+
+    fn holds(&self, name: &str) -> bool {
+        self.read().iter().any(|i| i.name == name)
+    }
+}
+
+#[async_trait]
+impl Provider for Toy {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Simulated
+    }
+
+    fn accepts(&self, _: TrustClass) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        let racy = self.flaw == Flaw::CheckThenActLaunch;
+        if racy {
+            if self.holds(&spec.name) {
+                return Err(Error::conflict(spec.name));
+            }
+            tokio::task::yield_now().await;
+        }
+        let instance = {
+            let mut store = self.store.lock().unwrap();
+            if !racy
+                && store
+                    .instances
+                    .iter()
+                    .any(|i| i.owner == self.owner && i.name == spec.name)
+            {
+                return Err(Error::conflict(spec.name));
+            }
+            store.next += 1;
+            let instance = Instance {
+                id: InstanceId::from(format!("toy-{}", store.next)),
+                name: spec.name,
+                owner: self.owner.clone(),
+                kind: ProviderKind::Simulated,
+                state: if self.flaw == Flaw::HalfMadeLaunch {
+                    State::Pending
+                } else {
+                    State::Running
+                },
+                started_at: SystemTime::UNIX_EPOCH,
+            };
+            store.instances.push(instance.clone());
+            instance
+        };
+        if self.flaw == Flaw::HalfMadeLaunch {
+            tokio::task::yield_now().await;
+            let mut store = self.store.lock().unwrap();
+            for held in &mut store.instances {
+                if held.id == instance.id {
+                    held.state = State::Running;
+                }
+            }
+            return Ok(Instance {
+                state: State::Running,
+                ..instance
+            });
+        }
+        Ok(instance)
+    }
+
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        Ok(self.read().into_iter().find(|i| i.name == name))
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        let now = self.read();
+        if self.flaw == Flaw::StaleList {
+            return Ok(std::mem::replace(&mut *self.cache.lock().unwrap(), now));
+        }
+        Ok(now)
+    }
+
+    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.flaw == Flaw::DestroyStopsTwice {
+            if !self.read().iter().any(|i| i.id == *id) {
+                return Ok(Teardown::Absent);
+            }
+            tokio::task::yield_now().await;
+        }
+        let mut store = self.store.lock().unwrap();
+        let Some(at) = store.instances.iter().position(|i| i.id == *id) else {
+            return Ok(if self.flaw == Flaw::DestroyStopsTwice {
+                Teardown::Stopped
+            } else {
+                Teardown::Absent
+            });
+        };
+        if store.instances[at].owner != self.owner {
+            return Err(Error::not_owned(
+                id.clone(),
+                store.instances[at].owner.clone(),
+            ));
+        }
+        store.instances.remove(at);
+        Ok(Teardown::Stopped)
+    }
+}
+
+/// Fixtures of [`Toy`] providers with one flaw: blue, green and a second
+/// blue over one store.
+struct ToyFactory(Flaw);
+
+impl ToyFactory {
+    fn toy(&self, owner: &str, store: &Arc<Mutex<Store>>) -> Toy {
+        Toy {
+            owner: owner.to_owned(),
+            store: Arc::clone(store),
+            flaw: self.0,
+            cache: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ProviderFactory for ToyFactory {
+    type Provider = Toy;
+
+    fn policies(&self) -> Policies {
+        Policies::STRICT
+    }
+
+    async fn build(&self) -> Result<Fixture<Toy>, FixtureError> {
+        let store = Arc::new(Mutex::new(Store::default()));
+        Ok(Fixture {
+            blue: Deployment {
+                owner: "blue".to_owned(),
+                provider: self.toy("blue", &store),
+            },
+            green: Deployment {
+                owner: "green".to_owned(),
+                provider: self.toy("green", &store),
+            },
+            timing: Timing::Modelled(ManualClock::new(SystemTime::UNIX_EPOCH)),
+        })
+    }
+
+    async fn second(&self, fixture: &Fixture<Toy>) -> Result<Option<Toy>, FixtureError> {
+        Ok(Some(self.toy("blue", &fixture.blue.provider.store)))
+    }
+
+    async fn set_outage(&self, _: &Deployment<Toy>, _: bool) -> Result<(), FixtureError> {
+        Err("the toy has no outages".into())
+    }
+
+    fn command(&self, _: Duration) -> Vec<String> {
+        vec!["toy".to_owned()]
+    }
+}
+
+/// The failure the concurrent mode answers for `flaw`.
+fn caught(flaw: Flaw) -> ConcurrentFailure {
+    let failure = check_concurrent(&ToyFactory(flaw), config(300))
+        .err()
+        .unwrap_or_else(|| panic!("{flaw:?} passed 300 histories"));
+    eprintln!("{flaw:?}:\n{failure}");
+    assert!(!failure.calls.is_empty(), "{failure}");
+    failure
+}
+
+// H12: the toy backend without a flaw passes: each flaw below is what the
+// mode catches.
+#[test]
+fn h12_the_toy_backend_without_a_flaw_passes() {
+    let summary = check_concurrent(&ToyFactory(Flaw::None), config(300))
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    assert_eq!(summary.histories, 300);
+}
+
+// H12: two concurrent launches of one name both succeeding are caught, and
+// shrink to those two launches.
+#[test]
+fn h12_catches_a_check_then_act_launch() {
+    let failure = caught(Flaw::CheckThenActLaunch);
+    assert!(failure.reason.contains("not linearizable"), "{failure}");
+    let launches = failure
+        .calls
+        .iter()
+        .filter(|l| l.contains("launch(") && l.contains("-> Ok("))
+        .count();
+    assert!(launches >= 2, "{failure}");
+    assert!(failure.calls.len() <= 4, "{failure}");
+}
+
+// H12: two destroys of one instance both answering Stopped are caught.
+#[test]
+fn h12_catches_a_destroy_that_answers_stopped_twice() {
+    let failure = caught(Flaw::DestroyStopsTwice);
+    assert!(failure.reason.contains("not linearizable"), "{failure}");
+    let stopped = failure
+        .calls
+        .iter()
+        .filter(|l| l.contains("destroy(") && l.ends_with("-> Ok(Stopped)"))
+        .count();
+    assert!(stopped >= 2, "{failure}");
+}
+
+// H12: a list that misses an instance whose launch returned before the list
+// began is caught.
+#[test]
+fn h12_catches_a_list_that_misses_a_finished_launch() {
+    let failure = caught(Flaw::StaleList);
+    assert!(failure.reason.contains("not linearizable"), "{failure}");
+    assert!(
+        failure.calls.iter().any(|l| l.contains("list()")),
+        "{failure}"
+    );
+}
+
+// H12: a find that sees a half-made (Pending) instance is caught.
+#[test]
+fn h12_catches_a_find_that_sees_a_half_made_instance() {
+    let failure = caught(Flaw::HalfMadeLaunch);
+    assert!(failure.reason.contains("Pending"), "{failure}");
+}
