@@ -461,7 +461,10 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
 ///   and the sequential specification needs no time. Under
 ///   [`Timing::Modelled`] the clock is never moved; under [`Timing::Wall`]
 ///   an instance must be `Running` from the moment its launch returned (a
-///   backend that declares a `pending` window may also answer `Pending`).
+///   backend that declares a `pending` window may also answer `Pending`);
+///   a find or list that overlapped a launch of the name still under way may
+///   see it `Pending` (a real backend's launch makes the instance before it
+///   starts it).
 /// * Histories are checked per name: a list is read as one observation of
 ///   each name, so two names seen by one list at inconsistent instants (an
 ///   atomic-snapshot fault across names) is not caught.
@@ -644,6 +647,11 @@ struct Shared<P> {
     command: Vec<String>,
     image: String,
     pending_allowed: bool,
+    /// Whether the fixture tells wall time, where an instance may be
+    /// `Pending` while a launch of its name is still under way.
+    wall: bool,
+    /// Launches of each (deployment, name) begun and ended so far.
+    launches: Mutex<Vec<(u64, u64)>>,
     clock: AtomicU64,
     /// The last id seen of each (deployment, name): what a destroy names.
     known: Mutex<Vec<Option<InstanceId>>>,
@@ -678,8 +686,23 @@ impl<P: Provider> Shared<P> {
         self.known.lock().expect("not poisoned")[self.slot(dep, name)] = Some(id.clone());
     }
 
-    /// Why `instance`, answered for `name` of `dep` through `via`, is wrong.
-    fn judge(&self, via: Via, name: usize, instance: &Instance) -> Option<String> {
+    /// Whether a launch of `name` of `dep` was under way at some moment of a
+    /// call that began when `ended_before` launches of each name had ended
+    /// (wall time only): then its instance may still be `Pending`.
+    fn launch_overlapped(&self, dep: Dep, name: usize, ended_before: &[(u64, u64)]) -> bool {
+        let slot = self.slot(dep, name);
+        self.wall && self.launches.lock().expect("not poisoned")[slot].0 > ended_before[slot].1
+    }
+
+    /// Why `instance`, answered for `name` of `dep` through `via`, is wrong;
+    /// `pending_ok` when a launch of that name overlapped the call.
+    fn judge(
+        &self,
+        via: Via,
+        name: usize,
+        instance: &Instance,
+        pending_ok: bool,
+    ) -> Option<String> {
         let dep = via.dep();
         let kind = self.provider(via).kind();
         if instance.name != self.names[name] {
@@ -703,7 +726,7 @@ impl<P: Provider> Shared<P> {
             ));
         }
         let state_ok = instance.state == State::Running
-            || (instance.state == State::Pending && self.pending_allowed);
+            || (instance.state == State::Pending && (self.pending_allowed || pending_ok));
         if !state_ok {
             return Some(format!(
                 "instance {} of {:?} is {:?}, though its command never stops and time does not move",
@@ -729,15 +752,19 @@ impl<P: Provider> Shared<P> {
             }
         };
         let mut wrong = None;
+        let ended_before = self.launches.lock().expect("not poisoned").clone();
         let invoked = self.clock.fetch_add(1, Ordering::SeqCst);
         let answer = match &call {
             Call::Launch(name) => {
                 let spec = Spec::new(self.names[*name].clone(), self.command.clone())
                     .with_image(self.image.clone())
                     .with_trust(TrustClass::Trusted);
+                let slot = self.slot(dep, *name);
+                self.launches.lock().expect("not poisoned")[slot].0 += 1;
                 let answer = provider.launch(spec).await;
+                self.launches.lock().expect("not poisoned")[slot].1 += 1;
                 if let Ok(instance) = &answer {
-                    wrong = self.judge(via, *name, instance);
+                    wrong = self.judge(via, *name, instance, false);
                     self.learn(dep, *name, &instance.id);
                 }
                 answer.map(|i| Answer::Launched(i.id))
@@ -746,7 +773,8 @@ impl<P: Provider> Shared<P> {
             Call::Find(name) => {
                 let answer = provider.find(&self.names[*name]).await;
                 if let Ok(Some(instance)) = &answer {
-                    wrong = self.judge(via, *name, instance);
+                    let pending_ok = self.launch_overlapped(dep, *name, &ended_before);
+                    wrong = self.judge(via, *name, instance, pending_ok);
                     self.learn(dep, *name, &instance.id);
                 }
                 answer.map(|found| Answer::Found(found.map(|i| i.id)))
@@ -765,7 +793,10 @@ impl<P: Provider> Shared<P> {
                     if seen.iter().any(|(n, _)| *n == name) {
                         *wrong = Some(format!("list shows name {:?} twice", instance.name));
                     }
-                    *wrong = wrong.take().or_else(|| self.judge(via, name, instance));
+                    let pending_ok = self.launch_overlapped(dep, name, &ended_before);
+                    *wrong = wrong
+                        .take()
+                        .or_else(|| self.judge(via, name, instance, pending_ok));
                     self.learn(dep, name, &instance.id);
                     seen.push((name, instance.id.clone()));
                 }
@@ -823,6 +854,8 @@ where
         let names: Vec<String> = (0..config.names).map(|n| format!("h12-{n}")).collect();
         let shared = Arc::new(Shared {
             pending_allowed: matches!(fixture.timing, Timing::Wall(w) if !w.pending.is_zero()),
+            wall: matches!(fixture.timing, Timing::Wall(_)),
+            launches: Mutex::new(vec![(0, 0); 2 * names.len()]),
             fixture,
             second,
             known: Mutex::new(vec![None; 2 * names.len()]),

@@ -149,8 +149,9 @@ pub enum PullPolicy {
 /// States: `created` is [`State::Pending`]; `running`, `paused`, `restarting`
 /// (and `stopping` on newer daemons) are [`State::Running`]; `exited` and
 /// `dead` are [`State::Stopped`] with the container's exit code. A container
-/// being removed (`removing`) is reported by its last exit code if it has
-/// finished, else as running.
+/// being removed (`removing`: a destroy is under way, here or in another
+/// process) is left out of `list` and `find`, as gone: the kill of a forced
+/// removal is no state its command reached.
 ///
 /// Launches, destroys and refusals emit `tracing` events (target
 /// `billet_docker`) carrying `deployment`, `id` and `name`.
@@ -538,16 +539,37 @@ impl DockerProvider {
         spec: &Spec,
         mark: &str,
     ) -> Result<String, CreateFailure> {
-        let options = CreateContainerOptionsBuilder::new()
-            .name(&container_name(&self.owner, &spec.name))
-            .build();
-        let created = self
-            .call(
-                deadline,
-                "create container",
-                client.create_container(Some(options), self.create_body(spec, mark)),
-            )
-            .await;
+        let derived = container_name(&self.owner, &spec.name);
+        let created = loop {
+            let options = CreateContainerOptionsBuilder::new().name(&derived).build();
+            let created = self
+                .call(
+                    deadline,
+                    "create container",
+                    client.create_container(Some(options), self.create_body(spec, mark)),
+                )
+                .await;
+            if created.as_ref().err().and_then(DaemonError::status) != Some(409) {
+                break created;
+            }
+            // H12: the daemon reserves a name when a create of it begins,
+            // before the container can be seen, and keeps it while a removal
+            // is under way, after `find` and `list` stopped showing the
+            // container. A conflict is answered only once a holder they show
+            // can be seen, so that no look finds the name free while a
+            // launch of it is refused; while the holder is unseen or being
+            // removed, this create is tried again, within the deadline.
+            match self.inspect(client, deadline, &derived).await {
+                Ok(Some(holder))
+                    if holder.state.as_ref().and_then(|state| state.status)
+                        != Some(ContainerStateStatusEnum::REMOVING) =>
+                {
+                    break created;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                Err(err) => break Err(err),
+            }
+        };
         match created {
             Ok(response) if is_full_id(&response.id) => Ok(response.id),
             Ok(response) => Err(CreateFailure::Lost(Error::unavailable(format!(
@@ -838,6 +860,14 @@ impl DockerProvider {
                 "the docker daemon answered a container without an id",
             ));
         };
+        // Being removed (a destroy under way, here or in another process):
+        // gone as of now. Reporting it killed (`Stopped` with the kill's
+        // code) would show a state its command never reached (H12).
+        if container.state.as_ref().and_then(|state| state.status)
+            == Some(ContainerStateStatusEnum::REMOVING)
+        {
+            return Ok(None);
+        }
         if self.is_abandoned(&mark) {
             if never_started(&container) {
                 self.remove_abandoned(client, deadline, &id, &name, &mark)

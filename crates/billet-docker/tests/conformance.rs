@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use billet_conformance::{
-    ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing,
-    WallWindows, async_trait, check_contract,
+    ConcurrentConfig, ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies,
+    ProviderFactory, Timing, WallWindows, async_trait, check_concurrent, check_contract,
 };
 use billet_docker::{DockerProvider, OWNER_LABEL};
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
@@ -121,6 +121,26 @@ impl ProviderFactory for DockerFactory {
         self.with_proxy(deployment, |proxy| proxy.lose_answer_after(after))
     }
 
+    /// H12: another provider for blue's owner, through blue's proxy: a
+    /// second process of the same deployment over the same daemon.
+    async fn second(
+        &self,
+        fixture: &Fixture<DockerProvider>,
+    ) -> Result<Option<DockerProvider>, FixtureError> {
+        let endpoint = self
+            .proxies
+            .lock()
+            .get(&fixture.blue.owner)
+            .map(SocketProxy::endpoint)
+            .ok_or_else(|| format!("no proxy for {}", fixture.blue.owner))?;
+        let provider = DockerProvider::builder(fixture.blue.owner.clone())
+            .endpoint(endpoint)
+            .timeout(TIMEOUT)
+            .network("none")
+            .build()?;
+        Ok(Some(provider))
+    }
+
     fn command(&self, run_time: Duration) -> Vec<String> {
         let seconds = if run_time == Duration::MAX {
             "3600".to_owned()
@@ -183,5 +203,37 @@ fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
     assert!(
         factory.scope.leftovers().is_empty(),
         "the suite left containers behind"
+    );
+}
+
+// H12: calls made at once by three tasks, through two provider objects of
+// one deployment and one of another, over the real daemon (wall time), form
+// linearizable histories. A short run: each launch starts a container.
+#[test]
+fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
+    let Some(scope) = daemon("h12") else { return };
+    let factory = DockerFactory {
+        scope,
+        next: AtomicU64::new(0),
+        proxies: Mutex::new(HashMap::new()),
+    };
+    let config = ConcurrentConfig {
+        histories: 8,
+        tasks: 3,
+        calls_per_task: 6,
+        names: 2,
+        seed: 21,
+        multi_thread: true,
+        shrink_attempts: 2,
+    };
+    let summary = check_concurrent(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
+    println!(
+        "H12 on docker, wall time: {} histories, {} calls, {:?}",
+        summary.histories, summary.calls, summary.wall_time
+    );
+    assert_eq!(summary.calls, 8 * 3 * 6);
+    assert!(
+        factory.scope.leftovers().is_empty(),
+        "the concurrent mode left containers behind"
     );
 }
