@@ -236,7 +236,19 @@ pub async fn serve(
                 addr: options.listen,
                 source,
             })?;
-    let jobs = records.len();
+    let addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    // Said before the engine starts, so that it comes before anything the
+    // engine logs (its first inventory reads): the socket is bound already.
+    tracing::info!(
+        deployment = %deployment,
+        pools = pools.config().providers().len(),
+        jobs = records.len(),
+        state = %options.state.display(),
+        "listening on {addr}"
+    );
     let service = Service::start(
         &pools,
         store,
@@ -246,14 +258,6 @@ pub async fn serve(
         listener,
     )
     .await?;
-    tracing::info!(
-        deployment = %deployment,
-        pools = pools.config().providers().len(),
-        jobs,
-        state = %options.state.display(),
-        "listening on {}",
-        service.addr()
-    );
     let result = service.run_until(shutdown, options.shutdown_grace).await;
     if result.is_ok() {
         tracing::info!("stopped; instances still running are adopted at the next start");
