@@ -799,6 +799,16 @@ impl DockerProvider {
     /// A launch given up on whose container did start: no longer given up,
     /// an instance like any other from now on (D11).
     fn adopt_abandoned(&self, id: &str, name: &str, mark: &str) {
+        self.settle_abandoned(
+            id,
+            name,
+            mark,
+            "the container of a launch that was given up had started; reported as it is",
+        );
+    }
+
+    /// A launch given up on is settled: forgotten, and said so.
+    fn settle_abandoned(&self, id: &str, name: &str, mark: &str, what: &str) {
         self.forget(mark);
         self.log(|| {
             tracing::info!(
@@ -806,7 +816,7 @@ impl DockerProvider {
                 deployment = %self.owner,
                 id,
                 name,
-                "the container of a launch that was given up had started; reported as it is"
+                "{what}"
             );
         });
     }
@@ -828,16 +838,12 @@ impl DockerProvider {
                 .map_err(|err| err.to_string())?,
             Err(err) => return Err(err.describe(id)),
         }
-        self.forget(mark);
-        self.log(|| {
-            tracing::info!(
-                target: "billet_docker",
-                deployment = %self.owner,
-                id,
-                name,
-                "removed the container of a launch that was given up"
-            );
-        });
+        self.settle_abandoned(
+            id,
+            name,
+            mark,
+            "removed the container of a launch that was given up",
+        );
         Ok(())
     }
 
