@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ use todc_utils::specifications::Specification;
 
 use billet_provider::TrustClass;
 
-use crate::{Fixture, ProviderFactory, Timing};
+use crate::{Fixture, FixtureError, Outage, ProviderFactory, Timing};
 
 /// How many histories the concurrent mode runs, and how big each is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +45,20 @@ pub struct ConcurrentConfig {
     /// backend whose histories take seconds. 0 keeps the failing history
     /// as found (still shrunk by deleting the calls it does not need).
     pub shrink_attempts: u32,
+    /// Faults made in each history, one after another, each at a random
+    /// moment of it and lasting a few calls: an outage of one deployment
+    /// ([`ProviderFactory::set_outage`], H8), or, for a factory that
+    /// declares [`Policies::mid_call`](crate::Policies::mid_call), half of
+    /// them an answer lost mid-call ([`ProviderFactory::lose_answer`], H11).
+    /// 0 makes none. Faults that would begin after the tasks are done are
+    /// not made.
+    pub faults: u32,
 }
 
 impl Default for ConcurrentConfig {
     /// 64 histories of 3 tasks x 10 calls over 2 names per deployment, on a
-    /// multi-thread runtime, seed 0, 20 shrinking attempts per size.
+    /// multi-thread runtime, seed 0, 20 shrinking attempts per size, 2
+    /// faults per history.
     fn default() -> Self {
         ConcurrentConfig {
             histories: 64,
@@ -59,6 +68,7 @@ impl Default for ConcurrentConfig {
             seed: 0,
             multi_thread: true,
             shrink_attempts: 20,
+            faults: 2,
         }
     }
 }
@@ -70,6 +80,11 @@ pub struct ConcurrentSummary {
     pub histories: u32,
     /// Provider calls made, in all histories.
     pub calls: u64,
+    /// Faults made ([`ConcurrentConfig::faults`] in each history, less those
+    /// that would have begun after its tasks were done).
+    pub faults: u64,
+    /// Calls answered an outage's error that a fault excused.
+    pub fault_errors: u64,
     /// Wall time the run took.
     pub wall_time: Duration,
 }
@@ -166,9 +181,36 @@ struct Record {
     invoked: u64,
     answered: u64,
     answer: Answer,
+    /// The instances it saw `Pending`, each with whether that was right
+    /// when it was seen (the backend declares a pending window, or a launch
+    /// of the name was under way): one that was not is right only for an
+    /// instance no launch answered (one a lost launch made).
+    pending: Vec<(InstanceId, bool)>,
+    /// How a fault window excuses an error it answered.
+    excuse: Excuse,
+    /// The global order by which what it did has surely landed: its answer;
+    /// for a call a fault cut short that may have reached the daemon
+    /// ([`Excuse::Maybe`]), the end of the last fault it overlapped, since
+    /// a request the daemon received may still be at work after its caller
+    /// saw the error (a fixture ends an outage only once everything it
+    /// delivered has been answered).
+    settled: u64,
 }
 
 impl Record {
+    /// Whether it saw `id` `Pending`.
+    fn saw_pending(&self, id: &InstanceId) -> bool {
+        self.pending.iter().any(|(p, _)| p == id)
+    }
+
+    fn shown(&self, id: &InstanceId) -> String {
+        if self.saw_pending(id) {
+            format!("{id} Pending")
+        } else {
+            id.to_string()
+        }
+    }
+
     fn line(&self, names: &[String]) -> String {
         let call = match &self.call {
             Call::Launch(n) => format!("launch({:?})", names[*n]),
@@ -180,19 +222,27 @@ impl Record {
             Answer::Launched(id) => format!("Ok({id})"),
             Answer::Failed(kind) => format!("Err({kind:?})"),
             Answer::Torn(t) => format!("Ok({t:?})"),
-            Answer::Found(Some(id)) => format!("Ok(Some({id}))"),
+            Answer::Found(Some(id)) => format!("Ok(Some({}))", self.shown(id)),
             Answer::Found(None) => "Ok(None)".to_owned(),
             Answer::Listed(all) => {
                 let all: Vec<String> = all
                     .iter()
-                    .map(|(n, id)| format!("{:?}={id}", names[*n]))
+                    .map(|(n, id)| format!("{:?}={}", names[*n], self.shown(id)))
                     .collect();
                 format!("Ok([{}])", all.join(", "))
             }
         };
         format!(
-            "task {} via {:?}: {call} [{}..{}] -> {answer}",
-            self.task, self.via, self.invoked, self.answered
+            "task {} via {:?}: {call} [{}..{}] -> {answer}{}",
+            self.task,
+            self.via,
+            self.invoked,
+            self.answered,
+            if self.settled == self.answered {
+                String::new()
+            } else {
+                format!(" (may take effect until [{}])", self.settled)
+            }
         )
     }
 
@@ -203,29 +253,54 @@ impl Record {
             (Call::Launch(n), Answer::Launched(id)) if *n == name => {
                 NameOp::Launched(id.as_str().to_owned())
             }
-            (Call::Launch(n), Answer::Failed(kind)) if *n == name => NameOp::LaunchFailed(*kind),
+            (Call::Launch(n), Answer::Failed(kind)) if *n == name => {
+                NameOp::LaunchFailed(*kind, self.excuse)
+            }
             (Call::Destroy(n, id), answer) if *n == name => NameOp::Destroy(
                 id.as_str().to_owned(),
                 match answer {
                     Answer::Torn(t) => Ok(*t),
-                    Answer::Failed(kind) => Err(*kind),
+                    Answer::Failed(kind) => Err((*kind, self.excuse)),
                     _ => return None,
                 },
             ),
             (Call::Find(n), Answer::Found(found)) if *n == name => {
-                NameOp::Sees(found.as_ref().map(|id| id.as_str().to_owned()))
+                NameOp::Sees(found.as_ref().map(|id| self.sighting(id)))
             }
-            (Call::Find(n), Answer::Failed(kind)) if *n == name => NameOp::Failed(*kind),
+            (Call::Find(n), Answer::Failed(kind)) if *n == name => {
+                NameOp::Failed(*kind, self.excuse)
+            }
             (Call::List, Answer::Listed(all)) => NameOp::Sees(
                 all.iter()
                     .find(|(n, _)| *n == name)
-                    .map(|(_, id)| id.as_str().to_owned()),
+                    .map(|(_, id)| self.sighting(id)),
             ),
-            (Call::List, Answer::Failed(kind)) => NameOp::Failed(*kind),
+            (Call::List, Answer::Failed(kind)) => NameOp::Failed(*kind, self.excuse),
             _ => return None,
         };
         Some(op)
     }
+
+    fn sighting(&self, id: &InstanceId) -> (String, bool) {
+        (id.as_str().to_owned(), self.saw_pending(id))
+    }
+}
+
+/// Whether an error answered during a fault window excuses the call, and
+/// whether the call may still have taken effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+enum Excuse {
+    /// The call overlapped no fault window of its deployment (or the
+    /// backend's outages leave this call working): an error is wrong.
+    #[default]
+    None,
+    /// The call began after an outage had begun and answered before it
+    /// ended: it reached no daemon, so it changed nothing (H8).
+    Nothing,
+    /// The call overlapped the start or the end of an outage, or a mid-call
+    /// fault was armed: it may have reached the daemon before its answer was
+    /// lost (H11).
+    Maybe,
 }
 
 /// A call about one name, as the per-name sequential specification reads it.
@@ -233,52 +308,110 @@ impl Record {
 enum NameOp {
     /// A launch answered this id.
     Launched(String),
-    /// A launch answered this error: only `Conflict`, while the name is held,
-    /// is right in this mode (no outages, valid specs).
-    LaunchFailed(ErrorKind),
-    /// A find or a list answered this error: always wrong in this mode.
-    Failed(ErrorKind),
+    /// A launch answered this error: `Conflict` is right while the name is
+    /// held; an outage's error only when excused, and then the launch may
+    /// have made an instance whose id nobody was told.
+    LaunchFailed(ErrorKind, Excuse),
+    /// A find or a list answered this error: right only when excused.
+    Failed(ErrorKind, Excuse),
     /// A destroy of this id answered this.
-    Destroy(String, Result<Teardown, ErrorKind>),
-    /// A find or a list saw this instance of the name, or none.
-    Sees(Option<String>),
+    Destroy(String, Result<Teardown, (ErrorKind, Excuse)>),
+    /// A find or a list saw this instance of the name (and whether it was
+    /// `Pending`), or none.
+    Sees(Option<(String, bool)>),
 }
 
 impl NameOp {
-    /// Whether this call changes what the name holds in no sequential
-    /// history: a find, a list, a refusal, an `Absent` destroy.
-    fn observes_only(&self) -> bool {
-        !matches!(
-            self,
-            NameOp::Launched(_) | NameOp::Destroy(_, Ok(Teardown::Stopped | Teardown::Requested))
-        )
+    /// Whether deleting this call from a history can only make the history
+    /// easier to linearize: a call that changes what the name holds in no
+    /// sequential history (a refusal, an `Absent` destroy, an error that
+    /// reached nothing), or a sighting that binds nothing (`launched` holds
+    /// every id a launch answered; an id outside it belongs to an instance a
+    /// lost launch made, which its first sighting names).
+    fn observes_only(&self, launched: &BTreeSet<String>) -> bool {
+        match self {
+            NameOp::Launched(_) => false,
+            NameOp::Failed(..) => true,
+            // An error a fault excused stays, made inside the outage or not:
+            // it shows the call that may have been wrongly applied.
+            NameOp::LaunchFailed(kind, excuse) | NameOp::Destroy(_, Err((kind, excuse))) => {
+                !outage_error(*kind) || *excuse == Excuse::None
+            }
+            NameOp::Destroy(_, Ok(t)) => *t == Teardown::Absent,
+            NameOp::Sees(None) => true,
+            NameOp::Sees(Some((id, _))) => launched.contains(id),
+        }
     }
 }
 
-/// What one (deployment, name) holds: the sequential specification's state.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+/// What holds one name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Holder {
+    /// The instance a launch answered, with its id.
+    Known(String),
+    /// An instance a launch answered with an error may have made (H11): its
+    /// id is unknown until a find or list names it (`id`). Until one has
+    /// seen it `Running` (`firm`), it may still be unstarted and its
+    /// backend may remove it (a lost launch cleaned up, even while another
+    /// provider object of the deployment saw it `Pending`); once firm it
+    /// holds the name like any other, until destroyed.
+    Lost { id: Option<String>, firm: bool },
+}
+
+impl Holder {
+    /// Whether a destroy of `id` names this instance.
+    fn is(&self, id: &str) -> bool {
+        match self {
+            Holder::Known(held) | Holder::Lost { id: Some(held), .. } => held == id,
+            // Never named: any id the caller could have learned of it.
+            Holder::Lost { id: None, .. } => true,
+        }
+    }
+}
+
+/// What one (deployment, name) holds: one world of the sequential
+/// specification.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 struct NameState {
-    held: Option<String>,
+    held: Option<Holder>,
     retired: BTreeSet<String>,
 }
 
+impl NameState {
+    /// This world with the held instance gone and its id (if known) never
+    /// to be answered again.
+    fn freed(&self) -> NameState {
+        let mut next = self.clone();
+        if let Some(Holder::Known(id) | Holder::Lost { id: Some(id), .. }) = next.held.take() {
+            next.retired.insert(id);
+        }
+        next
+    }
+}
+
+/// Every world a history may have left one (deployment, name) in, sorted
+/// and without repeats: a call whose answer was lost may or may not have
+/// happened, and an instance only a lost launch made may vanish.
+type Worlds = Vec<NameState>;
+
 /// The contract, sequentially, for one name of one deployment of an
 /// authoritative backend (`Policies::unknown_destroy == Absent`): a launch of
-/// a held name is `Conflict`, of a free one a fresh id; a destroy of the held
-/// id is `Stopped` and frees the name, of any other id `Absent`; find and list
-/// see exactly the held instance.
+/// a held name is `Conflict`, of a free one a fresh id that holds it; a
+/// destroy of the held id is `Stopped` and frees the name, of any other id
+/// `Absent`; find and list see exactly the held instance; an outage's error
+/// is right only for a call a fault window excuses.
 struct Authoritative;
 
 impl Specification for Authoritative {
-    type State = NameState;
+    type State = Worlds;
     type Operation = NameOp;
 
-    fn init() -> NameState {
-        NameState::default()
+    fn init() -> Worlds {
+        vec![NameState::default()]
     }
 
-    fn apply(op: &NameOp, state: &NameState) -> (bool, NameState) {
-        apply(op, state, Teardown::Absent)
+    fn apply(op: &NameOp, worlds: &Worlds) -> (bool, Worlds) {
+        apply(op, worlds, Teardown::Absent)
     }
 }
 
@@ -288,62 +421,138 @@ impl Specification for Authoritative {
 struct Asking;
 
 impl Specification for Asking {
-    type State = NameState;
+    type State = Worlds;
     type Operation = NameOp;
 
-    fn init() -> NameState {
-        NameState::default()
+    fn init() -> Worlds {
+        vec![NameState::default()]
     }
 
-    fn apply(op: &NameOp, state: &NameState) -> (bool, NameState) {
-        apply(op, state, Teardown::Requested)
+    fn apply(op: &NameOp, worlds: &Worlds) -> (bool, Worlds) {
+        apply(op, worlds, Teardown::Requested)
     }
 }
 
-fn apply(op: &NameOp, state: &NameState, unknown: Teardown) -> (bool, NameState) {
-    let unchanged = (false, state.clone());
+/// Applies `op` to every world: valid when it is valid in at least one, and
+/// the worlds it leaves are those it was valid in, each followed by what
+/// may happen on its own (an unseen or `Pending` lost instance vanishing).
+fn apply(op: &NameOp, worlds: &Worlds, unknown: Teardown) -> (bool, Worlds) {
+    let mut next = Vec::new();
+    for world in worlds {
+        step(op, world, unknown, &mut next);
+    }
+    let mut all = Vec::with_capacity(next.len() * 2);
+    for world in next {
+        if matches!(world.held, Some(Holder::Lost { firm: false, .. })) {
+            all.push(world.freed());
+        }
+        all.push(world);
+    }
+    all.sort_unstable();
+    all.dedup();
+    if all.is_empty() {
+        return (false, worlds.clone());
+    }
+    (true, all)
+}
+
+/// Whether an error of this kind is one an outage answers.
+fn outage_error(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::Unavailable | ErrorKind::InventoryUnavailable
+    )
+}
+
+/// The worlds `op` may leave `world` in (none when it is wrong there).
+fn step(op: &NameOp, world: &NameState, unknown: Teardown, next: &mut Vec<NameState>) {
     match op {
         NameOp::Launched(id) => {
-            if state.held.is_some() || state.retired.contains(id) {
-                return unchanged;
+            if world.held.is_none() && !world.retired.contains(id) {
+                let mut taken = world.clone();
+                taken.held = Some(Holder::Known(id.clone()));
+                next.push(taken);
             }
-            let mut next = state.clone();
-            next.held = Some(id.clone());
-            (true, next)
         }
-        NameOp::LaunchFailed(kind) => (
-            *kind == ErrorKind::Conflict && state.held.is_some(),
-            state.clone(),
-        ),
+        NameOp::LaunchFailed(ErrorKind::Conflict, _) => {
+            if world.held.is_some() {
+                next.push(world.clone());
+            }
+        }
+        NameOp::LaunchFailed(kind, excuse) => {
+            if outage_error(*kind) && *excuse != Excuse::None {
+                next.push(world.clone());
+                if *excuse == Excuse::Maybe && world.held.is_none() {
+                    let mut made = world.clone();
+                    made.held = Some(Holder::Lost {
+                        id: None,
+                        firm: false,
+                    });
+                    next.push(made);
+                }
+            }
+        }
+        NameOp::Failed(kind, excuse) => {
+            if outage_error(*kind) && *excuse != Excuse::None {
+                next.push(world.clone());
+            }
+        }
         NameOp::Destroy(id, answer) => {
-            let holds = state.held.as_deref() == Some(id.as_str());
-            let ok = match answer {
-                Ok(Teardown::Stopped) => holds,
-                Ok(t) => *t == unknown && (!holds || unknown == Teardown::Requested),
-                Err(_) => false,
-            };
-            if !ok {
-                return unchanged;
+            let holds =
+                !world.retired.contains(id) && world.held.as_ref().is_some_and(|h| h.is(id));
+            match answer {
+                Ok(Teardown::Stopped) if holds => next.push(world.freed()),
+                Ok(Teardown::Stopped) => {}
+                Ok(t) if *t == unknown && unknown == Teardown::Requested => {
+                    next.push(if holds { world.freed() } else { world.clone() });
+                }
+                Ok(t) if *t == unknown && !holds => next.push(world.clone()),
+                Ok(_) => {}
+                Err((kind, excuse)) => {
+                    if outage_error(*kind) && *excuse != Excuse::None {
+                        next.push(world.clone());
+                        if *excuse == Excuse::Maybe && holds {
+                            next.push(world.freed());
+                        }
+                    }
+                }
             }
-            let mut next = state.clone();
-            if holds {
-                next.held = None;
-                next.retired.insert(id.clone());
-            }
-            (true, next)
         }
-        NameOp::Failed(_) => unchanged,
-        NameOp::Sees(seen) => (*seen == state.held, state.clone()),
+        NameOp::Sees(None) => {
+            if world.held.is_none() {
+                next.push(world.clone());
+            }
+        }
+        NameOp::Sees(Some((id, pending))) => match &world.held {
+            Some(Holder::Known(held)) if held == id => next.push(world.clone()),
+            Some(Holder::Lost { id: named, firm }) => {
+                let same = match named {
+                    Some(named) => named == id,
+                    None => !world.retired.contains(id),
+                };
+                if same && !(*firm && *pending) {
+                    let mut seen = world.clone();
+                    seen.held = Some(Holder::Lost {
+                        id: Some(id.clone()),
+                        firm: !*pending,
+                    });
+                    next.push(seen);
+                }
+            }
+            _ => {}
+        },
     }
 }
 
-/// Whether the calls about one name form a linearizable history.
+/// Whether the calls about one name form a linearizable history. Each call
+/// is its own process to the checker, since a call a fault cut short may
+/// take effect until its fault ends, after its task's next call began.
 fn linearizable(records: &[&Record], name: usize, unknown: Teardown) -> bool {
     let mut events: Vec<(u64, usize, Action<NameOp>)> = Vec::new();
-    for record in records {
+    for (process, record) in records.iter().enumerate() {
         if let Some(op) = record.about(name) {
-            events.push((record.invoked, record.task, Action::Call(op.clone())));
-            events.push((record.answered, record.task, Action::Response(op)));
+            events.push((record.invoked, process, Action::Call(op.clone())));
+            events.push((record.settled, process, Action::Response(op)));
         }
     }
     if events.is_empty() {
@@ -353,7 +562,7 @@ fn linearizable(records: &[&Record], name: usize, unknown: Teardown) -> bool {
     let history = History::from_actions(
         events
             .into_iter()
-            .map(|(_, task, action)| (task, action))
+            .map(|(_, process, action)| (process, action))
             .collect(),
     );
     match unknown {
@@ -362,21 +571,110 @@ fn linearizable(records: &[&Record], name: usize, unknown: Teardown) -> bool {
     }
 }
 
+/// A fault the suite made during a history: an outage of a deployment's
+/// connection (H8), or a mid-call fault armed and then an outage (H11).
+#[derive(Debug, Clone)]
+struct Window {
+    dep: Dep,
+    /// `Some(after)` when it began with [`ProviderFactory::lose_answer`].
+    lose: Option<u32>,
+    /// Invocation of the call that began it (`set_outage(true)` or
+    /// `lose_answer`).
+    start: u64,
+    /// Answer of `set_outage(true)`: from here the connection refuses all.
+    cut: u64,
+    /// Invocation of `set_outage(false)`: until here it refuses all.
+    restore: u64,
+    /// Answer of `set_outage(false)`.
+    end: u64,
+}
+
+impl Window {
+    fn line(&self) -> String {
+        match self.lose {
+            Some(after) => format!(
+                "fault of {:?}: an answer lost after {after} exchanges armed [{}], connection cut [..{}], restored [{}..{}]",
+                self.dep, self.start, self.cut, self.restore, self.end
+            ),
+            None => format!(
+                "fault of {:?}: an outage [{}..{}], restored [{}..{}]",
+                self.dep, self.start, self.cut, self.restore, self.end
+            ),
+        }
+    }
+
+    /// Whether `record`'s call overlapped this fault at some instant.
+    fn overlaps(&self, record: &Record) -> bool {
+        record.via.dep() == self.dep && record.invoked < self.end && record.answered > self.start
+    }
+
+    /// Whether `record`'s call began after the connection was cut and
+    /// answered before it was restored: it reached no daemon.
+    fn holds_inside(&self, record: &Record) -> bool {
+        record.via.dep() == self.dep && record.invoked > self.cut && record.answered < self.restore
+    }
+}
+
+/// How `windows` excuse an error `record` answered: an outage excuses an
+/// outage's error from a call that overlapped it, and one that overlapped
+/// its edges, or a mid-call fault, may have reached the daemon. With
+/// outages of the inventory only, `launch` and `destroy` are never excused.
+fn excuse(record: &Record, windows: &[Window], whole: bool) -> Excuse {
+    let mutating = matches!(record.call, Call::Launch(_) | Call::Destroy(..));
+    if mutating && !whole {
+        return Excuse::None;
+    }
+    if !windows.iter().any(|w| w.overlaps(record)) {
+        return Excuse::None;
+    }
+    if !mutating || windows.iter().any(|w| w.holds_inside(record)) {
+        return Excuse::Nothing;
+    }
+    Excuse::Maybe
+}
+
 /// A recorded history of one fixture.
 #[derive(Debug, Clone)]
 struct Recorded {
     names: Vec<String>,
     blue: Vec<Record>,
     green: Vec<Record>,
+    /// The faults made, in order.
+    windows: Vec<Window>,
     /// A wrong answer found while recording (an instance that is not what
     /// was asked for), with the record that carries it.
     wrong: Option<(String, Record)>,
 }
 
+/// A failing history: why, the calls it needs, and the faults around them.
+type Failing = (String, Vec<Record>, Vec<Window>);
+
+/// The faults of `dep` that overlap the span of `calls`.
+fn around(windows: &[Window], dep: Dep, calls: &[Record]) -> Vec<Window> {
+    let (Some(from), Some(to)) = (
+        calls.iter().map(|r| r.invoked).min(),
+        calls.iter().map(|r| r.answered).max(),
+    ) else {
+        return Vec::new();
+    };
+    windows
+        .iter()
+        .filter(|w| w.dep == dep && w.start < to && w.end > from)
+        .cloned()
+        .collect()
+}
+
 /// Checks one recorded history: `Err` with the reason and the calls of the
 /// smallest failing sub-history.
-fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Record>)> {
+fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), Failing> {
     for (dep, records) in [(Dep::Blue, &recorded.blue), (Dep::Green, &recorded.green)] {
+        let launched: BTreeSet<String> = records
+            .iter()
+            .filter_map(|r| match &r.answer {
+                Answer::Launched(id) => Some(id.as_str().to_owned()),
+                _ => None,
+            })
+            .collect();
         for (name, shown) in recorded.names.iter().enumerate() {
             let all: Vec<&Record> = records.iter().collect();
             if linearizable(&all, name, unknown) {
@@ -387,16 +685,21 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
                 .filter(|r| r.about(name).is_some())
                 .collect();
             // Delete every call the failure does not need, one at a time, of
-            // those that change nothing in any linearization (finds, lists,
-            // refusals, `Absent`): a history without some of them that is
-            // not linearizable shows the original is not either, for the
-            // same reason. Launches and confirmed destroys stay, since
-            // without them a call left could fail for a reason the recorded
-            // history never had; `check_concurrent` shrinks those by running
-            // smaller histories.
+            // those whose deletion can only make the history easier to
+            // linearize (finds and lists that bind nothing, refusals,
+            // `Absent`, errors that reached nothing): a history without
+            // some of them that is not linearizable shows the original is
+            // not either, for the same reason. Launches and destroys that
+            // may have changed what the name holds stay, since without them
+            // a call left could fail for a reason the recorded history never
+            // had; `check_concurrent` shrinks those by running smaller
+            // histories.
             let mut i = 0;
             while i < core.len() {
-                if !core[i].about(name).is_some_and(|op| op.observes_only()) {
+                if !core[i]
+                    .about(name)
+                    .is_some_and(|op| op.observes_only(&launched))
+                {
                     i += 1;
                     continue;
                 }
@@ -410,12 +713,42 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
             }
             let mut calls: Vec<Record> = core.into_iter().cloned().collect();
             calls.sort_by_key(|r| r.invoked);
+            let windows = around(&recorded.windows, dep, &calls);
             return Err((
                 format!(
                     "the calls about name {shown:?} of deployment {dep:?} are not linearizable"
                 ),
                 calls,
+                windows,
             ));
+        }
+        // An instance seen `Pending` when nothing allowed it: right only for
+        // one no launch answered, made by a launch whose answer a fault
+        // lost (it may never have been started).
+        let faulted = recorded.windows.iter().any(|w| w.dep == dep);
+        for record in records {
+            for (id, allowed) in &record.pending {
+                if *allowed || (faulted && !launched.contains(id.as_str())) {
+                    continue;
+                }
+                let mut calls: Vec<Record> = records
+                    .iter()
+                    .filter(|r| {
+                        std::ptr::eq(*r, record)
+                            || matches!(&r.answer, Answer::Launched(l) if l == id)
+                    })
+                    .cloned()
+                    .collect();
+                calls.sort_by_key(|r| r.invoked);
+                let windows = around(&recorded.windows, dep, &calls);
+                return Err((
+                    format!(
+                        "instance {id} of deployment {dep:?} was seen Pending, though its command never stops, time does not move, and no launch of its name was under way"
+                    ),
+                    calls,
+                    windows,
+                ));
+            }
         }
     }
     if let Some((reason, record)) = &recorded.wrong {
@@ -427,9 +760,21 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), (String, Vec<Reco
             .cloned()
             .collect();
         calls.sort_by_key(|r| r.invoked);
-        return Err((reason.clone(), calls));
+        let windows = around(&recorded.windows, record.via.dep(), &calls);
+        return Err((reason.clone(), calls, windows));
     }
     Ok(())
+}
+
+/// The lines a failure prints: calls and faults in order of their start.
+fn lines(calls: &[Record], windows: &[Window], names: &[String]) -> Vec<String> {
+    let mut lines: Vec<(u64, String)> = calls
+        .iter()
+        .map(|r| (r.invoked, r.line(names)))
+        .chain(windows.iter().map(|w| (w.start, w.line())))
+        .collect();
+    lines.sort_by_key(|(at, _)| *at);
+    lines.into_iter().map(|(_, line)| line).collect()
 }
 
 /// Runs the concurrent mode (H12) against `factory`'s fixtures: for each of
@@ -523,6 +868,8 @@ where
     let unknown = factory.policies().unknown_destroy;
     let started = Instant::now();
     let mut calls = 0;
+    let mut faults = 0;
+    let mut fault_errors = 0;
     for n in 0..config.histories {
         let seed = config.seed.wrapping_add(u64::from(n));
         let recorded = record(factory, &config, seed).map_err(|reason| ConcurrentFailure {
@@ -531,20 +878,31 @@ where
             calls: Vec::new(),
         })?;
         calls += (recorded.blue.len() + recorded.green.len()) as u64;
-        if let Err((reason, found)) = check(&recorded, unknown) {
-            let (reason, found, names) = shrink(factory, &config, seed, unknown)
-                .filter(|(_, smaller, _)| smaller.len() < found.len())
-                .unwrap_or((reason, found, recorded.names));
+        faults += recorded.windows.len() as u64;
+        fault_errors += recorded
+            .blue
+            .iter()
+            .chain(&recorded.green)
+            .filter(|r| {
+                r.excuse != Excuse::None && matches!(r.answer, Answer::Failed(k) if outage_error(k))
+            })
+            .count() as u64;
+        if let Err((reason, found, windows)) = check(&recorded, unknown) {
+            let ((reason, found, windows), names) = shrink(factory, &config, seed, unknown)
+                .filter(|((_, smaller, _), _)| smaller.len() < found.len())
+                .unwrap_or(((reason, found, windows), recorded.names));
             return Err(ConcurrentFailure {
                 reason,
                 seed,
-                calls: found.iter().map(|r| r.line(&names)).collect(),
+                calls: lines(&found, &windows, &names),
             });
         }
     }
     Ok(ConcurrentSummary {
         histories: config.histories,
         calls,
+        faults,
+        fault_errors,
         wall_time: started.elapsed(),
     })
 }
@@ -572,12 +930,12 @@ fn shrink<F>(
     config: &ConcurrentConfig,
     seed: u64,
     unknown: Teardown,
-) -> Option<(String, Vec<Record>, Vec<String>)>
+) -> Option<(Failing, Vec<String>)>
 where
     F: ProviderFactory,
     F::Provider: 'static,
 {
-    let mut best: Option<(String, Vec<Record>, Vec<String>)> = None;
+    let mut best: Option<(Failing, Vec<String>)> = None;
     for tasks in 2..=config.tasks {
         for calls_per_task in 1..=config.calls_per_task {
             if tasks == config.tasks && calls_per_task == config.calls_per_task {
@@ -592,10 +950,12 @@ where
                 let Ok(recorded) = record(factory, &smaller, seed.wrapping_add(attempt)) else {
                     continue;
                 };
-                if let Err((reason, found)) = check(&recorded, unknown)
-                    && best.as_ref().is_none_or(|(_, b, _)| found.len() < b.len())
+                if let Err(failing) = check(&recorded, unknown)
+                    && best
+                        .as_ref()
+                        .is_none_or(|((_, b, _), _)| failing.1.len() < b.len())
                 {
-                    best = Some((reason, found, recorded.names));
+                    best = Some((failing, recorded.names));
                 }
             }
             if best.is_some() {
@@ -653,6 +1013,11 @@ struct Shared<P> {
     /// Launches of each (deployment, name) begun and ended so far.
     launches: Mutex<Vec<(u64, u64)>>,
     clock: AtomicU64,
+    /// Told whenever `clock` moves or the tasks are done: what the faults
+    /// wait on.
+    moved: tokio::sync::Notify,
+    /// Whether every task is done.
+    done: AtomicBool,
     /// The last id seen of each (deployment, name): what a destroy names.
     known: Mutex<Vec<Option<InstanceId>>>,
     records: Mutex<Vec<Record>>,
@@ -694,14 +1059,18 @@ impl<P: Provider> Shared<P> {
         self.wall && self.launches.lock().expect("not poisoned")[slot].0 > ended_before[slot].1
     }
 
-    /// Why `instance`, answered for `name` of `dep` through `via`, is wrong;
-    /// `pending_ok` when a launch of that name overlapped the call.
+    /// Why `instance`, answered for `name` of `dep` through `via`, is wrong.
+    /// An instance `Pending` is noted in `pending`, with whether that was
+    /// right when seen (`pending_ok`: a launch of that name overlapped the
+    /// call; or the backend declares a pending window), for [`check`] to
+    /// judge once the history is known.
     fn judge(
         &self,
         via: Via,
         name: usize,
         instance: &Instance,
         pending_ok: bool,
+        pending: &mut Vec<(InstanceId, bool)>,
     ) -> Option<String> {
         let dep = via.dep();
         let kind = self.provider(via).kind();
@@ -725,9 +1094,9 @@ impl<P: Provider> Shared<P> {
                 instance.id, instance.kind
             ));
         }
-        let state_ok = instance.state == State::Running
-            || (instance.state == State::Pending && (self.pending_allowed || pending_ok));
-        if !state_ok {
+        if instance.state == State::Pending {
+            pending.push((instance.id.clone(), self.pending_allowed || pending_ok));
+        } else if instance.state != State::Running {
             return Some(format!(
                 "instance {} of {:?} is {:?}, though its command never stops and time does not move",
                 instance.id, instance.name, instance.state
@@ -752,8 +1121,10 @@ impl<P: Provider> Shared<P> {
             }
         };
         let mut wrong = None;
+        let mut pending = Vec::new();
         let ended_before = self.launches.lock().expect("not poisoned").clone();
         let invoked = self.clock.fetch_add(1, Ordering::SeqCst);
+        self.moved.notify_waiters();
         let answer = match &call {
             Call::Launch(name) => {
                 let spec = Spec::new(self.names[*name].clone(), self.command.clone())
@@ -764,7 +1135,7 @@ impl<P: Provider> Shared<P> {
                 let answer = provider.launch(spec).await;
                 self.launches.lock().expect("not poisoned")[slot].1 += 1;
                 if let Ok(instance) = &answer {
-                    wrong = self.judge(via, *name, instance, false);
+                    wrong = self.judge(via, *name, instance, false, &mut pending);
                     self.learn(dep, *name, &instance.id);
                 }
                 answer.map(|i| Answer::Launched(i.id))
@@ -774,13 +1145,14 @@ impl<P: Provider> Shared<P> {
                 let answer = provider.find(&self.names[*name]).await;
                 if let Ok(Some(instance)) = &answer {
                     let pending_ok = self.launch_overlapped(dep, *name, &ended_before);
-                    wrong = self.judge(via, *name, instance, pending_ok);
+                    wrong = self.judge(via, *name, instance, pending_ok, &mut pending);
                     self.learn(dep, *name, &instance.id);
                 }
                 answer.map(|found| Answer::Found(found.map(|i| i.id)))
             }
             Call::List => provider.list().await.map(|all| {
                 let wrong = &mut wrong;
+                let pending = &mut pending;
                 let mut seen = Vec::new();
                 for instance in &all {
                     let Some(name) = self.names.iter().position(|n| *n == instance.name) else {
@@ -796,7 +1168,7 @@ impl<P: Provider> Shared<P> {
                     let pending_ok = self.launch_overlapped(dep, name, &ended_before);
                     *wrong = wrong
                         .take()
-                        .or_else(|| self.judge(via, name, instance, pending_ok));
+                        .or_else(|| self.judge(via, name, instance, pending_ok, pending));
                     self.learn(dep, name, &instance.id);
                     seen.push((name, instance.id.clone()));
                 }
@@ -806,6 +1178,7 @@ impl<P: Provider> Shared<P> {
         }
         .unwrap_or_else(|err: Error| Answer::Failed(err.kind()));
         let answered = self.clock.fetch_add(1, Ordering::SeqCst);
+        self.moved.notify_waiters();
         let record = Record {
             task,
             via,
@@ -813,6 +1186,9 @@ impl<P: Provider> Shared<P> {
             invoked,
             answered,
             answer,
+            pending,
+            excuse: Excuse::None,
+            settled: answered,
         };
         if let Some(reason) = wrong {
             self.wrong
@@ -863,6 +1239,8 @@ where
             command: factory.command(Duration::MAX),
             image: factory.image(),
             clock: AtomicU64::new(0),
+            moved: tokio::sync::Notify::new(),
+            done: AtomicBool::new(false),
             records: Mutex::new(Vec::new()),
             wrong: Mutex::new(None),
         });
@@ -879,12 +1257,19 @@ where
                 })
             })
             .collect();
-        let mut panicked = None;
-        for handle in handles {
-            if let Err(err) = handle.await {
-                panicked.get_or_insert(format!("a task calling the provider failed: {err}"));
+        let faults = faults(config, seed, factory.policies().mid_call);
+        let joined = async {
+            let mut panicked = None;
+            for handle in handles {
+                if let Err(err) = handle.await {
+                    panicked.get_or_insert(format!("a task calling the provider failed: {err}"));
+                }
             }
-        }
+            shared.done.store(true, Ordering::SeqCst);
+            shared.moved.notify_waiters();
+            panicked
+        };
+        let (panicked, windows) = tokio::join!(joined, control(factory, &shared, &faults));
         let Ok(shared) = Arc::try_unwrap(shared) else {
             return Err("a task still holds the fixture".to_owned());
         };
@@ -895,16 +1280,148 @@ where
         if let Some(panicked) = panicked {
             return Err(panicked);
         }
+        let windows = windows?;
+        let whole = factory.policies().outage == Outage::WholeConnection;
         let mut records = shared.records.into_inner().expect("not poisoned");
+        for record in &mut records {
+            record.excuse = excuse(record, &windows, whole);
+            if record.excuse == Excuse::Maybe && matches!(record.answer, Answer::Failed(_)) {
+                record.settled = windows
+                    .iter()
+                    .filter(|w| w.overlaps(record))
+                    .map(|w| w.end)
+                    .fold(record.answered, u64::max);
+            }
+        }
         records.sort_by_key(|r| r.invoked);
         let (blue, green) = records.into_iter().partition(|r| r.via.dep() == Dep::Blue);
         Ok(Recorded {
             names: shared.names,
             blue,
             green,
+            windows,
             wrong: shared.wrong.into_inner().expect("not poisoned"),
         })
     })
+}
+
+/// A fault a history is to have.
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    dep: Dep,
+    /// The global order at which it begins, and for how many more it lasts.
+    begin: u64,
+    length: u64,
+    /// `Some(after)`: it begins with an answer lost after `after` exchanges.
+    lose: Option<u32>,
+}
+
+/// Plans `config.faults` faults from `seed` (a stream of its own, so the
+/// calls planned are the same with and without faults), in order of their
+/// beginning.
+fn faults(config: &ConcurrentConfig, seed: u64, mid_call: bool) -> Vec<Fault> {
+    let mut rng = rng_of(seed ^ 0x5eed_fa17);
+    let span = 2 * (config.tasks * config.calls_per_task) as u64;
+    let mut faults: Vec<Fault> = (0..config.faults)
+        .map(|_| Fault {
+            dep: if rng.random_bool(0.5) {
+                Dep::Blue
+            } else {
+                Dep::Green
+            },
+            begin: rng.random_range(0..span),
+            length: 2 * rng.random_range(2..=6u64),
+            lose: (mid_call && rng.random_bool(0.5)).then(|| rng.random_range(0..=2u32)),
+        })
+        .collect();
+    faults.sort_by_key(|f| f.begin);
+    faults
+}
+
+/// Waits until the history's global order reaches `at`: `false` if the
+/// tasks were done first.
+async fn reach<P>(shared: &Shared<P>, at: u64) -> bool {
+    loop {
+        let moved = shared.moved.notified();
+        let mut moved = std::pin::pin!(moved);
+        moved.as_mut().enable();
+        if shared.clock.load(Ordering::SeqCst) >= at {
+            return true;
+        }
+        if shared.done.load(Ordering::SeqCst) {
+            return false;
+        }
+        moved.await;
+    }
+}
+
+/// Makes `faults` while the tasks call, one after another, and answers
+/// where each fell in the history's global order. Ends every outage it
+/// began, even when a factory call fails.
+async fn control<F>(
+    factory: &F,
+    shared: &Shared<F::Provider>,
+    faults: &[Fault],
+) -> Result<Vec<Window>, String>
+where
+    F: ProviderFactory,
+{
+    let tick = || shared.clock.fetch_add(1, Ordering::SeqCst);
+    let failed = |what: &str, err: FixtureError| format!("the factory could not {what}: {err}");
+    let mut windows = Vec::new();
+    for fault in faults {
+        if !reach(shared, fault.begin).await {
+            break;
+        }
+        let deployment = match fault.dep {
+            Dep::Blue => &shared.fixture.blue,
+            Dep::Green => &shared.fixture.green,
+        };
+        let start = tick();
+        let begun = match fault.lose {
+            Some(after) => factory
+                .lose_answer(deployment, after)
+                .await
+                .map_err(|err| failed("arm a lost answer", err)),
+            None => factory
+                .set_outage(deployment, true)
+                .await
+                .map_err(|err| failed("start an outage", err)),
+        };
+        let cut = match begun {
+            Ok(()) if fault.lose.is_some() => {
+                reach(shared, start + fault.length / 2).await;
+                tick();
+                let cut = factory
+                    .set_outage(deployment, true)
+                    .await
+                    .map_err(|err| failed("start an outage", err));
+                cut.map(|()| tick())
+            }
+            Ok(()) => Ok(tick()),
+            Err(err) => Err(err),
+        };
+        if cut.is_ok() {
+            reach(shared, start + fault.length).await;
+        }
+        let restore = tick();
+        let ended = factory
+            .set_outage(deployment, false)
+            .await
+            .map_err(|err| failed("end an outage", err));
+        let end = tick();
+        let cut = cut?;
+        ended?;
+        windows.push(Window {
+            dep: fault.dep,
+            lose: fault.lose,
+            start,
+            cut,
+            restore,
+            end,
+        });
+    }
+    Ok(windows)
 }
 
 /// Linearizable histories made without a provider, for the checker's
@@ -999,6 +1516,9 @@ pub mod synthetic {
                 invoked,
                 answered,
                 answer,
+                pending: Vec::new(),
+                excuse: Excuse::None,
+                settled: answered,
             });
         }
         // One global order of invocations and answers: ranks of the instants
@@ -1027,6 +1547,7 @@ pub mod synthetic {
             names: (0..names).map(|n| format!("h12-{n}")).collect(),
             blue: records,
             green: Vec::new(),
+            windows: Vec::new(),
             wrong: None,
         })
     }
@@ -1049,6 +1570,9 @@ mod tests {
             invoked,
             answered,
             answer,
+            pending: Vec::new(),
+            excuse: Excuse::None,
+            settled: answered,
         }
     }
 
@@ -1162,9 +1686,10 @@ mod tests {
                 record(2, 8, 9, Call::List, Answer::Listed(vec![(0, id("a"))])),
             ],
             green: Vec::new(),
+            windows: Vec::new(),
             wrong: None,
         };
-        let (reason, calls) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (reason, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
         assert!(reason.contains("\"h12-0\""), "{reason}");
         assert_eq!(calls.len(), 2, "{calls:?}");
         assert!(calls.iter().all(|r| matches!(r.call, Call::Launch(0))));
@@ -1188,9 +1713,10 @@ mod tests {
                 record(1, 8, 9, Call::Find(0), Answer::Found(Some(id("b")))),
             ],
             green: Vec::new(),
+            windows: Vec::new(),
             wrong: None,
         };
-        let (_, calls) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (_, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
         let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
         assert_eq!(order, [0, 2, 4, 6], "{calls:?}");
     }

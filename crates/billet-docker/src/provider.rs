@@ -988,13 +988,25 @@ impl DockerProvider {
                 Ok(instance)
             }
             Err(err) => {
-                // Undo within what is left of the deadline; what cannot be
-                // undone now is removed at the next look (the guard).
-                if matches!(
-                    self.remove_exact(&client, deadline, &id).await,
-                    Ok(Removal::Removed | Removal::Gone)
-                ) {
-                    guard.armed = false;
+                // Undo within what is left of the deadline, but only a
+                // container that never started: one whose start reached the
+                // daemon (its answer lost) has run its command, and removing
+                // it would make a relaunch run it twice; it is reported from
+                // the next look on (D11). What cannot be looked at or undone
+                // now is settled at the next look (the guard). (Found by H12
+                // with faults: a find saw the container running, then the
+                // failing launch removed it.)
+                match self.inspect(&client, deadline, &id).await {
+                    Ok(None) => guard.armed = false,
+                    Ok(Some(container)) if never_started(&container) => {
+                        if matches!(
+                            self.remove_exact(&client, deadline, &id).await,
+                            Ok(Removal::Removed | Removal::Gone)
+                        ) {
+                            guard.armed = false;
+                        }
+                    }
+                    Ok(Some(_)) | Err(_) => {}
                 }
                 Err(err)
             }

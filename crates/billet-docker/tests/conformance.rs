@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use billet_conformance::{
     ConcurrentConfig, ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies,
@@ -101,6 +101,28 @@ impl ProviderFactory for DockerFactory {
         deployment: &Deployment<DockerProvider>,
         down: bool,
     ) -> Result<(), FixtureError> {
+        if !down {
+            // The daemon is back once it has answered everything the proxy
+            // delivered: a request whose caller saw the connection cut may
+            // still be at work on it (H12 checks that its effect lands by the
+            // outage's end).
+            let limit = Instant::now() + Duration::from_secs(30);
+            loop {
+                let mut idle = false;
+                self.with_proxy(deployment, |proxy| idle = proxy.is_idle())?;
+                if idle {
+                    break;
+                }
+                if Instant::now() > limit {
+                    return Err(format!(
+                        "the proxy of {} still waits for the daemon after 30 s",
+                        deployment.owner
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
         self.with_proxy(deployment, |proxy| {
             if down {
                 proxy.cut();
@@ -154,26 +176,55 @@ impl ProviderFactory for DockerFactory {
         TEST_IMAGE.to_owned()
     }
 
-    /// Removes every container of the case's two owners, straight on the
-    /// daemon, and closes their proxies.
+    /// Closes the case's two proxies once every request they delivered has
+    /// been answered by the daemon (a request whose answer a fault lost may
+    /// still be at work after its call returned), then removes every
+    /// container of the two owners, straight on the daemon, until none is
+    /// left (one another removal had under way included).
     async fn teardown(&self, fixture: &Fixture<DockerProvider>) -> Result<(), FixtureError> {
         let client = raw_client();
         for owner in [&fixture.blue.owner, &fixture.green.owner] {
+            let proxy = self.proxies.lock().remove(owner);
+            if let Some(proxy) = proxy {
+                let limit = Instant::now() + Duration::from_secs(30);
+                while !proxy.is_idle() {
+                    if Instant::now() > limit {
+                        return Err(format!("the proxy of {owner} is still busy after 30 s").into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
             let filters = HashMap::from([("label", vec![format!("{OWNER_LABEL}={owner}")])]);
-            let options = ListContainersOptionsBuilder::new()
-                .all(true)
-                .filters(&filters)
-                .build();
-            for container in client.list_containers(Some(options)).await? {
-                if let Some(id) = container.id {
+            let limit = Instant::now() + Duration::from_secs(30);
+            loop {
+                let options = ListContainersOptionsBuilder::new()
+                    .all(true)
+                    .filters(&filters)
+                    .build();
+                let left = client.list_containers(Some(options)).await?;
+                if left.is_empty() {
+                    break;
+                }
+                if Instant::now() > limit {
+                    return Err(format!("containers of {owner} are still there after 30 s").into());
+                }
+                for id in left.into_iter().filter_map(|c| c.id) {
                     let options = RemoveContainerOptionsBuilder::new()
                         .force(true)
                         .v(true)
                         .build();
-                    client.remove_container(&id, Some(options)).await?;
+                    match client.remove_container(&id, Some(options)).await {
+                        // Gone already, or being removed by someone else.
+                        Ok(())
+                        | Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404 | 409,
+                            ..
+                        }) => {}
+                        Err(err) => return Err(err.into()),
+                    }
                 }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            self.proxies.lock().remove(owner);
         }
         Ok(())
     }
@@ -225,13 +276,16 @@ fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
         seed: 21,
         multi_thread: true,
         shrink_attempts: 2,
+        faults: 2,
     };
     let summary = check_concurrent(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
     println!(
-        "H12 on docker, wall time: {} histories, {} calls, {:?}",
-        summary.histories, summary.calls, summary.wall_time
+        "H12 on docker, wall time: {} histories, {} calls, {} faults (outages and lost answers through the proxy), {} calls answered a fault's error, {:?}",
+        summary.histories, summary.calls, summary.faults, summary.fault_errors, summary.wall_time
     );
     assert_eq!(summary.calls, 8 * 3 * 6);
+    assert!(summary.faults >= 8, "{summary:?}");
+    assert!(summary.fault_errors > 0, "{summary:?}");
     assert!(
         factory.scope.leftovers().is_empty(),
         "the concurrent mode left containers behind"

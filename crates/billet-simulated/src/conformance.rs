@@ -246,8 +246,11 @@ impl ProviderFactory for SimulatedFactory {
 pub struct Severable {
     provider: SimulatedProvider,
     severed: AtomicBool,
-    /// A mid-call fault armed for the next call: the exchanges it lets through.
-    armed: Mutex<Option<u32>>,
+    /// A mid-call fault armed for the next call (the exchanges it lets
+    /// through), and how many times the connection was restored: a call that
+    /// met the fault severs the connection only if it was not restored while
+    /// the call ran (H12: calls overlap the suite's faults).
+    armed: Mutex<(Option<u32>, u64)>,
 }
 
 impl Severable {
@@ -256,7 +259,7 @@ impl Severable {
         Severable {
             provider,
             severed: AtomicBool::new(false),
-            armed: Mutex::new(None),
+            armed: Mutex::new((None, 0)),
         }
     }
 
@@ -268,8 +271,9 @@ impl Severable {
     /// Cuts the connection (`true`) or restores it (`false`). Restoring it
     /// also disarms a mid-call fault no call has met yet.
     pub fn sever(&self, severed: bool) {
+        let mut armed = self.armed.lock();
         if !severed {
-            *self.armed.lock() = None;
+            *armed = (None, armed.1.wrapping_add(1));
         }
         self.severed.store(severed, Ordering::SeqCst);
     }
@@ -283,7 +287,7 @@ impl Severable {
     /// it completes and the connection is severed after it. A call made while
     /// severed meets the fault too, and fails as severed.
     pub fn lose_answer(&self, after: u32) {
-        *self.armed.lock() = Some(after);
+        self.armed.lock().0 = Some(after);
     }
 
     /// Makes one call that needs the host: refused while severed; otherwise
@@ -293,13 +297,21 @@ impl Severable {
         inventory: bool,
         call: impl Future<Output = Result<T, Error>>,
     ) -> Result<T, Error> {
-        let armed = self.armed.lock().take();
+        let (armed, restored) = {
+            let mut armed = self.armed.lock();
+            (armed.0.take(), armed.1)
+        };
         self.connected(inventory)?;
         let answer = call.await;
         match armed {
             None => answer,
             Some(after) => {
-                self.sever(true);
+                {
+                    let armed = self.armed.lock();
+                    if armed.1 == restored {
+                        self.severed.store(true, Ordering::SeqCst);
+                    }
+                }
                 match (after, inventory) {
                     (0, true) => Err(Error::inventory_unavailable(LOST)),
                     (0, false) => Err(Error::unavailable(LOST)),

@@ -3,13 +3,14 @@
 //! of one deployment) and catches providers that are right one call at a
 //! time but wrong when calls overlap.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use billet_clock::ManualClock;
 use billet_conformance::{
-    ConcurrentConfig, ConcurrentFailure, Deployment, Fixture, FixtureError, Policies,
+    ConcurrentConfig, ConcurrentFailure, Deployment, Fixture, FixtureError, Outage, Policies,
     ProviderFactory, Timing, check_concurrent,
 };
 use billet_provider::{
@@ -27,6 +28,7 @@ fn config(histories: u32) -> ConcurrentConfig {
         seed: 12,
         multi_thread: true,
         shrink_attempts: 100,
+        faults: 0,
     }
 }
 
@@ -61,6 +63,48 @@ fn h12_the_simulated_backend_passes_on_the_system_clock() {
         eprintln!(
             "H12 simulated, system clock, multi-thread {multi_thread}: {} histories, {} calls, {:?}",
             summary.histories, summary.calls, summary.wall_time
+        );
+    }
+}
+
+// H12 with H8 and H11: outages of either kind and answers lost mid-call,
+// made while the tasks call, leave histories the contract allows: an
+// outage's error only from a call that overlapped it, nothing changed by a
+// call made inside it, and what a lost call left reported truthfully.
+#[test]
+fn h12_the_simulated_backend_passes_with_outages_and_lost_answers() {
+    for (factory, what) in [
+        (
+            SimulatedFactory::modelled(),
+            "modelled time, inventory outages",
+        ),
+        (
+            SimulatedFactory::modelled().with_outage(Outage::WholeConnection),
+            "modelled time, whole-connection outages and lost answers",
+        ),
+        (
+            SimulatedFactory::wall(),
+            "system clock, whole-connection outages and lost answers",
+        ),
+    ] {
+        let summary = check_concurrent(
+            &factory,
+            ConcurrentConfig {
+                faults: 3,
+                ..config(1000)
+            },
+        )
+        .unwrap_or_else(|failure| panic!("{what}: {failure}"));
+        assert_eq!(summary.calls, 1000 * 3 * 10);
+        assert!(summary.faults > 2000, "{what}: {summary:?}");
+        assert!(summary.fault_errors > 1000, "{what}: {summary:?}");
+        eprintln!(
+            "H12 simulated, {what}: {} histories, {} calls, {} faults, {} calls answered a fault's error, {:?}",
+            summary.histories,
+            summary.calls,
+            summary.faults,
+            summary.fault_errors,
+            summary.wall_time
         );
     }
 }
@@ -143,6 +187,12 @@ enum Flaw {
     /// `launch` inserts the instance `Pending`, releases the lock, yields,
     /// and only then makes it `Running`: a find in between sees it half made.
     HalfMadeLaunch,
+    /// While its connection is cut, `launch` still records the instance,
+    /// then answers `Unavailable` (H8: a call in an outage records nothing).
+    RecordsWhileCut,
+    /// When its connection comes back, the deployment's instances are gone
+    /// from its inventory though nobody destroyed them (H8: nothing lost).
+    ForgetsAfterOutage,
 }
 
 /// A host's instances, shared by every [`Toy`] over it.
@@ -160,6 +210,8 @@ struct Toy {
     flaw: Flaw,
     /// What the previous `list` read ([`Flaw::StaleList`]).
     cache: Mutex<Vec<Instance>>,
+    /// Whether the deployment's connection is cut (shared by its objects).
+    down: Arc<AtomicBool>,
 }
 
 impl Toy {
@@ -176,6 +228,10 @@ impl Toy {
     fn holds(&self, name: &str) -> bool {
         self.read().iter().any(|i| i.name == name)
     }
+
+    fn cut(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
 }
 
 #[async_trait]
@@ -189,6 +245,10 @@ impl Provider for Toy {
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        if self.cut() && self.flaw != Flaw::RecordsWhileCut {
+            return Err(Error::unavailable("the toy's connection is cut"));
+        }
+        let cut = self.cut();
         let racy = self.flaw == Flaw::CheckThenActLaunch;
         if racy {
             if self.holds(&spec.name) {
@@ -222,6 +282,9 @@ impl Provider for Toy {
             store.instances.push(instance.clone());
             instance
         };
+        if cut {
+            return Err(Error::unavailable("the toy's connection is cut"));
+        }
         if self.flaw == Flaw::HalfMadeLaunch {
             tokio::task::yield_now().await;
             let mut store = self.store.lock().unwrap();
@@ -239,10 +302,16 @@ impl Provider for Toy {
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        if self.cut() {
+            return Err(Error::inventory_unavailable("the toy's connection is cut"));
+        }
         Ok(self.read().into_iter().find(|i| i.name == name))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
+        if self.cut() {
+            return Err(Error::inventory_unavailable("the toy's connection is cut"));
+        }
         let now = self.read();
         if self.flaw == Flaw::StaleList {
             return Ok(std::mem::replace(&mut *self.cache.lock().unwrap(), now));
@@ -251,6 +320,9 @@ impl Provider for Toy {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        if self.cut() {
+            return Err(Error::unavailable("the toy's connection is cut"));
+        }
         if self.flaw == Flaw::DestroyStopsTwice {
             if !self.read().iter().any(|i| i.id == *id) {
                 return Ok(Teardown::Absent);
@@ -281,12 +353,13 @@ impl Provider for Toy {
 struct ToyFactory(Flaw);
 
 impl ToyFactory {
-    fn toy(&self, owner: &str, store: &Arc<Mutex<Store>>) -> Toy {
+    fn toy(&self, owner: &str, store: &Arc<Mutex<Store>>, down: &Arc<AtomicBool>) -> Toy {
         Toy {
             owner: owner.to_owned(),
             store: Arc::clone(store),
             flaw: self.0,
             cache: Mutex::new(Vec::new()),
+            down: Arc::clone(down),
         }
     }
 }
@@ -296,7 +369,10 @@ impl ProviderFactory for ToyFactory {
     type Provider = Toy;
 
     fn policies(&self) -> Policies {
-        Policies::STRICT
+        Policies {
+            outage: Outage::WholeConnection,
+            ..Policies::STRICT
+        }
     }
 
     async fn build(&self) -> Result<Fixture<Toy>, FixtureError> {
@@ -304,22 +380,36 @@ impl ProviderFactory for ToyFactory {
         Ok(Fixture {
             blue: Deployment {
                 owner: "blue".to_owned(),
-                provider: self.toy("blue", &store),
+                provider: self.toy("blue", &store, &Arc::default()),
             },
             green: Deployment {
                 owner: "green".to_owned(),
-                provider: self.toy("green", &store),
+                provider: self.toy("green", &store, &Arc::default()),
             },
             timing: Timing::Modelled(ManualClock::new(SystemTime::UNIX_EPOCH)),
         })
     }
 
     async fn second(&self, fixture: &Fixture<Toy>) -> Result<Option<Toy>, FixtureError> {
-        Ok(Some(self.toy("blue", &fixture.blue.provider.store)))
+        let blue = &fixture.blue.provider;
+        Ok(Some(self.toy("blue", &blue.store, &blue.down)))
     }
 
-    async fn set_outage(&self, _: &Deployment<Toy>, _: bool) -> Result<(), FixtureError> {
-        Err("the toy has no outages".into())
+    async fn set_outage(
+        &self,
+        deployment: &Deployment<Toy>,
+        down: bool,
+    ) -> Result<(), FixtureError> {
+        let toy = &deployment.provider;
+        if !down && self.0 == Flaw::ForgetsAfterOutage {
+            toy.store
+                .lock()
+                .unwrap()
+                .instances
+                .retain(|i| i.owner != toy.owner);
+        }
+        toy.down.store(down, Ordering::SeqCst);
+        Ok(())
     }
 
     fn command(&self, _: Duration) -> Vec<String> {
@@ -329,9 +419,19 @@ impl ProviderFactory for ToyFactory {
 
 /// The failure the concurrent mode answers for `flaw`.
 fn caught(flaw: Flaw) -> ConcurrentFailure {
-    let failure = check_concurrent(&ToyFactory(flaw), config(300))
-        .err()
-        .unwrap_or_else(|| panic!("{flaw:?} passed 300 histories"));
+    let faults = match flaw {
+        Flaw::RecordsWhileCut | Flaw::ForgetsAfterOutage => 2,
+        _ => 0,
+    };
+    let failure = check_concurrent(
+        &ToyFactory(flaw),
+        ConcurrentConfig {
+            faults,
+            ..config(300)
+        },
+    )
+    .err()
+    .unwrap_or_else(|| panic!("{flaw:?} passed 300 histories"));
     eprintln!("{flaw:?}:\n{failure}");
     assert!(!failure.calls.is_empty(), "{failure}");
     failure
@@ -341,9 +441,16 @@ fn caught(flaw: Flaw) -> ConcurrentFailure {
 // mode catches.
 #[test]
 fn h12_the_toy_backend_without_a_flaw_passes() {
-    let summary = check_concurrent(&ToyFactory(Flaw::None), config(300))
-        .unwrap_or_else(|failure| panic!("{failure}"));
+    let summary = check_concurrent(
+        &ToyFactory(Flaw::None),
+        ConcurrentConfig {
+            faults: 2,
+            ..config(300)
+        },
+    )
+    .unwrap_or_else(|failure| panic!("{failure}"));
     assert_eq!(summary.histories, 300);
+    assert!(summary.fault_errors > 0, "{summary:?}");
 }
 
 // H12: two concurrent launches of one name both succeeding are caught, and
@@ -391,4 +498,39 @@ fn h12_catches_a_list_that_misses_a_finished_launch() {
 fn h12_catches_a_find_that_sees_a_half_made_instance() {
     let failure = caught(Flaw::HalfMadeLaunch);
     assert!(failure.reason.contains("Pending"), "{failure}");
+}
+
+// H12 with H8: a launch that records its instance while the connection is
+// cut, and answers an error, is caught: the instance appears, though the
+// call that made it began after the outage did and ended before it ended.
+#[test]
+fn h12_catches_a_launch_that_records_while_cut() {
+    let failure = caught(Flaw::RecordsWhileCut);
+    assert!(failure.reason.contains("not linearizable"), "{failure}");
+    assert!(
+        failure.calls.iter().any(|l| l.contains("an outage [")),
+        "the fault is shown: {failure}"
+    );
+    assert!(
+        failure
+            .calls
+            .iter()
+            .any(|l| l.contains("launch(") && l.ends_with("-> Err(Unavailable)")),
+        "{failure}"
+    );
+}
+
+// H12 with H8: an inventory that comes back short after an outage is
+// caught.
+#[test]
+fn h12_catches_instances_forgotten_across_an_outage() {
+    let failure = caught(Flaw::ForgetsAfterOutage);
+    assert!(failure.reason.contains("not linearizable"), "{failure}");
+    assert!(
+        failure
+            .calls
+            .iter()
+            .any(|l| l.contains("-> Ok(") && l.contains("launch(")),
+        "{failure}"
+    );
 }

@@ -373,6 +373,9 @@ struct Shared {
     acceptor: Mutex<Option<AbortHandle>>,
     /// Requests that reached the daemon through this proxy.
     delivered: AtomicU64,
+    /// Requests sent on to the daemon whose answer has not come back yet,
+    /// whether or not their caller still waits for it.
+    in_flight: Arc<AtomicU64>,
     /// How long each request waits in the proxy before it is forwarded.
     delay: Mutex<Duration>,
 }
@@ -418,8 +421,27 @@ impl Shared {
 type ProxyBody = http_body_util::combinators::BoxBody<bytes::Bytes, BoxError>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Sends one request to the daemon on a connection of its own.
+/// Sends one request to the daemon on a connection of its own, in a task of
+/// its own: once sent, it runs until the daemon's answer comes back even if
+/// the caller's connection is cut meanwhile (the daemon acts on it either
+/// way), and is counted in flight until then.
 async fn forward(
+    shared: &Shared,
+    request: hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
+    let upstream = shared.upstream.clone();
+    let in_flight = Arc::clone(&shared.in_flight);
+    in_flight.fetch_add(1, Ordering::SeqCst);
+    let sent = tokio::spawn(async move {
+        let answer = send(&upstream, request).await;
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        answer
+    });
+    sent.await?
+}
+
+/// Sends one request to the daemon on a connection of its own.
+async fn send(
     upstream: &Path,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<hyper::body::Incoming>, BoxError> {
@@ -445,7 +467,7 @@ async fn serve(
     match shared.next_fate() {
         Fate::Hang => std::future::pending().await,
         Fate::Pass => {
-            let answer = forward(&shared.upstream, request).await?;
+            let answer = forward(&shared, request).await?;
             shared.delivered.fetch_add(1, Ordering::SeqCst);
             Ok(answer.map(|body| body.map_err(BoxError::from).boxed()))
         }
@@ -454,7 +476,7 @@ async fn serve(
             // it does, it has done); the caller gets none of it, or a head
             // and the first `keep` bytes of the body, then a closed
             // connection.
-            let answer = forward(&shared.upstream, request).await;
+            let answer = forward(&shared, request).await;
             shared.delivered.fetch_add(1, Ordering::SeqCst);
             let (head, body) = answer?.into_parts();
             let whole = body.collect().await?.to_bytes();
@@ -525,6 +547,7 @@ impl SocketProxy {
                 connections: Mutex::new(Vec::new()),
                 acceptor: Mutex::new(None),
                 delivered: AtomicU64::new(0),
+                in_flight: Arc::default(),
                 delay: Mutex::new(Duration::ZERO),
             }),
             runtime: Some(runtime),
@@ -547,6 +570,14 @@ impl SocketProxy {
     /// or not.
     pub fn delivered(&self) -> u64 {
         self.shared.delivered.load(Ordering::SeqCst)
+    }
+
+    /// Whether no request it sent on to the daemon still waits for its
+    /// answer: once idle, the daemon has acted on everything the proxy
+    /// delivered, including requests whose answers were lost or whose caller
+    /// gave up.
+    pub fn is_idle(&self) -> bool {
+        self.shared.in_flight.load(Ordering::SeqCst) == 0
     }
 
     fn handle(&self) -> &tokio::runtime::Handle {
