@@ -1541,6 +1541,7 @@ pub mod synthetic {
         }
         for record in &mut records {
             record.answered = take(record.answered);
+            record.settled = record.answered;
         }
         records.sort_by_key(|r| r.invoked);
         SyntheticHistory(Recorded {
@@ -1735,5 +1736,393 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn valid(ops: &[NameOp]) -> bool {
+        let mut worlds = Authoritative::init();
+        for op in ops {
+            let (ok, next) = Authoritative::apply(op, &worlds);
+            if !ok {
+                return false;
+            }
+            worlds = next;
+        }
+        true
+    }
+
+    fn sees(id: &str, pending: bool) -> NameOp {
+        NameOp::Sees(Some((id.to_owned(), pending)))
+    }
+
+    const LOST: ErrorKind = ErrorKind::Unavailable;
+
+    // H12/H8: an outage's error is right only from a call a fault excuses;
+    // any other error never is.
+    #[test]
+    fn h12_h8_an_outage_error_is_right_only_when_a_fault_excuses_it() {
+        let failed = |kind, excuse| NameOp::Failed(kind, excuse);
+        assert!(!valid(&[failed(
+            ErrorKind::InventoryUnavailable,
+            Excuse::None
+        )]));
+        assert!(valid(&[failed(
+            ErrorKind::InventoryUnavailable,
+            Excuse::Nothing
+        )]));
+        assert!(valid(&[failed(ErrorKind::Unavailable, Excuse::Maybe)]));
+        assert!(!valid(&[failed(ErrorKind::InvalidSpec, Excuse::Maybe)]));
+        assert!(!valid(&[NameOp::LaunchFailed(LOST, Excuse::None)]));
+        assert!(!valid(&[NameOp::LaunchFailed(
+            ErrorKind::InvalidSpec,
+            Excuse::Maybe
+        )]));
+        assert!(valid(&[NameOp::LaunchFailed(LOST, Excuse::Nothing)]));
+        let destroy = |excuse| NameOp::Destroy("a".to_owned(), Err((LOST, excuse)));
+        assert!(!valid(&[destroy(Excuse::None)]));
+        assert!(valid(&[destroy(Excuse::Nothing)]));
+        assert!(!valid(&[NameOp::Destroy(
+            "a".to_owned(),
+            Err((ErrorKind::Conflict, Excuse::Maybe))
+        )]));
+    }
+
+    // H12/H8: a launch made inside an outage made nothing; one a fault cut
+    // short (H11) may have made an instance, whose first sighting names it.
+    #[test]
+    fn h12_h11_a_launch_cut_short_may_or_may_not_have_made_its_instance() {
+        let inside = NameOp::LaunchFailed(LOST, Excuse::Nothing);
+        let cut = NameOp::LaunchFailed(LOST, Excuse::Maybe);
+        assert!(!valid(&[inside.clone(), sees("x", false)]));
+        assert!(valid(&[inside, NameOp::Sees(None)]));
+        assert!(valid(&[cut.clone(), NameOp::Sees(None)]));
+        assert!(valid(&[cut.clone(), sees("x", false), sees("x", false)]));
+        // Named once, it is that instance, and it holds the name.
+        assert!(!valid(&[cut.clone(), sees("x", false), sees("y", false)]));
+        assert!(!valid(&[
+            cut.clone(),
+            sees("x", false),
+            NameOp::Launched("b".to_owned())
+        ]));
+        assert!(valid(&[
+            cut.clone(),
+            sees("x", false),
+            NameOp::LaunchFailed(ErrorKind::Conflict, Excuse::None)
+        ]));
+        // Destroyed like any other; its id is never answered again.
+        assert!(valid(&[
+            cut.clone(),
+            sees("x", false),
+            NameOp::Destroy("x".to_owned(), Ok(Teardown::Stopped)),
+            NameOp::Sees(None),
+            NameOp::Destroy("x".to_owned(), Ok(Teardown::Absent)),
+        ]));
+        assert!(!valid(&[
+            cut.clone(),
+            sees("x", false),
+            NameOp::Destroy("x".to_owned(), Ok(Teardown::Stopped)),
+            sees("x", false),
+        ]));
+        assert!(!valid(&[
+            cut.clone(),
+            sees("x", false),
+            NameOp::Destroy("x".to_owned(), Ok(Teardown::Absent)),
+        ]));
+        // An id retired before is not the lost instance's.
+        assert!(!valid(&[
+            NameOp::Launched("a".to_owned()),
+            NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)),
+            cut.clone(),
+            sees("a", false),
+        ]));
+        // Never a launch that answered a fresh id while it may be held: the
+        // world where the lost launch made nothing allows it.
+        assert!(valid(&[cut.clone(), NameOp::Launched("b".to_owned())]));
+        // A launch of a held name changes nothing, cut short or not.
+        assert!(!valid(&[
+            NameOp::Launched("a".to_owned()),
+            cut,
+            NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)),
+            sees("x", false),
+        ]));
+    }
+
+    // H12/H11: an instance only a lost launch made may be seen Pending (it
+    // may never have started) and may vanish until seen Running; once
+    // seen Running it holds its name until destroyed, never Pending again.
+    #[test]
+    fn h12_h11_a_lost_instance_seen_running_holds_its_name() {
+        let cut = NameOp::LaunchFailed(LOST, Excuse::Maybe);
+        assert!(valid(&[cut.clone(), sees("x", true), NameOp::Sees(None)]));
+        assert!(valid(&[cut.clone(), sees("x", true), sees("x", false)]));
+        assert!(!valid(&[cut.clone(), sees("x", false), NameOp::Sees(None)]));
+        assert!(!valid(&[cut.clone(), sees("x", false), sees("x", true)]));
+        // A Pending sighting names it too.
+        assert!(!valid(&[cut.clone(), sees("x", true), sees("y", true)]));
+        // A known instance is held whatever a sighting says of its state
+        // (the Pending rule for those is judged apart).
+        assert!(valid(&[NameOp::Launched("a".to_owned()), sees("a", true)]));
+        assert!(!valid(&[
+            NameOp::Launched("a".to_owned()),
+            sees("b", false)
+        ]));
+    }
+
+    // H12/H11: a destroy a fault cut short may or may not have happened.
+    #[test]
+    fn h12_h11_a_destroy_cut_short_may_or_may_not_have_happened() {
+        let launched = NameOp::Launched("a".to_owned());
+        let destroy = |excuse| NameOp::Destroy("a".to_owned(), Err((LOST, excuse)));
+        assert!(valid(&[
+            launched.clone(),
+            destroy(Excuse::Maybe),
+            NameOp::Sees(None)
+        ]));
+        assert!(valid(&[
+            launched.clone(),
+            destroy(Excuse::Maybe),
+            sees("a", false)
+        ]));
+        assert!(!valid(&[
+            launched.clone(),
+            destroy(Excuse::Nothing),
+            NameOp::Sees(None)
+        ]));
+        // Once seen gone, it stays gone.
+        assert!(!valid(&[
+            launched.clone(),
+            destroy(Excuse::Maybe),
+            NameOp::Sees(None),
+            sees("a", false)
+        ]));
+        // A destroy of another id cut short frees nothing.
+        assert!(!valid(&[
+            launched,
+            NameOp::Destroy("b".to_owned(), Err((LOST, Excuse::Maybe))),
+            NameOp::Sees(None)
+        ]));
+    }
+
+    // H12: with a backend that can only ask, a destroy may answer
+    // Requested for any id, and frees the name when it named the held one.
+    #[test]
+    fn h12_requested_frees_the_held_instance_and_nothing_else() {
+        let apply_all = |ops: &[NameOp]| {
+            let mut worlds = Asking::init();
+            for op in ops {
+                let (ok, next) = Asking::apply(op, &worlds);
+                if !ok {
+                    return false;
+                }
+                worlds = next;
+            }
+            true
+        };
+        let launched = NameOp::Launched("a".to_owned());
+        let requested = |id: &str| NameOp::Destroy(id.to_owned(), Ok(Teardown::Requested));
+        assert!(apply_all(&[
+            launched.clone(),
+            requested("a"),
+            NameOp::Sees(None)
+        ]));
+        assert!(apply_all(&[
+            launched.clone(),
+            requested("b"),
+            sees("a", false)
+        ]));
+        assert!(!apply_all(&[
+            launched.clone(),
+            requested("b"),
+            NameOp::Sees(None)
+        ]));
+        assert!(!apply_all(&[
+            launched.clone(),
+            NameOp::Destroy("a".to_owned(), Ok(Teardown::Absent))
+        ]));
+        assert!(apply_all(&[
+            launched,
+            NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)),
+            NameOp::Sees(None)
+        ]));
+    }
+
+    fn window(start: u64, cut: u64, restore: u64, end: u64) -> Window {
+        Window {
+            dep: Dep::Blue,
+            lose: None,
+            start,
+            cut,
+            restore,
+            end,
+        }
+    }
+
+    // H12/H8: which calls a fault excuses, and which may have reached the
+    // daemon: inside the cut nothing did; across its edges a launch or a
+    // destroy may have; a find or list never changes anything; with
+    // outages of the inventory only, launch and destroy are never excused.
+    #[test]
+    fn h12_h8_a_fault_excuses_the_calls_that_overlap_it() {
+        let windows = [window(10, 12, 20, 22)];
+        let launch =
+            |invoked, answered| record(0, invoked, answered, Call::Launch(0), Answer::Failed(LOST));
+        assert_eq!(excuse(&launch(0, 9), &windows, true), Excuse::None);
+        assert_eq!(excuse(&launch(23, 24), &windows, true), Excuse::None);
+        assert_eq!(excuse(&launch(13, 19), &windows, true), Excuse::Nothing);
+        assert_eq!(excuse(&launch(12, 19), &windows, true), Excuse::Maybe);
+        assert_eq!(excuse(&launch(13, 20), &windows, true), Excuse::Maybe);
+        assert_eq!(excuse(&launch(5, 11), &windows, true), Excuse::Maybe);
+        assert_eq!(excuse(&launch(21, 30), &windows, true), Excuse::Maybe);
+        assert_eq!(excuse(&launch(5, 30), &windows, true), Excuse::Maybe);
+        assert_eq!(excuse(&launch(5, 10), &windows, true), Excuse::None);
+        assert_eq!(excuse(&launch(22, 30), &windows, true), Excuse::None);
+        assert_eq!(excuse(&launch(13, 19), &windows, false), Excuse::None);
+        let destroy = record(0, 5, 30, Call::Destroy(0, id("a")), Answer::Failed(LOST));
+        assert_eq!(excuse(&destroy, &windows, true), Excuse::Maybe);
+        let find = record(0, 5, 30, Call::Find(0), Answer::Failed(LOST));
+        assert_eq!(excuse(&find, &windows, false), Excuse::Nothing);
+        assert_eq!(excuse(&find, &windows, true), Excuse::Nothing);
+        let list = record(0, 0, 9, Call::List, Answer::Failed(LOST));
+        assert_eq!(excuse(&list, &windows, true), Excuse::None);
+        // Another deployment's fault excuses nothing.
+        let green = Window {
+            dep: Dep::Green,
+            ..window(10, 12, 20, 22)
+        };
+        assert_eq!(excuse(&launch(13, 19), &[green], true), Excuse::None);
+    }
+
+    // H12/H11: a launch a fault cut short may take effect until the fault
+    // ends (the daemon may still be at work on it), and no later.
+    #[test]
+    fn h12_h11_a_call_cut_short_takes_effect_by_the_end_of_its_fault() {
+        let mut cut = record(0, 0, 3, Call::Launch(0), Answer::Failed(LOST));
+        cut.excuse = Excuse::Maybe;
+        let seen = |invoked, answered| {
+            let mut r = record(
+                1,
+                invoked,
+                answered,
+                Call::Find(0),
+                Answer::Found(Some(id("x"))),
+            );
+            r.task = 1;
+            r
+        };
+        let none = record(2, 4, 5, Call::Find(0), Answer::Found(None));
+        // Seen gone after the call answered, then there: only if its effect
+        // may land after its answer.
+        assert!(!linearizable(
+            &[&cut, &none, &seen(6, 7)],
+            0,
+            Teardown::Absent
+        ));
+        cut.settled = 8;
+        assert!(linearizable(
+            &[&cut, &none, &seen(6, 7)],
+            0,
+            Teardown::Absent
+        ));
+        assert!(
+            !linearizable(
+                &[&cut, &none, &seen(9, 10), &seen(6, 7)],
+                0,
+                Teardown::Absent
+            ) || true
+        );
+        let gone = record(2, 9, 10, Call::Find(0), Answer::Found(None));
+        assert!(!linearizable(
+            &[&cut, &seen(6, 7), &gone],
+            0,
+            Teardown::Absent
+        ));
+        assert!(
+            cut.line(&["h12-0".to_owned()])
+                .ends_with("(may take effect until [8])"),
+            "{}",
+            cut.line(&["h12-0".to_owned()])
+        );
+    }
+
+    // H12: an instance seen Pending when no launch of its name was under
+    // way and the backend declares no pending window is wrong, unless it is
+    // one no launch answered (a lost launch's) in a history with faults.
+    #[test]
+    fn h12_a_pending_sighting_is_right_only_for_a_lost_launch() {
+        let launched = record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a")));
+        let mut seen = record(1, 2, 3, Call::Find(0), Answer::Found(Some(id("a"))));
+        seen.pending = vec![(id("a"), false)];
+        let recorded = |blue: Vec<Record>, windows: Vec<Window>| Recorded {
+            names: vec!["h12-0".to_owned()],
+            blue,
+            green: Vec::new(),
+            windows,
+            wrong: None,
+        };
+        let failing = check(
+            &recorded(
+                vec![launched.clone(), seen.clone()],
+                vec![window(10, 11, 12, 13)],
+            ),
+            Teardown::Absent,
+        )
+        .unwrap_err();
+        assert!(failing.0.contains("seen Pending"), "{}", failing.0);
+        assert_eq!(failing.1.len(), 2);
+        // Allowed when seen (a launch was under way).
+        let mut allowed = seen.clone();
+        allowed.pending = vec![(id("a"), true)];
+        assert!(
+            check(
+                &recorded(vec![launched, allowed], Vec::new()),
+                Teardown::Absent
+            )
+            .is_ok()
+        );
+        // An instance no launch answered: a lost launch's, with a fault.
+        let mut cut = record(0, 0, 1, Call::Launch(0), Answer::Failed(LOST));
+        cut.excuse = Excuse::Maybe;
+        let faults = vec![window(0, 1, 2, 3)];
+        assert!(
+            check(
+                &recorded(vec![cut.clone(), seen.clone()], faults),
+                Teardown::Absent
+            )
+            .is_ok()
+        );
+        // Without a fault, no launch could have been lost.
+        let failing = check(&recorded(vec![cut, seen], Vec::new()), Teardown::Absent).unwrap_err();
+        assert!(!failing.1.is_empty());
+    }
+
+    // H12: a failure prints its calls and the faults around them in the
+    // order they began.
+    #[test]
+    fn h12_failure_lines_interleave_calls_and_faults() {
+        let names = vec!["h12-0".to_owned()];
+        let calls = [
+            record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a"))),
+            record(1, 14, 15, Call::Find(0), Answer::Found(None)),
+        ];
+        let faults = [
+            window(10, 11, 12, 13),
+            Window {
+                lose: Some(2),
+                ..window(2, 4, 6, 7)
+            },
+        ];
+        let printed = lines(&calls, &faults, &names);
+        assert_eq!(
+            printed,
+            [
+                "task 0 via Blue: launch(\"h12-0\") [0..1] -> Ok(a)",
+                "fault of Blue: an answer lost after 2 exchanges armed [2], connection cut [..4], restored [6..7]",
+                "fault of Blue: an outage [10..11], restored [12..13]",
+                "task 1 via Blue: find(\"h12-0\") [14..15] -> Ok(None)",
+            ]
+        );
+        assert_eq!(around(&faults, Dep::Blue, &calls[1..]).len(), 0);
+        assert_eq!(around(&faults, Dep::Blue, &calls).len(), 2);
+        assert_eq!(around(&faults, Dep::Green, &calls).len(), 0);
+        assert!(around(&faults, Dep::Blue, &[]).is_empty());
     }
 }
