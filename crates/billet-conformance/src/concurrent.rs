@@ -781,23 +781,54 @@ fn lines(calls: &[Record], windows: &[Window], names: &[String]) -> Vec<String> 
 /// `config.histories` fresh fixtures, `config.tasks` tasks each make
 /// `config.calls_per_task` random calls at once (launch, destroy, find, list
 /// over `config.names` names per deployment, through every provider object:
-/// `blue`, `green`, and [`ProviderFactory::second`] when it gives one), then
-/// the history is checked.
+/// `blue`, `green`, and [`ProviderFactory::second`] when it gives one), while
+/// `config.faults` faults are made (outages, H8, and answers lost mid-call,
+/// H11), then the history is checked.
 ///
 /// # What is checked
 ///
-/// Every call's invocation and answer get a place in one global order (an
-/// atomic counter read right before the call and right after it returns).
-/// The history of each (deployment, name) must be linearizable with respect
-/// to the contract, sequentially: a launch of a held name answers `Conflict`,
-/// of a free one a fresh id that holds it; a destroy of the held id answers
-/// `Stopped` (or `Requested` for a backend that can only ask) exactly once
-/// and frees the name, of another id `Absent` (`Requested`); a find, and a
-/// list read for that name, sees exactly the held instance. Any other error
-/// is wrong here. Each instance answered must carry the name asked, the
-/// deployment's owner, the provider's kind and the state `Running` (never
-/// `Pending` or `Stopped`), and a list only this deployment's instances of
-/// the shared names, each once.
+/// Every call's invocation and answer, and every fault's start and end, get
+/// a place in one global order (an atomic counter read right before each
+/// call and right after it returns). The history of each (deployment, name)
+/// must be linearizable with respect to the contract, sequentially: a launch
+/// of a held name answers `Conflict`, of a free one a fresh id that holds
+/// it; a destroy of the held id answers `Stopped` (or `Requested` for a
+/// backend that can only ask) exactly once and frees the name, of another id
+/// `Absent` (`Requested`); a find, and a list read for that name, sees
+/// exactly the held instance. Each instance answered must carry the name
+/// asked, the deployment's owner, the provider's kind and the state
+/// `Running` (never `Stopped`, and `Pending` only as below), and a list only
+/// this deployment's instances of the shared names, each once.
+///
+/// # Faults
+///
+/// With [`ConcurrentConfig::faults`], faults are made one after another at
+/// random moments while the tasks call, each lasting a few calls: an outage
+/// of one deployment ([`ProviderFactory::set_outage`] `true`, then `false`),
+/// or, for a factory that declares [`Policies::mid_call`](crate::Policies::mid_call),
+/// half of them [`ProviderFactory::lose_answer`] (0 to 2 exchanges let
+/// through) followed by an outage. The fault meets whichever calls reach the
+/// connection while it lasts, from any task and any provider object of that
+/// deployment. Then:
+///
+/// * An outage's error (`Unavailable`, `InventoryUnavailable`) is right only
+///   from a call that overlapped a fault of its deployment; with
+///   [`Outage::InventoryOnly`](crate::Outage::InventoryOnly), only from a
+///   find or a list. Any other error is wrong, as without faults.
+/// * A call that began after the connection was cut and answered before it
+///   was restored reached no daemon: it changed nothing (H8).
+/// * A launch or destroy answered an outage's error that overlapped a
+///   fault's edges, or a lost answer, may or may not have happened (H11), and
+///   may take effect as late as the fault's end: a request the daemon
+///   received can still be at work after its caller saw the connection
+///   break, so a fixture ends an outage only once its daemon has answered
+///   everything delivered before.
+/// * An instance such a launch made is named by its first sighting. Until a
+///   find or list has seen it `Running`, it may be seen `Pending` (it may
+///   never have been started) and may vanish (a backend removing what a
+///   lost launch left, perhaps while another provider object of the
+///   deployment saw it); once seen `Running`, it holds its name until
+///   destroyed, like any other.
 ///
 /// # Restrictions
 ///
@@ -813,28 +844,30 @@ fn lines(calls: &[Record], windows: &[Window], names: &[String]) -> Vec<String> 
 /// * Histories are checked per name: a list is read as one observation of
 ///   each name, so two names seen by one list at inconsistent instants (an
 ///   atomic-snapshot fault across names) is not caught.
-/// * No outages or mid-call faults (H8, H11) in this mode yet, and only
-///   valid, trusted specs.
+/// * Only valid, trusted specs; the rules for invalid and untrusted specs,
+///   time and exit codes are the sequential suite's ([`check_contract`](crate::check_contract)).
 ///
 /// # Failures
 ///
 /// A failing history is first shrunk to the fewest calls about its name that
 /// still fail the check, then histories with fewer tasks and calls (the same
 /// seed sequence, [`ConcurrentConfig::shrink_attempts`] each) are tried, and the smallest failing
-/// history found is answered, one line per call.
+/// history found is answered, one line per call and per fault around them.
 ///
 /// # Where it runs
 ///
 /// Each history builds its fixture, calls, and tears it down inside a tokio
 /// runtime of its own: two worker threads with
 /// [`multi_thread`](ConcurrentConfig::multi_thread), one otherwise. The tasks
-/// are spawned on it, so the provider must be `'static`.
+/// are spawned on it, so the provider must be `'static`. The faults are made
+/// from the history's own task, alongside the callers.
 ///
 /// # Panics
 ///
 /// Never on a wrong answer. A `config` with fewer than 2 or more than 4
 /// tasks, no calls, or no names or more than 4 is answered as a failure
-/// naming the field; so is a fixture the factory could not build.
+/// naming the field; so is a fixture the factory could not build, or a
+/// fault it could not make.
 pub fn check_concurrent<F>(
     factory: &F,
     config: ConcurrentConfig,

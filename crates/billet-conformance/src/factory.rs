@@ -92,6 +92,16 @@ pub trait ProviderFactory: Send + Sync {
     /// nothing, and `kind` and `accepts` still answer. Either way, once it
     /// ends, the provider answers the exact inventory again.
     ///
+    /// In the concurrent mode ([`check_concurrent`](crate::check_concurrent)
+    /// with faults) calls are under way when an outage starts or ends. A call
+    /// the start cuts short may still have reached the daemon; the suite
+    /// allows its effect until `set_outage(deployment, false)` has returned,
+    /// so a fixture whose daemon may still be at work on a request whose
+    /// caller saw the connection break (a proxy that forwarded it) returns
+    /// from `set_outage(deployment, false)` only once the daemon has answered
+    /// every such request. An outage of `blue` may cut the
+    /// [`second`](ProviderFactory::second) provider object too, or not.
+    ///
     /// [`Error::InventoryUnavailable`]: billet_provider::Error::InventoryUnavailable
     /// [`Error::Unavailable`]: billet_provider::Error::Unavailable
     async fn set_outage(
@@ -135,6 +145,12 @@ pub trait ProviderFactory: Send + Sync {
     /// destroyable), and one it does not show must never appear. A backend
     /// that cleans up what a lost call left must have done so by that first
     /// inventory.
+    ///
+    /// In the concurrent mode the "next call" is whichever call of any task
+    /// reaches the connection first, through any provider object that shares
+    /// it; the suite then calls `set_outage(deployment, true)` after a few
+    /// calls whether or not the fault was met, and `set_outage(deployment,
+    /// false)` later, as for an outage.
     ///
     /// The default answers an error: the fixture makes no mid-call faults.
     ///

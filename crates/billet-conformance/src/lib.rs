@@ -48,15 +48,30 @@
 //! each call's invocation and answer in one global order, and checks each
 //! (deployment, name)'s history for linearizability against the contract
 //! taken sequentially, with `todc-utils`' Wing-Gong-Lowe checker. Time does
-//! not move in this mode (every command runs for `Duration::MAX`), and it
-//! makes no outages; a list is checked name by name. A failure answers the
-//! smallest failing history found ([`ConcurrentFailure`]), one line per call:
+//! not move in this mode (every command runs for `Duration::MAX`); a list is
+//! checked name by name. Outages (H8) and, for a fixture that declares
+//! [`Policies::mid_call`], answers lost mid-call (H11) are made while the
+//! tasks call ([`ConcurrentConfig::faults`]): the specification then holds
+//! every world such a fault leaves (a call cut short happened or not, an
+//! instance only a lost launch made may vanish until seen `Running`). A
+//! failure answers the smallest failing history found
+//! ([`ConcurrentFailure`]), one line per call and per fault around them:
 //!
 //! ```text
 //! H12: the calls about name "h12-1" of deployment Blue are not linearizable (seed 17); smallest history (3 calls, [invoked..answered] in one global order):
 //!   task 0 via Blue: launch("h12-1") [0..1] -> Ok(toy-1)
 //!   task 0 via Blue: destroy(toy-1) [of "h12-1"] [12..14] -> Ok(Stopped)
 //!   task 1 via Blue2: destroy(toy-1) [of "h12-1"] [13..15] -> Ok(Stopped)
+//! ```
+//!
+//! and, for a provider that records a launch made while its connection is
+//! cut:
+//!
+//! ```text
+//! H12: the calls about name "h12-0" of deployment Green are not linearizable (seed 20); smallest history (3 calls, [invoked..answered] in one global order):
+//!   fault of Green: an outage [42..43], restored [55..56]
+//!   task 1 via Green: launch("h12-0") [44..45] -> Err(Unavailable)
+//!   task 1 via Green: launch("h12-0") [66..67] -> Err(Conflict)
 //! ```
 //!
 //! # Faults in the middle of a call (H11)
