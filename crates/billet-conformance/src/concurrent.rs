@@ -443,10 +443,7 @@ fn apply(op: &NameOp, worlds: &Worlds, unknown: Teardown) -> (bool, Worlds) {
     }
     let mut all = Vec::with_capacity(next.len() * 2);
     for world in next {
-        if matches!(world.held, Some(Holder::Lost { firm: false, .. })) {
-            all.push(world.freed());
-        }
-        all.push(world);
+        drift(world, &mut all);
     }
     all.sort_unstable();
     all.dedup();
@@ -454,6 +451,131 @@ fn apply(op: &NameOp, worlds: &Worlds, unknown: Teardown) -> (bool, Worlds) {
         return (false, worlds.clone());
     }
     (true, all)
+}
+
+/// The worlds a name's world may move to on its own after a call: an
+/// instance only a lost launch made, never seen `Running`, vanishing.
+fn drift(world: NameState, into: &mut Vec<NameState>) {
+    if matches!(world.held, Some(Holder::Lost { firm: false, .. })) {
+        into.push(world.freed());
+    }
+    into.push(world);
+}
+
+/// A call about a whole deployment: what it says of each name it concerns
+/// (a list: every name at one instant; any other call: its one name).
+type JointOp = Vec<(usize, NameOp)>;
+
+/// Every world a history may have left a whole deployment in: each world
+/// the state of every name (trailing names that hold nothing and retired
+/// nothing left out, so that equal worlds compare equal), sorted, without
+/// repeats.
+type JointWorlds = Vec<Vec<NameState>>;
+
+/// The contract for a whole deployment of an authoritative backend: each
+/// name as [`Authoritative`], and a list sees every name at one instant.
+struct JointAuthoritative;
+
+impl Specification for JointAuthoritative {
+    type State = JointWorlds;
+    type Operation = JointOp;
+
+    fn init() -> JointWorlds {
+        vec![Vec::new()]
+    }
+
+    fn apply(op: &JointOp, worlds: &JointWorlds) -> (bool, JointWorlds) {
+        apply_joint(op, worlds, Teardown::Absent)
+    }
+}
+
+/// The same for a backend that can only ask.
+struct JointAsking;
+
+impl Specification for JointAsking {
+    type State = JointWorlds;
+    type Operation = JointOp;
+
+    fn init() -> JointWorlds {
+        vec![Vec::new()]
+    }
+
+    fn apply(op: &JointOp, worlds: &JointWorlds) -> (bool, JointWorlds) {
+        apply_joint(op, worlds, Teardown::Requested)
+    }
+}
+
+/// Applies a call about a whole deployment to every world: each name it
+/// concerns steps as [`apply`] would, all at the same instant.
+fn apply_joint(op: &JointOp, worlds: &JointWorlds, unknown: Teardown) -> (bool, JointWorlds) {
+    let mut all: JointWorlds = Vec::new();
+    for world in worlds {
+        let mut partial = vec![world.clone()];
+        for (name, name_op) in op {
+            let mut moved = Vec::new();
+            for world in &partial {
+                let mut steps = Vec::new();
+                let here = world.get(*name).cloned().unwrap_or_default();
+                step(name_op, &here, unknown, &mut steps);
+                let mut drifted = Vec::new();
+                for next in steps {
+                    drift(next, &mut drifted);
+                }
+                for next in drifted {
+                    let mut world = world.clone();
+                    if world.len() <= *name {
+                        world.resize(*name + 1, NameState::default());
+                    }
+                    world[*name] = next;
+                    moved.push(world);
+                }
+            }
+            partial = moved;
+        }
+        all.extend(partial);
+    }
+    for world in &mut all {
+        while world.last().is_some_and(|s| *s == NameState::default()) {
+            world.pop();
+        }
+    }
+    all.sort_unstable();
+    all.dedup();
+    if all.is_empty() {
+        return (false, worlds.clone());
+    }
+    (true, all)
+}
+
+/// Whether the calls of one deployment form a linearizable history taken
+/// whole: what the per-name check cannot see, a list that saw its names at
+/// instants that never were one.
+fn linearizable_joint(records: &[&Record], names: usize, unknown: Teardown) -> bool {
+    let mut events: Vec<(u64, usize, Action<JointOp>)> = Vec::new();
+    for (process, record) in records.iter().enumerate() {
+        let op: JointOp = (0..names)
+            .filter_map(|name| record.about(name).map(|op| (name, op)))
+            .collect();
+        if op.is_empty() {
+            continue;
+        }
+        events.push((record.invoked, process, Action::Call(op.clone())));
+        events.push((record.settled, process, Action::Response(op)));
+    }
+    if events.is_empty() {
+        return true;
+    }
+    events.sort_by_key(|(at, _, _)| *at);
+    let history = History::from_actions(
+        events
+            .into_iter()
+            .map(|(_, process, action)| (process, action))
+            .collect(),
+    );
+    match unknown {
+        Teardown::Requested => WGLChecker::<JointAsking>::is_linearizable(history),
+        _ => WGLChecker::<JointAuthoritative>::is_linearizable(history),
+    }
 }
 
 /// Whether an error of this kind is one an outage answers.
@@ -722,6 +844,39 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), Failing> {
                 windows,
             ));
         }
+        // Each name is linearizable on its own; the deployment taken whole
+        // must be too (a list sees all its names at one instant).
+        let names = recorded.names.len();
+        let all: Vec<&Record> = records.iter().collect();
+        if !linearizable_joint(&all, names, unknown) {
+            let observes_only = |r: &Record| {
+                (0..names).all(|name| r.about(name).is_none_or(|op| op.observes_only(&launched)))
+            };
+            let mut core = all;
+            let mut i = 0;
+            while i < core.len() {
+                if !observes_only(core[i]) {
+                    i += 1;
+                    continue;
+                }
+                let mut fewer = core.clone();
+                fewer.remove(i);
+                if linearizable_joint(&fewer, names, unknown) {
+                    i += 1;
+                } else {
+                    core = fewer;
+                }
+            }
+            let calls: Vec<Record> = core.into_iter().cloned().collect();
+            let windows = around(&recorded.windows, dep, &calls);
+            return Err((
+                format!(
+                    "the calls of deployment {dep:?} are linearizable name by name but not together: a list saw its names at instants that never were one"
+                ),
+                calls,
+                windows,
+            ));
+        }
         // An instance seen `Pending` when nothing allowed it: right only for
         // one no launch answered, made by a launch whose answer a fault
         // lost (it may never have been started).
@@ -841,9 +996,9 @@ fn lines(calls: &[Record], windows: &[Window], names: &[String]) -> Vec<String> 
 ///   a find or list that overlapped a launch of the name still under way may
 ///   see it `Pending` (a real backend's launch makes the instance before it
 ///   starts it).
-/// * Histories are checked per name: a list is read as one observation of
-///   each name, so two names seen by one list at inconsistent instants (an
-///   atomic-snapshot fault across names) is not caught.
+/// * Histories are checked per name first (small searches, and a failure
+///   shrunk to the calls about one name), then each deployment's taken
+///   whole, where a list must see all its names at one instant.
 /// * Only valid, trusted specs; the rules for invalid and untrusted specs,
 ///   time and exit codes are the sequential suite's ([`check_contract`](crate::check_contract)).
 ///
@@ -2211,5 +2366,78 @@ mod tests {
         assert_eq!(around(&faults, Dep::Blue, &calls).len(), 2);
         assert_eq!(around(&faults, Dep::Green, &calls).len(), 0);
         assert!(around(&faults, Dep::Blue, &[]).is_empty());
+    }
+
+    // H12: a list must see all its names at one instant: one that saw the
+    // second name's instance but not the first's, though the first was
+    // launched before the second and destroyed after, passes name by name
+    // and fails taken whole.
+    #[test]
+    fn h12_a_list_torn_across_names_fails_the_whole_deployment_check() {
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned(), "h12-1".to_owned()],
+            blue: vec![
+                record(1, 0, 7, Call::List, Answer::Listed(vec![(1, id("b"))])),
+                record(0, 1, 2, Call::Launch(0), Answer::Launched(id("a"))),
+                record(0, 3, 4, Call::Launch(1), Answer::Launched(id("b"))),
+                record(0, 8, 9, Call::Find(0), Answer::Found(Some(id("a")))),
+            ],
+            green: Vec::new(),
+            windows: Vec::new(),
+            wrong: None,
+        };
+        let all: Vec<&Record> = recorded.blue.iter().collect();
+        assert!(linearizable(&all, 0, Teardown::Absent));
+        assert!(linearizable(&all, 1, Teardown::Absent));
+        assert!(!linearizable_joint(&all, 2, Teardown::Absent));
+        assert!(!linearizable_joint(&all, 2, Teardown::Requested));
+        let (reason, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
+        assert!(reason.contains("not together"), "{reason}");
+        // The find that changes nothing is not needed.
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        // Seeing both, or neither, is fine.
+        let both = record(
+            1,
+            0,
+            7,
+            Call::List,
+            Answer::Listed(vec![(0, id("a")), (1, id("b"))]),
+        );
+        let neither = record(1, 0, 7, Call::List, Answer::Listed(Vec::new()));
+        for list in [both, neither] {
+            let fine = [&list, all[1], all[2], all[3]];
+            assert!(linearizable_joint(&fine, 2, Teardown::Absent));
+        }
+        assert!(linearizable_joint(&[], 2, Teardown::Absent));
+    }
+
+    // H12: the whole-deployment specification keeps one canonical form of
+    // each world (names that hold and retired nothing left out), and holds
+    // the worlds a call cut short leaves, name by name.
+    #[test]
+    fn h12_joint_worlds_are_canonical_and_hold_every_outcome() {
+        let init = JointAuthoritative::init();
+        let (ok, worlds) = JointAuthoritative::apply(
+            &vec![(1, NameOp::Sees(None)), (0, NameOp::Sees(None))],
+            &init,
+        );
+        assert!(ok);
+        assert_eq!(worlds, init);
+        let (ok, worlds) =
+            JointAuthoritative::apply(&vec![(1, NameOp::Launched("b".to_owned()))], &init);
+        assert!(ok);
+        assert_eq!(worlds.len(), 1);
+        assert_eq!(worlds[0].len(), 2);
+        assert_eq!(worlds[0][0], NameState::default());
+        let cut = vec![(0, NameOp::LaunchFailed(LOST, Excuse::Maybe))];
+        let (ok, worlds) = JointAuthoritative::apply(&cut, &worlds);
+        assert!(ok);
+        // Made or not (made: seen yet, so it may still vanish).
+        assert_eq!(worlds.len(), 2, "{worlds:?}");
+        let (ok, worlds) = JointAsking::apply(&vec![(0, sees("x", false))], &worlds);
+        assert!(ok);
+        assert_eq!(worlds.len(), 1, "{worlds:?}");
+        let (ok, _) = JointAuthoritative::apply(&vec![(1, NameOp::Sees(None))], &worlds);
+        assert!(!ok);
     }
 }

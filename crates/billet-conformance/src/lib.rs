@@ -48,8 +48,9 @@
 //! each call's invocation and answer in one global order, and checks each
 //! (deployment, name)'s history for linearizability against the contract
 //! taken sequentially, with `todc-utils`' Wing-Gong-Lowe checker. Time does
-//! not move in this mode (every command runs for `Duration::MAX`); a list is
-//! checked name by name. Outages (H8) and, for a fixture that declares
+//! not move in this mode (every command runs for `Duration::MAX`); each name's
+//! history is checked on its own, then each deployment's taken whole (a list
+//! sees all its names at one instant). Outages (H8) and, for a fixture that declares
 //! [`Policies::mid_call`], answers lost mid-call (H11) are made while the
 //! tasks call ([`ConcurrentConfig::faults`]): the specification then holds
 //! every world such a fault leaves (a call cut short happened or not, an

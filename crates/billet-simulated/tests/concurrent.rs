@@ -196,6 +196,10 @@ enum Flaw {
     /// When its connection comes back, the deployment's instances are gone
     /// from its inventory though nobody destroyed them (H8: nothing lost).
     ForgetsAfterOutage,
+    /// `list` reads the first of the suite's names, yields, and reads the
+    /// others: each name is seen as it was at some instant of the call, but
+    /// not all at the same one (a torn snapshot).
+    TornList,
 }
 
 /// A host's instances, shared by every [`Toy`] over it.
@@ -316,6 +320,18 @@ impl Provider for Toy {
             return Err(Error::inventory_unavailable("the toy's connection is cut"));
         }
         let now = self.read();
+        if self.flaw == Flaw::TornList {
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            let later = self.read();
+            // The concurrent mode's names are "h12-0", "h12-1", ...
+            return Ok(now
+                .into_iter()
+                .filter(|i| i.name == "h12-0")
+                .chain(later.into_iter().filter(|i| i.name != "h12-0"))
+                .collect());
+        }
         if self.flaw == Flaw::StaleList {
             return Ok(std::mem::replace(&mut *self.cache.lock().unwrap(), now));
         }
@@ -534,6 +550,22 @@ fn h12_catches_instances_forgotten_across_an_outage() {
             .calls
             .iter()
             .any(|l| l.contains("-> Ok(") && l.contains("launch(")),
+        "{failure}"
+    );
+}
+
+// H12: a list whose names were read at different instants is caught by the
+// check of the deployment taken whole, though each name alone is
+// linearizable.
+#[test]
+fn h12_catches_a_list_that_tears_across_names() {
+    let failure = caught(Flaw::TornList);
+    assert!(
+        failure.reason.contains("not together"),
+        "the per-name check should pass it: {failure}"
+    );
+    assert!(
+        failure.calls.iter().any(|l| l.contains("list()")),
         "{failure}"
     );
 }
