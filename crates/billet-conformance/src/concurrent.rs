@@ -1798,6 +1798,13 @@ pub mod synthetic {
     pub fn check(history: &SyntheticHistory) -> bool {
         super::check(&history.0, Teardown::Absent).is_ok()
     }
+
+    /// Whether each name's history, taken on its own, is linearizable: the
+    /// first part of the check, without the whole deployment's.
+    pub fn check_names(history: &SyntheticHistory) -> bool {
+        let all: Vec<&Record> = history.0.blue.iter().collect();
+        (0..history.0.names.len()).all(|name| linearizable(&all, name, Teardown::Absent))
+    }
 }
 
 #[cfg(test)]
@@ -1975,6 +1982,7 @@ mod tests {
                     let history = synthetic::history(tasks, calls, 2, seed);
                     assert_eq!(history.calls(), tasks * calls);
                     assert!(synthetic::check(&history), "{history:?}");
+                    assert!(synthetic::check_names(&history), "{history:?}");
                     let history = synthetic::faulted_history(tasks, calls, 2, seed, 0.2);
                     assert_eq!(history.calls(), tasks * calls);
                     assert!(synthetic::check(&history), "{history:?}");
