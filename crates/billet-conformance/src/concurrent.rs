@@ -394,15 +394,26 @@ impl NameState {
 /// happened, and an instance only a lost launch made may vanish.
 type Worlds = Vec<NameState>;
 
-/// The contract, sequentially, for one name of one deployment of an
-/// authoritative backend (`Policies::unknown_destroy == Absent`): a launch of
-/// a held name is `Conflict`, of a free one a fresh id that holds it; a
-/// destroy of the held id is `Stopped` and frees the name, of any other id
-/// `Absent`; find and list see exactly the held instance; an outage's error
-/// is right only for a call a fault window excuses.
-struct Authoritative;
+/// What `destroy` answers for an id the backend does not hold: `Absent` for
+/// an authoritative backend, `Requested` for one that can only ask
+/// (`ASKING`, [`Policies::unknown_destroy`](crate::Policies::unknown_destroy)).
+const fn unknown_destroy(asking: bool) -> Teardown {
+    if asking {
+        Teardown::Requested
+    } else {
+        Teardown::Absent
+    }
+}
 
-impl Specification for Authoritative {
+/// The contract, sequentially, for one name of one deployment: a launch of a
+/// held name is `Conflict`, of a free one a fresh id that holds it; a destroy
+/// of the held id is `Stopped` (or, for a backend that can only ask,
+/// `Requested`) and frees the name, of any other id `Absent` (`Requested`);
+/// find and list see exactly the held instance; an outage's error is right
+/// only for a call a fault window excuses.
+struct PerName<const ASKING: bool>;
+
+impl<const ASKING: bool> Specification for PerName<ASKING> {
     type State = Worlds;
     type Operation = NameOp;
 
@@ -411,27 +422,16 @@ impl Specification for Authoritative {
     }
 
     fn apply(op: &NameOp, worlds: &Worlds) -> (bool, Worlds) {
-        apply(op, worlds, Teardown::Absent)
+        apply(op, worlds, unknown_destroy(ASKING))
     }
 }
 
-/// The same for a backend that can only ask (`unknown_destroy ==
+/// [`PerName`] for an authoritative backend (`unknown_destroy == Absent`).
+type Authoritative = PerName<false>;
+/// [`PerName`] for a backend that can only ask (`unknown_destroy ==
 /// Requested`): a destroy may answer `Requested` for any id, and removes the
 /// held instance if it was its id.
-struct Asking;
-
-impl Specification for Asking {
-    type State = Worlds;
-    type Operation = NameOp;
-
-    fn init() -> Worlds {
-        vec![NameState::default()]
-    }
-
-    fn apply(op: &NameOp, worlds: &Worlds) -> (bool, Worlds) {
-        apply(op, worlds, Teardown::Requested)
-    }
-}
+type Asking = PerName<true>;
 
 /// Applies `op` to every world: valid when it is valid in at least one, and
 /// the worlds it leaves are those it was valid in, each followed by what
@@ -472,11 +472,11 @@ type JointOp = Vec<(usize, NameOp)>;
 /// repeats.
 type JointWorlds = Vec<Vec<NameState>>;
 
-/// The contract for a whole deployment of an authoritative backend: each
-/// name as [`Authoritative`], and a list sees every name at one instant.
-struct JointAuthoritative;
+/// The contract for a whole deployment: each name as [`PerName`], and a
+/// list sees every name at one instant.
+struct Whole<const ASKING: bool>;
 
-impl Specification for JointAuthoritative {
+impl<const ASKING: bool> Specification for Whole<ASKING> {
     type State = JointWorlds;
     type Operation = JointOp;
 
@@ -485,25 +485,14 @@ impl Specification for JointAuthoritative {
     }
 
     fn apply(op: &JointOp, worlds: &JointWorlds) -> (bool, JointWorlds) {
-        apply_joint(op, worlds, Teardown::Absent)
+        apply_joint(op, worlds, unknown_destroy(ASKING))
     }
 }
 
-/// The same for a backend that can only ask.
-struct JointAsking;
-
-impl Specification for JointAsking {
-    type State = JointWorlds;
-    type Operation = JointOp;
-
-    fn init() -> JointWorlds {
-        vec![Vec::new()]
-    }
-
-    fn apply(op: &JointOp, worlds: &JointWorlds) -> (bool, JointWorlds) {
-        apply_joint(op, worlds, Teardown::Requested)
-    }
-}
+/// [`Whole`] for an authoritative backend.
+type JointAuthoritative = Whole<false>;
+/// [`Whole`] for a backend that can only ask.
+type JointAsking = Whole<true>;
 
 /// Applies a call about a whole deployment to every world: each name it
 /// concerns steps as [`apply`] would, all at the same instant.
@@ -551,30 +540,15 @@ fn apply_joint(op: &JointOp, worlds: &JointWorlds, unknown: Teardown) -> (bool, 
 /// whole: what the per-name check cannot see, a list that saw its names at
 /// instants that never were one.
 fn linearizable_joint(records: &[&Record], names: usize, unknown: Teardown) -> bool {
-    let mut events: Vec<(u64, usize, Action<JointOp>)> = Vec::new();
-    for (process, record) in records.iter().enumerate() {
+    let op = |record: &Record| {
         let op: JointOp = (0..names)
             .filter_map(|name| record.about(name).map(|op| (name, op)))
             .collect();
-        if op.is_empty() {
-            continue;
-        }
-        events.push((record.invoked, process, Action::Call(op.clone())));
-        events.push((record.settled, process, Action::Response(op)));
-    }
-    if events.is_empty() {
-        return true;
-    }
-    events.sort_by_key(|(at, _, _)| *at);
-    let history = History::from_actions(
-        events
-            .into_iter()
-            .map(|(_, process, action)| (process, action))
-            .collect(),
-    );
+        (!op.is_empty()).then_some(op)
+    };
     match unknown {
-        Teardown::Requested => WGLChecker::<JointAsking>::is_linearizable(history),
-        _ => WGLChecker::<JointAuthoritative>::is_linearizable(history),
+        Teardown::Requested => linearizable_as::<JointAsking>(records, op),
+        _ => linearizable_as::<JointAuthoritative>(records, op),
     }
 }
 
@@ -670,9 +644,23 @@ fn step(op: &NameOp, world: &NameState, unknown: Teardown, next: &mut Vec<NameSt
 /// is its own process to the checker, since a call a fault cut short may
 /// take effect until its fault ends, after its task's next call began.
 fn linearizable(records: &[&Record], name: usize, unknown: Teardown) -> bool {
-    let mut events: Vec<(u64, usize, Action<NameOp>)> = Vec::new();
+    let op = |record: &Record| record.about(name);
+    match unknown {
+        Teardown::Requested => linearizable_as::<Asking>(records, op),
+        _ => linearizable_as::<Authoritative>(records, op),
+    }
+}
+
+/// Whether `records`, read by `op` (`None`: a call that says nothing here),
+/// form a history linearizable with respect to `S`: each call is invoked at
+/// its invocation and answered where what it did has surely landed.
+fn linearizable_as<S: Specification>(
+    records: &[&Record],
+    op: impl Fn(&Record) -> Option<S::Operation>,
+) -> bool {
+    let mut events: Vec<(u64, usize, Action<S::Operation>)> = Vec::new();
     for (process, record) in records.iter().enumerate() {
-        if let Some(op) = record.about(name) {
+        if let Some(op) = op(record) {
             events.push((record.invoked, process, Action::Call(op.clone())));
             events.push((record.settled, process, Action::Response(op)));
         }
@@ -687,10 +675,7 @@ fn linearizable(records: &[&Record], name: usize, unknown: Teardown) -> bool {
             .map(|(_, process, action)| (process, action))
             .collect(),
     );
-    match unknown {
-        Teardown::Requested => WGLChecker::<Asking>::is_linearizable(history),
-        _ => WGLChecker::<Authoritative>::is_linearizable(history),
-    }
+    WGLChecker::<S>::is_linearizable(history)
 }
 
 /// A fault the suite made during a history: an outage of a deployment's
