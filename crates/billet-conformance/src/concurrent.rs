@@ -883,7 +883,7 @@ fn check(recorded: &Recorded, unknown: Teardown) -> Result<(), Failing> {
                 let windows = around(&recorded.windows, dep, &calls);
                 return Err((
                     format!(
-                        "instance {id} of deployment {dep:?} was seen Pending, though its command never stops, time does not move, and no launch of its name was under way"
+                        "instance {id} of deployment {dep:?} was seen Pending, though its command never stops and time does not move: only the instance of a launch still under way (in wall time) or of a launch a fault cut short may be"
                     ),
                     calls,
                     windows,
