@@ -1557,6 +1557,27 @@ pub mod synthetic {
     pub fn check(history: &SyntheticHistory) -> bool {
         super::check(&history.0, Teardown::Absent).is_ok()
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        // H12: the benchmark's check fails a history that is not
+        // linearizable: one whose find saw an instance nobody launched.
+        #[test]
+        fn h12_synthetic_check_fails_a_history_that_is_not_linearizable() {
+            let mut history = history(2, 10, 1, 3);
+            assert!(check(&history));
+            let find = history
+                .0
+                .blue
+                .iter_mut()
+                .find(|r| matches!(r.call, Call::Find(_)))
+                .expect("a find");
+            find.answer = Answer::Found(Some(InstanceId::from("nobody".to_owned())));
+            assert!(!check(&history));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1579,6 +1600,20 @@ mod tests {
 
     fn id(s: &str) -> InstanceId {
         InstanceId::from(s.to_owned())
+    }
+
+    /// [`check`] of `recorded` (authoritative), failing the test when it
+    /// takes more than ten seconds: a shrinking loop that never ends fails
+    /// the test rather than hanging it.
+    fn checked(recorded: &Recorded) -> Result<(), Failing> {
+        let (answer, answered) = std::sync::mpsc::channel();
+        let recorded = recorded.clone();
+        std::thread::spawn(move || {
+            let _ = answer.send(check(&recorded, Teardown::Absent));
+        });
+        answered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("check answered within ten seconds")
     }
 
     // H12: two overlapping launches of one name may not both succeed; one
@@ -1690,7 +1725,7 @@ mod tests {
             windows: Vec::new(),
             wrong: None,
         };
-        let (reason, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (reason, calls, _) = checked(&recorded).unwrap_err();
         assert!(reason.contains("\"h12-0\""), "{reason}");
         assert_eq!(calls.len(), 2, "{calls:?}");
         assert!(calls.iter().all(|r| matches!(r.call, Call::Launch(0))));
@@ -1717,7 +1752,7 @@ mod tests {
             windows: Vec::new(),
             wrong: None,
         };
-        let (_, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (_, calls, _) = checked(&recorded).unwrap_err();
         let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
         assert_eq!(order, [0, 2, 4, 6], "{calls:?}");
     }
@@ -2117,5 +2152,381 @@ mod tests {
         assert_eq!(around(&faults, Dep::Blue, &calls).len(), 2);
         assert_eq!(around(&faults, Dep::Green, &calls).len(), 0);
         assert!(around(&faults, Dep::Blue, &[]).is_empty());
+    }
+
+    // H12: a failure prints each call as it was made and answered: an
+    // instance seen Pending is marked so (only that one), errors and
+    // teardowns by their kind, and the report leads with reason and seed.
+    #[test]
+    fn h12_failure_lines_show_every_answer_as_made() {
+        let names = vec!["h12-0".to_owned(), "h12-1".to_owned()];
+        let mut find = record(1, 2, 3, Call::Find(1), Answer::Found(Some(id("a"))));
+        find.pending = vec![(id("a"), true)];
+        assert_eq!(
+            find.line(&names),
+            "task 1 via Blue: find(\"h12-1\") [2..3] -> Ok(Some(a Pending))"
+        );
+        find.pending = vec![(id("b"), false)];
+        assert_eq!(
+            find.line(&names),
+            "task 1 via Blue: find(\"h12-1\") [2..3] -> Ok(Some(a))"
+        );
+        let mut list = record(
+            2,
+            4,
+            7,
+            Call::List,
+            Answer::Listed(vec![(0, id("a")), (1, id("b"))]),
+        );
+        list.via = Via::Green;
+        list.pending = vec![(id("b"), false)];
+        assert_eq!(
+            list.line(&names),
+            "task 2 via Green: list() [4..7] -> Ok([\"h12-0\"=a, \"h12-1\"=b Pending])"
+        );
+        let mut destroy = record(
+            0,
+            8,
+            9,
+            Call::Destroy(0, id("a")),
+            Answer::Torn(Teardown::Stopped),
+        );
+        destroy.via = Via::Blue2;
+        assert_eq!(
+            destroy.line(&names),
+            "task 0 via Blue2: destroy(a) [of \"h12-0\"] [8..9] -> Ok(Stopped)"
+        );
+        let failed = record(3, 10, 11, Call::Find(0), Answer::Failed(LOST));
+        assert_eq!(
+            failed.line(&names),
+            "task 3 via Blue: find(\"h12-0\") [10..11] -> Err(Unavailable)"
+        );
+        let none = record(3, 12, 13, Call::Find(0), Answer::Found(None));
+        assert_eq!(
+            none.line(&names),
+            "task 3 via Blue: find(\"h12-0\") [12..13] -> Ok(None)"
+        );
+        let failure = ConcurrentFailure {
+            reason: "why".to_owned(),
+            seed: 7,
+            calls: vec!["one".to_owned(), "two".to_owned()],
+        };
+        assert_eq!(
+            failure.to_string(),
+            "H12: why (seed 7); smallest history (2 calls, [invoked..answered] in one global order):\n  one\n  two\n"
+        );
+    }
+
+    // H12: each call is read for one name as what it says of that name, and
+    // as nothing when it concerns another: a list as a sighting (or not) of
+    // every name, a failed list as a failure for every name.
+    #[test]
+    fn h12_each_call_says_what_it_says_of_one_name_only() {
+        let excused = |mut r: Record, excuse| {
+            r.excuse = excuse;
+            r
+        };
+        let launched = record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a")));
+        assert_eq!(launched.about(0), Some(NameOp::Launched("a".to_owned())));
+        assert_eq!(launched.about(1), None);
+        let refused = excused(
+            record(
+                0,
+                0,
+                1,
+                Call::Launch(0),
+                Answer::Failed(ErrorKind::Conflict),
+            ),
+            Excuse::Maybe,
+        );
+        assert_eq!(
+            refused.about(0),
+            Some(NameOp::LaunchFailed(ErrorKind::Conflict, Excuse::Maybe))
+        );
+        assert_eq!(refused.about(1), None);
+        let stopped = record(
+            0,
+            0,
+            1,
+            Call::Destroy(0, id("a")),
+            Answer::Torn(Teardown::Stopped),
+        );
+        assert_eq!(
+            stopped.about(0),
+            Some(NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)))
+        );
+        assert_eq!(stopped.about(1), None);
+        let cut = excused(
+            record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(
+            cut.about(0),
+            Some(NameOp::Destroy(
+                "a".to_owned(),
+                Err((LOST, Excuse::Nothing))
+            ))
+        );
+        assert_eq!(cut.about(1), None);
+        let odd = record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let mut seen = record(0, 0, 1, Call::Find(0), Answer::Found(Some(id("a"))));
+        seen.pending = vec![(id("a"), false)];
+        assert_eq!(seen.about(0), Some(sees("a", true)));
+        assert_eq!(seen.about(1), None);
+        let none = record(0, 0, 1, Call::Find(0), Answer::Found(None));
+        assert_eq!(none.about(0), Some(NameOp::Sees(None)));
+        let lost = excused(
+            record(0, 0, 1, Call::Find(0), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Nothing)));
+        assert_eq!(lost.about(1), None);
+        let odd = record(0, 0, 1, Call::Launch(0), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let list = record(0, 0, 1, Call::List, Answer::Listed(vec![(1, id("b"))]));
+        assert_eq!(list.about(0), Some(NameOp::Sees(None)));
+        assert_eq!(list.about(1), Some(sees("b", false)));
+        let lost = excused(
+            record(0, 0, 1, Call::List, Answer::Failed(LOST)),
+            Excuse::Maybe,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        assert_eq!(lost.about(1), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        // A list that failed with no fault to excuse it fails the history.
+        let unexcused = record(0, 0, 1, Call::List, Answer::Failed(LOST));
+        assert!(!linearizable(&[&unexcused], 0, Teardown::Absent));
+    }
+
+    // H12: shrinking may delete only calls that change what a name holds in
+    // no sequential history: refusals, `Absent` destroys, errors no fault
+    // excused, sightings of a launched instance or of none. An outage's
+    // error a fault excused stays, since the call may have been applied.
+    #[test]
+    fn h12_only_calls_that_change_nothing_are_deletable() {
+        let launched: BTreeSet<String> = ["a".to_owned()].into();
+        let deletable = |op: NameOp| op.observes_only(&launched);
+        assert!(!deletable(NameOp::Launched("a".to_owned())));
+        assert!(deletable(NameOp::Failed(LOST, Excuse::Maybe)));
+        for excuse in [Excuse::None, Excuse::Nothing, Excuse::Maybe] {
+            assert!(deletable(NameOp::LaunchFailed(ErrorKind::Conflict, excuse)));
+            assert!(deletable(NameOp::Destroy(
+                "a".to_owned(),
+                Err((ErrorKind::Conflict, excuse))
+            )));
+        }
+        assert!(deletable(NameOp::LaunchFailed(LOST, Excuse::None)));
+        assert!(!deletable(NameOp::LaunchFailed(LOST, Excuse::Nothing)));
+        assert!(!deletable(NameOp::LaunchFailed(LOST, Excuse::Maybe)));
+        assert!(deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Err((LOST, Excuse::None))
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Err((LOST, Excuse::Maybe))
+        )));
+        assert!(deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Absent)
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Stopped)
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Requested)
+        )));
+        assert!(deletable(NameOp::Sees(None)));
+        assert!(deletable(sees("a", false)));
+        assert!(!deletable(sees("x", false)));
+    }
+
+    // H12/H11: a failing history keeps the launch a fault cut short when the
+    // failure needs it (it made the instance seen), and loses the refusal
+    // it does not need.
+    #[test]
+    fn h12_h11_check_keeps_a_launch_cut_short_that_the_failure_needs() {
+        let mut cut = record(0, 0, 3, Call::Launch(0), Answer::Failed(LOST));
+        cut.excuse = Excuse::Maybe;
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned()],
+            blue: vec![
+                cut,
+                record(1, 4, 5, Call::Find(0), Answer::Found(Some(id("x")))),
+                record(2, 6, 7, Call::Find(0), Answer::Found(Some(id("y")))),
+                record(
+                    1,
+                    8,
+                    9,
+                    Call::Launch(0),
+                    Answer::Failed(ErrorKind::Conflict),
+                ),
+            ],
+            green: Vec::new(),
+            windows: vec![window(1, 2, 3, 4)],
+            wrong: None,
+        };
+        let (reason, calls, windows) = checked(&recorded).unwrap_err();
+        assert!(reason.contains("not linearizable"), "{reason}");
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 4, 6], "{calls:?}");
+        assert_eq!(windows.len(), 1);
+    }
+
+    // H12: a wrong instance found while recording fails the history, which
+    // shows every call (of either deployment) invoked before the wrong
+    // answer, and the faults of its deployment around them.
+    #[test]
+    fn h12_a_wrong_instance_shows_the_calls_before_it() {
+        let launch = record(0, 0, 3, Call::Launch(0), Answer::Launched(id("a")));
+        let mut green = record(2, 2, 8, Call::Find(1), Answer::Found(None));
+        green.via = Via::Green;
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned(), "h12-1".to_owned()],
+            blue: vec![
+                launch.clone(),
+                record(1, 1, 2, Call::Find(1), Answer::Found(None)),
+                record(1, 3, 4, Call::Find(1), Answer::Found(None)),
+                record(1, 5, 6, Call::List, Answer::Listed(vec![(0, id("a"))])),
+            ],
+            green: vec![green],
+            windows: vec![
+                Window {
+                    dep: Dep::Green,
+                    ..window(1, 2, 3, 4)
+                },
+                window(3, 4, 5, 9),
+                window(6, 7, 8, 9),
+            ],
+            wrong: Some(("instance a is wrong".to_owned(), launch)),
+        };
+        let (reason, calls, windows) = checked(&recorded).unwrap_err();
+        assert_eq!(reason, "instance a is wrong");
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 1, 2], "{calls:?}");
+        let starts: Vec<u64> = windows.iter().map(|w| w.start).collect();
+        assert_eq!(starts, [3, 6], "{windows:?}");
+    }
+
+    // H12/H8: a fault is shown with the calls it overlapped, not with calls
+    // that ended as it began or began as it ended.
+    #[test]
+    fn h12_h8_the_faults_shown_are_those_around_the_calls() {
+        let faults = [window(10, 12, 20, 22)];
+        let span = |invoked, answered| {
+            [record(
+                0,
+                invoked,
+                answered,
+                Call::List,
+                Answer::Listed(Vec::new()),
+            )]
+        };
+        assert!(around(&faults, Dep::Blue, &span(5, 10)).is_empty());
+        assert!(around(&faults, Dep::Blue, &span(22, 25)).is_empty());
+        assert_eq!(around(&faults, Dep::Blue, &span(5, 11)).len(), 1);
+        assert_eq!(around(&faults, Dep::Blue, &span(21, 25)).len(), 1);
+        assert!(around(&faults, Dep::Green, &span(5, 25)).is_empty());
+    }
+
+    // H12/H8: only a fault of the call's own deployment holds it inside its
+    // cut: a blue call across a blue outage's edge may have reached the
+    // daemon, though a green outage held that whole call inside.
+    #[test]
+    fn h12_h8_only_its_own_deployments_fault_holds_a_call_inside() {
+        let blue = window(10, 12, 20, 22);
+        let green = Window {
+            dep: Dep::Green,
+            ..window(0, 2, 40, 42)
+        };
+        let launch = record(0, 11, 19, Call::Launch(0), Answer::Failed(LOST));
+        assert!(blue.overlaps(&launch) && !blue.holds_inside(&launch));
+        assert!(!green.overlaps(&launch) && !green.holds_inside(&launch));
+        assert_eq!(excuse(&launch, &[blue, green], true), Excuse::Maybe);
+    }
+
+    // H12/H8: the faults of a history begin anywhere in its global order
+    // (which runs to twice its calls), last 4 to 12 steps, come in the
+    // order they begin, lose an answer only for a factory that can (about
+    // half of them then, after 0 to 2 exchanges), and are the same for the
+    // same seed and different for different seeds.
+    #[test]
+    fn h12_h8_faults_spread_over_the_history_and_follow_the_seed() {
+        let config = ConcurrentConfig {
+            faults: 3,
+            ..ConcurrentConfig::default()
+        };
+        let span = 2 * 3 * 10;
+        let mut schedules = BTreeSet::new();
+        let (mut latest, mut longest, mut losing, mut blue) = (0, 0, 0, 0);
+        for seed in 0..200 {
+            let planned = faults(&config, seed, true);
+            assert_eq!(planned.len(), 3);
+            assert!(planned.windows(2).all(|f| f[0].begin <= f[1].begin));
+            for fault in &planned {
+                assert!(fault.begin < span, "{fault:?}");
+                assert!(fault.length % 2 == 0 && (4..=12).contains(&fault.length));
+                assert!(fault.lose.is_none_or(|after| after <= 2), "{fault:?}");
+                latest = latest.max(fault.begin);
+                longest = longest.max(fault.length);
+                losing += usize::from(fault.lose.is_some());
+                blue += usize::from(fault.dep == Dep::Blue);
+            }
+            let shown = format!("{planned:?}");
+            assert_eq!(format!("{:?}", faults(&config, seed, true)), shown);
+            schedules.insert(shown);
+            assert!(
+                faults(&config, seed, false)
+                    .iter()
+                    .all(|f| f.lose.is_none())
+            );
+        }
+        assert_eq!(schedules.len(), 200);
+        assert!(latest >= span - 5, "{latest}");
+        assert_eq!(longest, 12);
+        assert!((200..400).contains(&losing), "{losing}");
+        assert!((200..400).contains(&blue), "{blue}");
+        let none = ConcurrentConfig {
+            faults: 0,
+            ..config
+        };
+        assert!(faults(&none, 1, true).is_empty());
+    }
+
+    // H12: the calls planned use every provider object (the second blue one
+    // only when the factory gives one) and every kind of call, over every
+    // name, and are the same for the same seed.
+    #[test]
+    fn h12_plans_use_every_object_call_and_name() {
+        let config = ConcurrentConfig {
+            tasks: 4,
+            calls_per_task: 50,
+            names: 3,
+            ..ConcurrentConfig::default()
+        };
+        let planned = plan(&config, 5, true);
+        assert_eq!(planned.len(), 4);
+        assert!(planned.iter().all(|calls| calls.len() == 50));
+        let all: Vec<(Via, Planned)> = planned.iter().flatten().copied().collect();
+        let count = |f: &dyn Fn(&(Via, Planned)) -> bool| all.iter().filter(|c| f(c)).count();
+        for via in [Via::Blue, Via::Blue2, Via::Green] {
+            assert!(count(&|(v, _)| *v == via) > 20, "{via:?}");
+        }
+        assert!(count(&|(_, p)| matches!(p, Planned::Launch(_))) > 30);
+        assert!(count(&|(_, p)| matches!(p, Planned::Destroy(_))) > 30);
+        assert!(count(&|(_, p)| matches!(p, Planned::Find(_))) > 20);
+        assert!(count(&|(_, p)| matches!(p, Planned::List)) > 20);
+        for name in 0..3 {
+            assert!(count(&|(_, p)| matches!(p, Planned::Launch(n) if *n == name)) > 5);
+        }
+        assert_eq!(
+            format!("{:?}", plan(&config, 5, true)),
+            format!("{planned:?}")
+        );
+        let single = plan(&config, 5, false);
+        assert!(single.iter().flatten().all(|(v, _)| *v != Via::Blue2));
+        assert!(single.iter().flatten().any(|(v, _)| *v == Via::Green));
     }
 }

@@ -3,7 +3,7 @@
 //! of one deployment) and catches providers that are right one call at a
 //! time but wrong when calls overlap.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use billet_clock::ManualClock;
 use billet_conformance::{
     ConcurrentConfig, ConcurrentFailure, Deployment, Fixture, FixtureError, Outage, Policies,
-    ProviderFactory, Timing, check_concurrent,
+    ProviderFactory, Timing, WallWindows, check_concurrent,
 };
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown, TrustClass,
@@ -97,7 +97,11 @@ fn h12_the_simulated_backend_passes_with_outages_and_lost_answers() {
         .unwrap_or_else(|failure| panic!("{what}: {failure}"));
         assert_eq!(summary.calls, 1000 * 3 * 10);
         assert!(summary.faults > 2000, "{what}: {summary:?}");
-        assert!(summary.fault_errors > 1000, "{what}: {summary:?}");
+        // How many calls land inside a fault depends on how the runtime
+        // schedules the tasks against the faults: on a loaded machine
+        // (measured: 691 to 868 with inventory outages, two shared cores)
+        // fewer than with the cores to itself, so the bound is loose.
+        assert!(summary.fault_errors > 300, "{what}: {summary:?}");
         eprintln!(
             "H12 simulated, {what}: {} histories, {} calls, {} faults, {} calls answered a fault's error, {:?}",
             summary.histories,
@@ -193,6 +197,9 @@ enum Flaw {
     /// When its connection comes back, the deployment's instances are gone
     /// from its inventory though nobody destroyed them (H8: nothing lost).
     ForgetsAfterOutage,
+    /// `launch` answers its instance `Running` but leaves it `Pending` in
+    /// the store for good: an instance that never starts.
+    StaysPending,
 }
 
 /// A host's instances, shared by every [`Toy`] over it.
@@ -212,6 +219,8 @@ struct Toy {
     cache: Mutex<Vec<Instance>>,
     /// Whether the deployment's connection is cut (shared by its objects).
     down: Arc<AtomicBool>,
+    /// Outage errors answered, counted for the factory.
+    errors: Arc<AtomicU64>,
 }
 
 impl Toy {
@@ -232,6 +241,12 @@ impl Toy {
     fn cut(&self) -> bool {
         self.down.load(Ordering::SeqCst)
     }
+
+    /// `err`, an outage's error, counted.
+    fn refuse(&self, err: Error) -> Error {
+        self.errors.fetch_add(1, Ordering::SeqCst);
+        err
+    }
 }
 
 #[async_trait]
@@ -246,7 +261,7 @@ impl Provider for Toy {
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
         if self.cut() && self.flaw != Flaw::RecordsWhileCut {
-            return Err(Error::unavailable("the toy's connection is cut"));
+            return Err(self.refuse(Error::unavailable("the toy's connection is cut")));
         }
         let cut = self.cut();
         let racy = self.flaw == Flaw::CheckThenActLaunch;
@@ -272,7 +287,7 @@ impl Provider for Toy {
                 name: spec.name,
                 owner: self.owner.clone(),
                 kind: ProviderKind::Simulated,
-                state: if self.flaw == Flaw::HalfMadeLaunch {
+                state: if matches!(self.flaw, Flaw::HalfMadeLaunch | Flaw::StaysPending) {
                     State::Pending
                 } else {
                     State::Running
@@ -282,8 +297,14 @@ impl Provider for Toy {
             store.instances.push(instance.clone());
             instance
         };
+        if self.flaw == Flaw::StaysPending {
+            return Ok(Instance {
+                state: State::Running,
+                ..instance
+            });
+        }
         if cut {
-            return Err(Error::unavailable("the toy's connection is cut"));
+            return Err(self.refuse(Error::unavailable("the toy's connection is cut")));
         }
         if self.flaw == Flaw::HalfMadeLaunch {
             tokio::task::yield_now().await;
@@ -303,14 +324,14 @@ impl Provider for Toy {
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
         if self.cut() {
-            return Err(Error::inventory_unavailable("the toy's connection is cut"));
+            return Err(self.refuse(Error::inventory_unavailable("the toy's connection is cut")));
         }
         Ok(self.read().into_iter().find(|i| i.name == name))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
         if self.cut() {
-            return Err(Error::inventory_unavailable("the toy's connection is cut"));
+            return Err(self.refuse(Error::inventory_unavailable("the toy's connection is cut")));
         }
         let now = self.read();
         if self.flaw == Flaw::StaleList {
@@ -321,7 +342,7 @@ impl Provider for Toy {
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
         if self.cut() {
-            return Err(Error::unavailable("the toy's connection is cut"));
+            return Err(self.refuse(Error::unavailable("the toy's connection is cut")));
         }
         if self.flaw == Flaw::DestroyStopsTwice {
             if !self.read().iter().any(|i| i.id == *id) {
@@ -349,17 +370,42 @@ impl Provider for Toy {
 }
 
 /// Fixtures of [`Toy`] providers with one flaw: blue, green and a second
-/// blue over one store.
-struct ToyFactory(Flaw);
+/// blue over one store, in modelled time or (`wall`) on the system clock
+/// with no pending window.
+struct ToyFactory {
+    flaw: Flaw,
+    wall: bool,
+    /// Outages begun, over every fixture it built.
+    outages: AtomicU64,
+    /// Outage errors its toys answered, over every fixture it built.
+    errors: Arc<AtomicU64>,
+}
 
 impl ToyFactory {
+    fn new(flaw: Flaw) -> Self {
+        ToyFactory {
+            flaw,
+            wall: false,
+            outages: AtomicU64::new(0),
+            errors: Arc::default(),
+        }
+    }
+
+    fn on_wall(flaw: Flaw) -> Self {
+        ToyFactory {
+            wall: true,
+            ..ToyFactory::new(flaw)
+        }
+    }
+
     fn toy(&self, owner: &str, store: &Arc<Mutex<Store>>, down: &Arc<AtomicBool>) -> Toy {
         Toy {
             owner: owner.to_owned(),
             store: Arc::clone(store),
-            flaw: self.0,
+            flaw: self.flaw,
             cache: Mutex::new(Vec::new()),
             down: Arc::clone(down),
+            errors: Arc::clone(&self.errors),
         }
     }
 }
@@ -386,7 +432,14 @@ impl ProviderFactory for ToyFactory {
                 owner: "green".to_owned(),
                 provider: self.toy("green", &store, &Arc::default()),
             },
-            timing: Timing::Modelled(ManualClock::new(SystemTime::UNIX_EPOCH)),
+            timing: if self.wall {
+                Timing::Wall(WallWindows {
+                    pending: Duration::ZERO,
+                    around_end: Duration::ZERO,
+                })
+            } else {
+                Timing::Modelled(ManualClock::new(SystemTime::UNIX_EPOCH))
+            },
         })
     }
 
@@ -401,7 +454,10 @@ impl ProviderFactory for ToyFactory {
         down: bool,
     ) -> Result<(), FixtureError> {
         let toy = &deployment.provider;
-        if !down && self.0 == Flaw::ForgetsAfterOutage {
+        if down {
+            self.outages.fetch_add(1, Ordering::SeqCst);
+        }
+        if !down && self.flaw == Flaw::ForgetsAfterOutage {
             toy.store
                 .lock()
                 .unwrap()
@@ -424,7 +480,7 @@ fn caught(flaw: Flaw) -> ConcurrentFailure {
         _ => 0,
     };
     let failure = check_concurrent(
-        &ToyFactory(flaw),
+        &ToyFactory::new(flaw),
         ConcurrentConfig {
             faults,
             ..config(300)
@@ -437,12 +493,14 @@ fn caught(flaw: Flaw) -> ConcurrentFailure {
     failure
 }
 
-// H12: the toy backend without a flaw passes: each flaw below is what the
-// mode catches.
+// H12 with H8: the toy backend without a flaw passes: each flaw below is
+// what the mode catches. The summary counts exactly the outages the run
+// began and the outage errors the toys answered (each one excused).
 #[test]
 fn h12_the_toy_backend_without_a_flaw_passes() {
+    let factory = ToyFactory::new(Flaw::None);
     let summary = check_concurrent(
-        &ToyFactory(Flaw::None),
+        &factory,
         ConcurrentConfig {
             faults: 2,
             ..config(300)
@@ -450,7 +508,42 @@ fn h12_the_toy_backend_without_a_flaw_passes() {
     )
     .unwrap_or_else(|failure| panic!("{failure}"));
     assert_eq!(summary.histories, 300);
+    assert_eq!(summary.calls, 300 * 3 * 10);
+    assert_eq!(summary.faults, factory.outages.load(Ordering::SeqCst));
+    assert!(summary.faults > 300, "{summary:?}");
+    assert_eq!(
+        summary.fault_errors,
+        factory.errors.load(Ordering::SeqCst),
+        "{summary:?}"
+    );
     assert!(summary.fault_errors > 0, "{summary:?}");
+}
+
+// H12 on the system clock: a find or list that overlapped a launch of the
+// name still under way may see its instance Pending (a real backend makes
+// the instance before it starts it), even with no pending window declared.
+#[test]
+fn h12_on_the_system_clock_a_launch_under_way_may_show_pending() {
+    for multi_thread in [false, true] {
+        check_concurrent(
+            &ToyFactory::on_wall(Flaw::HalfMadeLaunch),
+            ConcurrentConfig {
+                multi_thread,
+                ..config(300)
+            },
+        )
+        .unwrap_or_else(|failure| panic!("multi-thread {multi_thread}: {failure}"));
+    }
+}
+
+// H12 on the system clock: an instance still Pending after its launch
+// returned, with no launch of its name under way and no pending window
+// declared, is caught.
+#[test]
+fn h12_on_the_system_clock_an_instance_that_never_starts_is_caught() {
+    let failure = check_concurrent(&ToyFactory::on_wall(Flaw::StaysPending), config(300))
+        .expect_err("an instance that never starts passed");
+    assert!(failure.reason.contains("seen Pending"), "{failure}");
 }
 
 // H12: two concurrent launches of one name both succeeding are caught, and
