@@ -200,6 +200,9 @@ enum Flaw {
     /// `launch` answers its instance `Running` but leaves it `Pending` in
     /// the store for good: an instance that never starts.
     StaysPending,
+    /// Instances carry the kind `Docker`, though the toy says it is
+    /// `Simulated`.
+    WrongKind,
 }
 
 /// A host's instances, shared by every [`Toy`] over it.
@@ -286,7 +289,11 @@ impl Provider for Toy {
                 id: InstanceId::from(format!("toy-{}", store.next)),
                 name: spec.name,
                 owner: self.owner.clone(),
-                kind: ProviderKind::Simulated,
+                kind: if self.flaw == Flaw::WrongKind {
+                    ProviderKind::Docker
+                } else {
+                    ProviderKind::Simulated
+                },
                 state: if matches!(self.flaw, Flaw::HalfMadeLaunch | Flaw::StaysPending) {
                     State::Pending
                 } else {
@@ -624,6 +631,24 @@ fn h12_catches_instances_forgotten_across_an_outage() {
             .calls
             .iter()
             .any(|l| l.contains("-> Ok(") && l.contains("launch(")),
+        "{failure}"
+    );
+}
+
+// H12: an instance that is not what was asked for (here, of another kind
+// than its provider) fails the history, which shows the calls made up to
+// the wrong answer.
+#[test]
+fn h12_catches_an_instance_of_the_wrong_kind() {
+    let failure = caught(Flaw::WrongKind);
+    assert!(
+        failure
+            .reason
+            .contains("has kind Docker, answered by a Simulated provider"),
+        "{failure}"
+    );
+    assert!(
+        failure.calls.iter().any(|l| l.contains("-> Ok(")),
         "{failure}"
     );
 }
