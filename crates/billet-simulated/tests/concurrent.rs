@@ -566,6 +566,20 @@ fn h12_catches_a_check_then_act_launch() {
         .count();
     assert!(launches >= 2, "{failure}");
     assert!(failure.calls.len() <= 4, "{failure}");
+    // The deployment the reason names is the one the calls were made to.
+    let via = if failure.reason.contains("deployment Blue") {
+        ["via Blue:", "via Blue2:"]
+    } else {
+        assert!(failure.reason.contains("deployment Green"), "{failure}");
+        ["via Green:"; 2]
+    };
+    assert!(
+        failure
+            .calls
+            .iter()
+            .all(|l| via.iter().any(|v| l.contains(v))),
+        "{failure}"
+    );
 }
 
 // H12: two destroys of one instance both answering Stopped are caught.
