@@ -203,6 +203,13 @@ enum Flaw {
     /// Instances carry the kind `Docker`, though the toy says it is
     /// `Simulated`.
     WrongKind,
+    /// `launch` marks itself in flight, yields, and skips the conflict
+    /// check when three launches are in flight at once (it yields again
+    /// before it is done): only three tasks can make it go wrong.
+    CrowdedLaunch,
+    /// The twentieth call made to a fixture answers `Unavailable` with no
+    /// outage: only a history of 20 calls or more goes wrong.
+    FailsTwentieth,
 }
 
 /// A host's instances, shared by every [`Toy`] over it.
@@ -210,6 +217,10 @@ enum Flaw {
 struct Store {
     next: u64,
     instances: Vec<Instance>,
+    /// Launches in flight ([`Flaw::CrowdedLaunch`]).
+    in_flight: usize,
+    /// Calls made ([`Flaw::FailsTwentieth`]).
+    calls: u64,
 }
 
 /// A toy in-memory backend, right one call at a time, with one [`Flaw`].
@@ -245,6 +256,16 @@ impl Toy {
         self.down.load(Ordering::SeqCst)
     }
 
+    /// Counts a call: `Err` if it is the one [`Flaw::FailsTwentieth`] fails.
+    fn count(&self) -> Result<(), Error> {
+        let mut store = self.store.lock().unwrap();
+        store.calls += 1;
+        if self.flaw == Flaw::FailsTwentieth && store.calls == 20 {
+            return Err(Error::unavailable("the twentieth call"));
+        }
+        Ok(())
+    }
+
     /// `err`, an outage's error, counted.
     fn refuse(&self, err: Error) -> Error {
         self.errors.fetch_add(1, Ordering::SeqCst);
@@ -263,10 +284,16 @@ impl Provider for Toy {
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        self.count()?;
         if self.cut() && self.flaw != Flaw::RecordsWhileCut {
             return Err(self.refuse(Error::unavailable("the toy's connection is cut")));
         }
         let cut = self.cut();
+        if self.flaw == Flaw::CrowdedLaunch {
+            self.store.lock().unwrap().in_flight += 1;
+            tokio::task::yield_now().await;
+        }
+        let crowded = self.store.lock().unwrap().in_flight >= 3;
         let racy = self.flaw == Flaw::CheckThenActLaunch;
         if racy {
             if self.holds(&spec.name) {
@@ -277,11 +304,15 @@ impl Provider for Toy {
         let instance = {
             let mut store = self.store.lock().unwrap();
             if !racy
+                && !crowded
                 && store
                     .instances
                     .iter()
                     .any(|i| i.owner == self.owner && i.name == spec.name)
             {
+                if self.flaw == Flaw::CrowdedLaunch {
+                    store.in_flight -= 1;
+                }
                 return Err(Error::conflict(spec.name));
             }
             store.next += 1;
@@ -304,6 +335,10 @@ impl Provider for Toy {
             store.instances.push(instance.clone());
             instance
         };
+        if self.flaw == Flaw::CrowdedLaunch {
+            tokio::task::yield_now().await;
+            self.store.lock().unwrap().in_flight -= 1;
+        }
         if self.flaw == Flaw::StaysPending {
             return Ok(Instance {
                 state: State::Running,
@@ -330,6 +365,7 @@ impl Provider for Toy {
     }
 
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        self.count()?;
         if self.cut() {
             return Err(self.refuse(Error::inventory_unavailable("the toy's connection is cut")));
         }
@@ -337,6 +373,7 @@ impl Provider for Toy {
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
+        self.count()?;
         if self.cut() {
             return Err(self.refuse(Error::inventory_unavailable("the toy's connection is cut")));
         }
@@ -348,6 +385,7 @@ impl Provider for Toy {
     }
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        self.count()?;
         if self.cut() {
             return Err(self.refuse(Error::unavailable("the toy's connection is cut")));
         }
@@ -664,5 +702,97 @@ fn h12_catches_an_instance_of_the_wrong_kind() {
     assert!(
         failure.calls.iter().any(|l| l.contains("-> Ok(")),
         "{failure}"
+    );
+}
+
+/// The failure `flaw` answers on one thread, over one name, `tasks` x
+/// `calls_per_task`, trying `attempts` histories at each smaller size: the
+/// seed of the history found, and the calls answered.
+fn shrunk(flaw: Flaw, tasks: usize, calls_per_task: usize, attempts: u32) -> (u64, Vec<String>) {
+    let run = || {
+        check_concurrent(
+            &ToyFactory::new(flaw),
+            ConcurrentConfig {
+                tasks,
+                calls_per_task,
+                names: 1,
+                multi_thread: false,
+                shrink_attempts: attempts,
+                ..config(300)
+            },
+        )
+        .expect_err("the flaw is caught")
+    };
+    let failure = run();
+    // On one thread the toy's histories are the same on every run.
+    assert_eq!(run(), failure);
+    (failure.seed, failure.calls)
+}
+
+// H12: a failure is shrunk: histories with fewer tasks, then fewer calls
+// (the same seeds, `shrink_attempts` at each size), are tried, and the first of the
+// smallest failing histories of the first size that fails is answered,
+// unless the history found was already as small. On one thread the toy's
+// histories are the same on every run, so each answer is known exactly
+// (these lines change only if the plan's random choices or the runtime's
+// scheduling do).
+#[test]
+fn h12_a_failure_is_shrunk_to_the_first_smallest_history() {
+    let lines = |lines: &[&str]| lines.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+    // Found with 7 calls about the name; 2 tasks of 1 call show it.
+    assert_eq!(
+        shrunk(Flaw::CheckThenActLaunch, 3, 10, 20),
+        (
+            12,
+            lines(&[
+                "task 0 via Blue: launch(\"h12-0\") [0..3] -> Ok(toy-2)",
+                "task 1 via Blue: launch(\"h12-0\") [1..2] -> Ok(toy-1)",
+            ])
+        )
+    );
+    assert_eq!(
+        shrunk(Flaw::DestroyStopsTwice, 3, 10, 20),
+        (
+            12,
+            lines(&[
+                "task 0 via Blue2: launch(\"h12-0\") [0..1] -> Ok(toy-1)",
+                "task 1 via Blue: destroy(toy-1) [of \"h12-0\"] [4..7] -> Ok(Stopped)",
+                "task 0 via Blue2: destroy(toy-1) [of \"h12-0\"] [5..6] -> Ok(Stopped)",
+            ])
+        )
+    );
+    // Found with 2 calls: a smaller history with as few does not replace it.
+    assert_eq!(
+        shrunk(Flaw::CheckThenActLaunch, 3, 1, 20),
+        (
+            12,
+            lines(&[
+                "task 0 via Blue: launch(\"h12-0\") [0..5] -> Ok(toy-2)",
+                "task 1 via Blue: launch(\"h12-0\") [1..4] -> Ok(toy-1)",
+            ])
+        )
+    );
+    // Only three tasks fail: shrunk to three tasks of one call, though
+    // three tasks of ten fail as well.
+    assert_eq!(
+        shrunk(Flaw::CrowdedLaunch, 3, 10, 100),
+        (
+            13,
+            lines(&[
+                "task 0 via Blue: launch(\"h12-0\") [0..3] -> Ok(toy-3)",
+                "task 1 via Blue: launch(\"h12-0\") [1..4] -> Ok(toy-2)",
+            ])
+        )
+    );
+    // Only 20 calls fail (found with 6 calls): shrunk to 2 tasks of 10.
+    assert_eq!(
+        shrunk(Flaw::FailsTwentieth, 3, 10, 20),
+        (
+            12,
+            lines(&[
+                "task 1 via Green: launch(\"h12-0\") [28..29] -> Ok(toy-3)",
+                "task 0 via Green: destroy(toy-3) [of \"h12-0\"] [38..39] -> Err(Unavailable)",
+            ])
+        )
     );
 }
