@@ -1586,6 +1586,67 @@ pub mod synthetic {
                 .expect("check answered within ten seconds");
             assert!(!passed);
         }
+
+        // H12: the benchmark's histories are a fixed function of their
+        // seed (so its numbers compare across versions): each task's calls
+        // follow one another, the global order ranks every invocation and
+        // answer once, launches answer fresh ids `s-1`, `s-2`, ... in the
+        // order they take effect, and every kind of call and answer occurs.
+        #[test]
+        fn h12_synthetic_histories_are_fixed_by_their_seed() {
+            let small = history(2, 3, 1, 7);
+            let names = vec!["h12-0".to_owned()];
+            let shown: Vec<String> = small.0.blue.iter().map(|r| r.line(&names)).collect();
+            assert_eq!(shown, GOLDEN);
+            let big = history(4, 40, 2, 1);
+            let records = &big.0.blue;
+            let mut ranks: Vec<u64> = records
+                .iter()
+                .flat_map(|r| [r.invoked, r.answered])
+                .collect();
+            ranks.sort_unstable();
+            assert_eq!(ranks, (0..2 * 160).collect::<Vec<u64>>());
+            for task in 0..4 {
+                let own: Vec<&Record> = records.iter().filter(|r| r.task == task).collect();
+                assert_eq!(own.len(), 40);
+                assert!(own.windows(2).all(|p| p[0].answered < p[1].invoked));
+            }
+            let ids: Vec<String> = records
+                .iter()
+                .filter_map(|r| match &r.answer {
+                    Answer::Launched(id) => Some(id.as_str().to_owned()),
+                    _ => None,
+                })
+                .collect();
+            let mut fresh: Vec<String> = (1..=ids.len()).map(|n| format!("s-{n}")).collect();
+            fresh.retain(|id| ids.contains(id));
+            assert_eq!(fresh.len(), ids.len(), "{ids:?}");
+            let has = |f: &dyn Fn(&Record) -> bool| records.iter().any(f);
+            assert!(has(&|r| matches!(r.answer, Answer::Launched(_))));
+            assert!(has(&|r| matches!(
+                r.answer,
+                Answer::Failed(ErrorKind::Conflict)
+            )));
+            assert!(has(&|r| matches!(
+                r.answer,
+                Answer::Torn(Teardown::Stopped)
+            )));
+            assert!(has(&|r| matches!(r.answer, Answer::Torn(Teardown::Absent))));
+            assert!(has(&|r| matches!(r.call, Call::Find(_))));
+            assert!(has(
+                &|r| matches!(r.answer, Answer::Listed(ref l) if !l.is_empty())
+            ));
+        }
+
+        /// `history(2, 3, 1, 7)`, one line per call.
+        const GOLDEN: [&str; 6] = [
+            "task 0 via Blue: launch(\"h12-0\") [0..1] -> Ok(s-1)",
+            "task 1 via Blue: launch(\"h12-0\") [2..3] -> Err(Conflict)",
+            "task 1 via Blue: list() [4..8] -> Ok([\"h12-0\"=s-1])",
+            "task 0 via Blue: list() [5..6] -> Ok([\"h12-0\"=s-1])",
+            "task 0 via Blue: launch(\"h12-0\") [7..10] -> Err(Conflict)",
+            "task 1 via Blue: destroy(s-1) [of \"h12-0\"] [9..11] -> Ok(Stopped)",
+        ];
     }
 }
 
@@ -1771,15 +1832,24 @@ mod tests {
     // benchmark measures.
     #[test]
     fn h12_linearizable_histories_pass() {
-        for tasks in 2..=4 {
-            for calls in [1, 10, 40] {
-                for seed in 0..20 {
-                    let history = synthetic::history(tasks, calls, 2, seed);
-                    assert_eq!(history.calls(), tasks * calls);
-                    assert!(synthetic::check(&history), "{history:?}");
+        // Under a watchdog: a history whose check takes exponential time
+        // fails the test rather than hanging it (it takes well under a
+        // second).
+        let (finished, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for tasks in 2..=4 {
+                for calls in [1, 10, 40] {
+                    for seed in 0..20 {
+                        let history = synthetic::history(tasks, calls, 2, seed);
+                        assert_eq!(history.calls(), tasks * calls);
+                        assert!(synthetic::check(&history), "{history:?}");
+                    }
                 }
             }
-        }
+            let _ = finished.send(());
+        });
+        done.recv_timeout(Duration::from_secs(20))
+            .expect("every history checked, within twenty seconds");
     }
 
     fn valid(ops: &[NameOp]) -> bool {
