@@ -1790,6 +1790,99 @@ pub mod synthetic {
         let all: Vec<&Record> = history.0.blue.iter().collect();
         (0..history.0.names.len()).all(|name| linearizable(&all, name, Teardown::Absent))
     }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        // H12: the benchmark's check fails a history that is not
+        // linearizable: one whose find saw an instance nobody launched.
+        #[test]
+        fn h12_synthetic_check_fails_a_history_that_is_not_linearizable() {
+            let mut history = history(2, 10, 1, 3);
+            assert!(check(&history));
+            let find = history
+                .0
+                .blue
+                .iter_mut()
+                .find(|r| matches!(r.call, Call::Find(_)))
+                .expect("a find");
+            find.answer = Answer::Found(Some(InstanceId::from("nobody".to_owned())));
+            // Within ten seconds: a shrinking loop that never ends fails the
+            // test rather than hanging it.
+            let (answer, answered) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = answer.send(check(&history));
+            });
+            let passed = answered
+                .recv_timeout(Duration::from_secs(10))
+                .expect("check answered within ten seconds");
+            assert!(!passed);
+        }
+
+        // H12: the benchmark's histories are a fixed function of their
+        // seed (so its numbers compare across versions): each task's calls
+        // follow one another, the global order ranks every invocation and
+        // answer once, launches answer fresh ids `s-1`, `s-2`, ... in the
+        // order they take effect, and every kind of call and answer occurs.
+        #[test]
+        fn h12_synthetic_histories_are_fixed_by_their_seed() {
+            let small = history(2, 3, 1, 3);
+            let names = vec!["h12-0".to_owned()];
+            let shown: Vec<String> = small.0.blue.iter().map(|r| r.line(&names)).collect();
+            assert_eq!(shown, GOLDEN);
+            let big = history(4, 40, 2, 1);
+            let records = &big.0.blue;
+            let mut ranks: Vec<u64> = records
+                .iter()
+                .flat_map(|r| [r.invoked, r.answered])
+                .collect();
+            ranks.sort_unstable();
+            assert_eq!(ranks, (0..2 * 160).collect::<Vec<u64>>());
+            for task in 0..4 {
+                let own: Vec<&Record> = records.iter().filter(|r| r.task == task).collect();
+                assert_eq!(own.len(), 40);
+                assert!(own.windows(2).all(|p| p[0].answered < p[1].invoked));
+            }
+            let ids: Vec<String> = records
+                .iter()
+                .filter_map(|r| match &r.answer {
+                    Answer::Launched(id) => Some(id.as_str().to_owned()),
+                    _ => None,
+                })
+                .collect();
+            let mut fresh: Vec<String> = (1..=ids.len()).map(|n| format!("s-{n}")).collect();
+            fresh.retain(|id| ids.contains(id));
+            assert_eq!(fresh.len(), ids.len(), "{ids:?}");
+            let has = |f: &dyn Fn(&Record) -> bool| records.iter().any(f);
+            assert!(has(&|r| matches!(r.answer, Answer::Launched(_))));
+            assert!(has(&|r| matches!(
+                r.answer,
+                Answer::Failed(ErrorKind::Conflict)
+            )));
+            assert!(has(&|r| matches!(
+                r.answer,
+                Answer::Torn(Teardown::Stopped)
+            )));
+            assert!(has(&|r| matches!(r.answer, Answer::Torn(Teardown::Absent))));
+            assert!(has(&|r| matches!(r.call, Call::Find(_))));
+            assert!(has(
+                &|r| matches!(r.answer, Answer::Listed(ref l) if !l.is_empty())
+            ));
+        }
+
+        /// `history(2, 3, 1, 3)`, one line per call: a seed whose history
+        /// changes if an effect may fall on an invocation's or an answer's
+        /// instant (its effect instants are odd, strictly inside).
+        const GOLDEN: [&str; 6] = [
+            "task 1 via Blue: destroy(s-1) [of \"h12-0\"] [0..4] -> Ok(Stopped)",
+            "task 0 via Blue: launch(\"h12-0\") [1..2] -> Ok(s-1)",
+            "task 0 via Blue: list() [3..5] -> Ok([])",
+            "task 0 via Blue: destroy(s-1) [of \"h12-0\"] [6..9] -> Ok(Absent)",
+            "task 1 via Blue: find(\"h12-0\") [7..8] -> Ok(None)",
+            "task 1 via Blue: list() [10..11] -> Ok([])",
+        ];
+    }
 }
 
 #[cfg(test)]
@@ -1812,6 +1905,20 @@ mod tests {
 
     fn id(s: &str) -> InstanceId {
         InstanceId::from(s.to_owned())
+    }
+
+    /// [`check`] of `recorded` (authoritative), failing the test when it
+    /// takes more than ten seconds: a shrinking loop that never ends fails
+    /// the test rather than hanging it.
+    fn checked(recorded: &Recorded) -> Result<(), Failing> {
+        let (answer, answered) = std::sync::mpsc::channel();
+        let recorded = recorded.clone();
+        std::thread::spawn(move || {
+            let _ = answer.send(check(&recorded, Teardown::Absent));
+        });
+        answered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("check answered within ten seconds")
     }
 
     // H12: two overlapping launches of one name may not both succeed; one
@@ -1923,7 +2030,7 @@ mod tests {
             windows: Vec::new(),
             wrong: None,
         };
-        let (reason, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (reason, calls, _) = checked(&recorded).unwrap_err();
         assert!(reason.contains("\"h12-0\""), "{reason}");
         assert_eq!(calls.len(), 2, "{calls:?}");
         assert!(calls.iter().all(|r| matches!(r.call, Call::Launch(0))));
@@ -1950,7 +2057,7 @@ mod tests {
             windows: Vec::new(),
             wrong: None,
         };
-        let (_, calls, _) = check(&recorded, Teardown::Absent).unwrap_err();
+        let (_, calls, _) = checked(&recorded).unwrap_err();
         let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
         assert_eq!(order, [0, 2, 4, 6], "{calls:?}");
     }
@@ -1961,19 +2068,28 @@ mod tests {
     // destroys were cut short by a fault (H11) and happened or not.
     #[test]
     fn h12_linearizable_histories_pass() {
-        for tasks in 2..=4 {
-            for calls in [1, 10, 40] {
-                for seed in 0..20 {
-                    let history = synthetic::history(tasks, calls, 2, seed);
-                    assert_eq!(history.calls(), tasks * calls);
-                    assert!(synthetic::check(&history), "{history:?}");
-                    assert!(synthetic::check_names(&history), "{history:?}");
-                    let history = synthetic::faulted_history(tasks, calls, 2, seed, 0.2);
-                    assert_eq!(history.calls(), tasks * calls);
-                    assert!(synthetic::check(&history), "{history:?}");
+        // Under a watchdog: a history whose check takes exponential time
+        // fails the test rather than hanging it (it takes well under a
+        // second).
+        let (finished, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for tasks in 2..=4 {
+                for calls in [1, 10, 40] {
+                    for seed in 0..20 {
+                        let history = synthetic::history(tasks, calls, 2, seed);
+                        assert_eq!(history.calls(), tasks * calls);
+                        assert!(synthetic::check(&history), "{history:?}");
+                        assert!(synthetic::check_names(&history), "{history:?}");
+                        let history = synthetic::faulted_history(tasks, calls, 2, seed, 0.2);
+                        assert_eq!(history.calls(), tasks * calls);
+                        assert!(synthetic::check(&history), "{history:?}");
+                    }
                 }
             }
-        }
+            let _ = finished.send(());
+        });
+        done.recv_timeout(Duration::from_secs(20))
+            .expect("every history checked, within twenty seconds");
         // The faulted histories do hold calls cut short.
         let cut = synthetic::faulted_history(4, 40, 2, 1, 0.2);
         assert!(cut.0.blue.iter().any(|r| r.excuse == Excuse::Maybe));
@@ -2432,5 +2548,599 @@ mod tests {
         assert_eq!(worlds.len(), 1, "{worlds:?}");
         let (ok, _) = JointAuthoritative::apply(&vec![(1, NameOp::Sees(None))], &worlds);
         assert!(!ok);
+    }
+
+    // H12: a failure prints each call as it was made and answered: an
+    // instance seen Pending is marked so (only that one), errors and
+    // teardowns by their kind, and the report leads with reason and seed.
+    #[test]
+    fn h12_failure_lines_show_every_answer_as_made() {
+        let names = vec!["h12-0".to_owned(), "h12-1".to_owned()];
+        let mut find = record(1, 2, 3, Call::Find(1), Answer::Found(Some(id("a"))));
+        find.pending = vec![(id("a"), true)];
+        assert_eq!(
+            find.line(&names),
+            "task 1 via Blue: find(\"h12-1\") [2..3] -> Ok(Some(a Pending))"
+        );
+        find.pending = vec![(id("b"), false)];
+        assert_eq!(
+            find.line(&names),
+            "task 1 via Blue: find(\"h12-1\") [2..3] -> Ok(Some(a))"
+        );
+        let mut list = record(
+            2,
+            4,
+            7,
+            Call::List,
+            Answer::Listed(vec![(0, id("a")), (1, id("b"))]),
+        );
+        list.via = Via::Green;
+        list.pending = vec![(id("b"), false)];
+        assert_eq!(
+            list.line(&names),
+            "task 2 via Green: list() [4..7] -> Ok([\"h12-0\"=a, \"h12-1\"=b Pending])"
+        );
+        let mut destroy = record(
+            0,
+            8,
+            9,
+            Call::Destroy(0, id("a")),
+            Answer::Torn(Teardown::Stopped),
+        );
+        destroy.via = Via::Blue2;
+        assert_eq!(
+            destroy.line(&names),
+            "task 0 via Blue2: destroy(a) [of \"h12-0\"] [8..9] -> Ok(Stopped)"
+        );
+        let failed = record(3, 10, 11, Call::Find(0), Answer::Failed(LOST));
+        assert_eq!(
+            failed.line(&names),
+            "task 3 via Blue: find(\"h12-0\") [10..11] -> Err(Unavailable)"
+        );
+        let none = record(3, 12, 13, Call::Find(0), Answer::Found(None));
+        assert_eq!(
+            none.line(&names),
+            "task 3 via Blue: find(\"h12-0\") [12..13] -> Ok(None)"
+        );
+        let failure = ConcurrentFailure {
+            reason: "why".to_owned(),
+            seed: 7,
+            calls: vec!["one".to_owned(), "two".to_owned()],
+        };
+        assert_eq!(
+            failure.to_string(),
+            "H12: why (seed 7); smallest history (2 calls, [invoked..answered] in one global order):\n  one\n  two\n"
+        );
+    }
+
+    // H12: each call is read for one name as what it says of that name, and
+    // as nothing when it concerns another: a list as a sighting (or not) of
+    // every name, a failed list as a failure for every name.
+    #[test]
+    fn h12_each_call_says_what_it_says_of_one_name_only() {
+        let excused = |mut r: Record, excuse| {
+            r.excuse = excuse;
+            r
+        };
+        let launched = record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a")));
+        assert_eq!(launched.about(0), Some(NameOp::Launched("a".to_owned())));
+        assert_eq!(launched.about(1), None);
+        let refused = excused(
+            record(
+                0,
+                0,
+                1,
+                Call::Launch(0),
+                Answer::Failed(ErrorKind::Conflict),
+            ),
+            Excuse::Maybe,
+        );
+        assert_eq!(
+            refused.about(0),
+            Some(NameOp::LaunchFailed(ErrorKind::Conflict, Excuse::Maybe))
+        );
+        assert_eq!(refused.about(1), None);
+        let stopped = record(
+            0,
+            0,
+            1,
+            Call::Destroy(0, id("a")),
+            Answer::Torn(Teardown::Stopped),
+        );
+        assert_eq!(
+            stopped.about(0),
+            Some(NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)))
+        );
+        assert_eq!(stopped.about(1), None);
+        let cut = excused(
+            record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(
+            cut.about(0),
+            Some(NameOp::Destroy(
+                "a".to_owned(),
+                Err((LOST, Excuse::Nothing))
+            ))
+        );
+        assert_eq!(cut.about(1), None);
+        let odd = record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let mut seen = record(0, 0, 1, Call::Find(0), Answer::Found(Some(id("a"))));
+        seen.pending = vec![(id("a"), false)];
+        assert_eq!(seen.about(0), Some(sees("a", true)));
+        assert_eq!(seen.about(1), None);
+        let none = record(0, 0, 1, Call::Find(0), Answer::Found(None));
+        assert_eq!(none.about(0), Some(NameOp::Sees(None)));
+        let lost = excused(
+            record(0, 0, 1, Call::Find(0), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Nothing)));
+        assert_eq!(lost.about(1), None);
+        let odd = record(0, 0, 1, Call::Launch(0), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let list = record(0, 0, 1, Call::List, Answer::Listed(vec![(1, id("b"))]));
+        assert_eq!(list.about(0), Some(NameOp::Sees(None)));
+        assert_eq!(list.about(1), Some(sees("b", false)));
+        let lost = excused(
+            record(0, 0, 1, Call::List, Answer::Failed(LOST)),
+            Excuse::Maybe,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        assert_eq!(lost.about(1), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        // A list that failed with no fault to excuse it fails the history.
+        let unexcused = record(0, 0, 1, Call::List, Answer::Failed(LOST));
+        assert!(!linearizable(&[&unexcused], 0, Teardown::Absent));
+    }
+
+    // H12: shrinking may delete only calls that change what a name holds in
+    // no sequential history: refusals, `Absent` destroys, errors no fault
+    // excused, sightings of a launched instance or of none. An outage's
+    // error a fault excused stays, since the call may have been applied.
+    #[test]
+    fn h12_only_calls_that_change_nothing_are_deletable() {
+        let launched: BTreeSet<String> = ["a".to_owned()].into();
+        let deletable = |op: NameOp| op.observes_only(&launched);
+        assert!(!deletable(NameOp::Launched("a".to_owned())));
+        assert!(deletable(NameOp::Failed(LOST, Excuse::Maybe)));
+        for excuse in [Excuse::None, Excuse::Nothing, Excuse::Maybe] {
+            assert!(deletable(NameOp::LaunchFailed(ErrorKind::Conflict, excuse)));
+            assert!(deletable(NameOp::Destroy(
+                "a".to_owned(),
+                Err((ErrorKind::Conflict, excuse))
+            )));
+        }
+        assert!(deletable(NameOp::LaunchFailed(LOST, Excuse::None)));
+        assert!(!deletable(NameOp::LaunchFailed(LOST, Excuse::Nothing)));
+        assert!(!deletable(NameOp::LaunchFailed(LOST, Excuse::Maybe)));
+        assert!(deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Err((LOST, Excuse::None))
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Err((LOST, Excuse::Maybe))
+        )));
+        assert!(deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Absent)
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Stopped)
+        )));
+        assert!(!deletable(NameOp::Destroy(
+            "a".to_owned(),
+            Ok(Teardown::Requested)
+        )));
+        assert!(deletable(NameOp::Sees(None)));
+        assert!(deletable(sees("a", false)));
+        assert!(!deletable(sees("x", false)));
+    }
+
+    // H12/H11: a failing history keeps the launch a fault cut short when the
+    // failure needs it (it made the instance seen), and loses the refusal
+    // it does not need.
+    #[test]
+    fn h12_h11_check_keeps_a_launch_cut_short_that_the_failure_needs() {
+        let mut cut = record(0, 0, 3, Call::Launch(0), Answer::Failed(LOST));
+        cut.excuse = Excuse::Maybe;
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned()],
+            blue: vec![
+                cut,
+                record(1, 4, 5, Call::Find(0), Answer::Found(Some(id("x")))),
+                record(2, 6, 7, Call::Find(0), Answer::Found(Some(id("y")))),
+                record(
+                    1,
+                    8,
+                    9,
+                    Call::Launch(0),
+                    Answer::Failed(ErrorKind::Conflict),
+                ),
+            ],
+            green: Vec::new(),
+            windows: vec![window(1, 2, 3, 4)],
+            wrong: None,
+        };
+        let (reason, calls, windows) = checked(&recorded).unwrap_err();
+        assert!(reason.contains("not linearizable"), "{reason}");
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 4, 6], "{calls:?}");
+        assert_eq!(windows.len(), 1);
+    }
+
+    // H12: a wrong instance found while recording fails the history, which
+    // shows every call (of either deployment) invoked before the wrong
+    // answer, and the faults of its deployment around them.
+    #[test]
+    fn h12_a_wrong_instance_shows_the_calls_before_it() {
+        let launch = record(0, 0, 3, Call::Launch(0), Answer::Launched(id("a")));
+        let mut green = record(2, 2, 8, Call::Find(1), Answer::Found(None));
+        green.via = Via::Green;
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned(), "h12-1".to_owned()],
+            blue: vec![
+                launch.clone(),
+                record(1, 1, 2, Call::Find(1), Answer::Found(None)),
+                record(1, 3, 4, Call::Find(1), Answer::Found(None)),
+                record(1, 5, 6, Call::List, Answer::Listed(vec![(0, id("a"))])),
+            ],
+            green: vec![green],
+            windows: vec![
+                Window {
+                    dep: Dep::Green,
+                    ..window(1, 2, 3, 4)
+                },
+                window(3, 4, 5, 9),
+                window(6, 7, 8, 9),
+            ],
+            wrong: Some(("instance a is wrong".to_owned(), launch)),
+        };
+        let (reason, calls, windows) = checked(&recorded).unwrap_err();
+        assert_eq!(reason, "instance a is wrong");
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 1, 2], "{calls:?}");
+        let starts: Vec<u64> = windows.iter().map(|w| w.start).collect();
+        assert_eq!(starts, [3, 6], "{windows:?}");
+    }
+
+    // H12/H8: a fault is shown with the calls it overlapped, not with calls
+    // that ended as it began or began as it ended.
+    #[test]
+    fn h12_h8_the_faults_shown_are_those_around_the_calls() {
+        let faults = [window(10, 12, 20, 22)];
+        let span = |invoked, answered| {
+            [record(
+                0,
+                invoked,
+                answered,
+                Call::List,
+                Answer::Listed(Vec::new()),
+            )]
+        };
+        assert!(around(&faults, Dep::Blue, &span(5, 10)).is_empty());
+        assert!(around(&faults, Dep::Blue, &span(22, 25)).is_empty());
+        assert_eq!(around(&faults, Dep::Blue, &span(5, 11)).len(), 1);
+        assert_eq!(around(&faults, Dep::Blue, &span(21, 25)).len(), 1);
+        assert!(around(&faults, Dep::Green, &span(5, 25)).is_empty());
+    }
+
+    // H12/H8: only a fault of the call's own deployment holds it inside its
+    // cut: a blue call across a blue outage's edge may have reached the
+    // daemon, though a green outage held that whole call inside.
+    #[test]
+    fn h12_h8_only_its_own_deployments_fault_holds_a_call_inside() {
+        let blue = window(10, 12, 20, 22);
+        let green = Window {
+            dep: Dep::Green,
+            ..window(0, 2, 40, 42)
+        };
+        let launch = record(0, 11, 19, Call::Launch(0), Answer::Failed(LOST));
+        assert!(blue.overlaps(&launch) && !blue.holds_inside(&launch));
+        assert!(!green.overlaps(&launch) && !green.holds_inside(&launch));
+        assert_eq!(excuse(&launch, &[blue, green], true), Excuse::Maybe);
+    }
+
+    // H12/H8: the faults of a history begin anywhere in its global order
+    // (which runs to twice its calls), last 4 to 12 steps, come in the
+    // order they begin, lose an answer only for a factory that can (about
+    // half of them then, after 0 to 2 exchanges), and are the same for the
+    // same seed and different for different seeds.
+    #[test]
+    fn h12_h8_faults_spread_over_the_history_and_follow_the_seed() {
+        let config = ConcurrentConfig {
+            faults: 3,
+            ..ConcurrentConfig::default()
+        };
+        let span = 2 * 3 * 10;
+        let mut schedules = BTreeSet::new();
+        let (mut latest, mut longest, mut losing, mut blue) = (0, 0, 0, 0);
+        for seed in 0..200 {
+            let planned = faults(&config, seed, true);
+            assert_eq!(planned.len(), 3);
+            assert!(planned.windows(2).all(|f| f[0].begin <= f[1].begin));
+            for fault in &planned {
+                assert!(fault.begin < span, "{fault:?}");
+                assert!(fault.length % 2 == 0 && (4..=12).contains(&fault.length));
+                assert!(fault.lose.is_none_or(|after| after <= 2), "{fault:?}");
+                latest = latest.max(fault.begin);
+                longest = longest.max(fault.length);
+                losing += usize::from(fault.lose.is_some());
+                blue += usize::from(fault.dep == Dep::Blue);
+            }
+            let shown = format!("{planned:?}");
+            assert_eq!(format!("{:?}", faults(&config, seed, true)), shown);
+            schedules.insert(shown);
+            assert!(
+                faults(&config, seed, false)
+                    .iter()
+                    .all(|f| f.lose.is_none())
+            );
+        }
+        assert_eq!(schedules.len(), 200);
+        assert!(latest >= span - 5, "{latest}");
+        assert_eq!(longest, 12);
+        assert!((200..400).contains(&losing), "{losing}");
+        assert!((200..400).contains(&blue), "{blue}");
+        let none = ConcurrentConfig {
+            faults: 0,
+            ..config
+        };
+        assert!(faults(&none, 1, true).is_empty());
+    }
+
+    // H12: the calls planned use every provider object (the second blue one
+    // only when the factory gives one) and every kind of call, over every
+    // name, and are the same for the same seed.
+    #[test]
+    fn h12_plans_use_every_object_call_and_name() {
+        let config = ConcurrentConfig {
+            tasks: 4,
+            calls_per_task: 50,
+            names: 3,
+            ..ConcurrentConfig::default()
+        };
+        let planned = plan(&config, 5, true);
+        assert_eq!(planned.len(), 4);
+        assert!(planned.iter().all(|calls| calls.len() == 50));
+        let all: Vec<(Via, Planned)> = planned.iter().flatten().copied().collect();
+        let count = |f: &dyn Fn(&(Via, Planned)) -> bool| all.iter().filter(|c| f(c)).count();
+        for via in [Via::Blue, Via::Blue2, Via::Green] {
+            assert!(count(&|(v, _)| *v == via) > 20, "{via:?}");
+        }
+        assert!(count(&|(_, p)| matches!(p, Planned::Launch(_))) > 30);
+        assert!(count(&|(_, p)| matches!(p, Planned::Destroy(_))) > 30);
+        assert!(count(&|(_, p)| matches!(p, Planned::Find(_))) > 20);
+        assert!(count(&|(_, p)| matches!(p, Planned::List)) > 20);
+        for name in 0..3 {
+            assert!(count(&|(_, p)| matches!(p, Planned::Launch(n) if *n == name)) > 5);
+        }
+        assert_eq!(
+            format!("{:?}", plan(&config, 5, true)),
+            format!("{planned:?}")
+        );
+        let single = plan(&config, 5, false);
+        assert!(single.iter().flatten().all(|(v, _)| *v != Via::Blue2));
+        assert!(single.iter().flatten().any(|(v, _)| *v == Via::Green));
+    }
+
+    /// A provider that holds nothing: the fault tests call none of it.
+    #[derive(Debug)]
+    struct Idle;
+
+    #[async_trait::async_trait]
+    impl Provider for Idle {
+        fn kind(&self) -> billet_provider::ProviderKind {
+            billet_provider::ProviderKind::Simulated
+        }
+
+        fn accepts(&self, _: TrustClass) -> Result<(), Error> {
+            Ok(())
+        }
+
+        async fn launch(&self, _: Spec) -> Result<Instance, Error> {
+            Err(Error::unavailable("idle"))
+        }
+
+        async fn find(&self, _: &str) -> Result<Option<Instance>, Error> {
+            Ok(None)
+        }
+
+        async fn list(&self) -> Result<Vec<Instance>, Error> {
+            Ok(Vec::new())
+        }
+
+        async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> {
+            Ok(Teardown::Absent)
+        }
+    }
+
+    /// A factory whose fault calls say, in order, what they were asked.
+    #[derive(Default)]
+    struct Faulty {
+        asked: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ProviderFactory for Faulty {
+        type Provider = Idle;
+
+        fn policies(&self) -> crate::Policies {
+            crate::Policies {
+                outage: Outage::WholeConnection,
+                mid_call: true,
+                ..crate::Policies::STRICT
+            }
+        }
+
+        async fn build(&self) -> Result<Fixture<Idle>, FixtureError> {
+            Err("not built here".into())
+        }
+
+        async fn set_outage(
+            &self,
+            deployment: &crate::Deployment<Idle>,
+            down: bool,
+        ) -> Result<(), FixtureError> {
+            let state = if down { "down" } else { "up" };
+            self.asked
+                .lock()
+                .expect("not poisoned")
+                .push(format!("{} {state}", deployment.owner));
+            Ok(())
+        }
+
+        async fn lose_answer(
+            &self,
+            deployment: &crate::Deployment<Idle>,
+            after: u32,
+        ) -> Result<(), FixtureError> {
+            self.asked
+                .lock()
+                .expect("not poisoned")
+                .push(format!("{} loses after {after}", deployment.owner));
+            Ok(())
+        }
+
+        fn command(&self, _: Duration) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    /// The windows `control` makes of `faults` while the history's global
+    /// order moves one step at a time, `steps` steps, after which the tasks
+    /// are done.
+    fn windows_of(factory: &Faulty, faults: &[Fault], steps: u64) -> Result<Vec<Window>, String> {
+        let deployment = |owner: &str| crate::Deployment {
+            owner: owner.to_owned(),
+            provider: Idle,
+        };
+        let shared = Shared {
+            fixture: Fixture {
+                blue: deployment("blue"),
+                green: deployment("green"),
+                timing: Timing::Modelled(billet_clock::ManualClock::new(
+                    std::time::SystemTime::UNIX_EPOCH,
+                )),
+            },
+            second: None,
+            names: vec!["h12-0".to_owned()],
+            command: Vec::new(),
+            image: String::new(),
+            pending_allowed: false,
+            wall: false,
+            launches: Mutex::new(vec![(0, 0); 2]),
+            clock: AtomicU64::new(0),
+            moved: tokio::sync::Notify::new(),
+            done: AtomicBool::new(false),
+            known: Mutex::new(vec![None; 2]),
+            records: Mutex::new(Vec::new()),
+            wrong: Mutex::new(None),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let settle = || async {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            };
+            let tasks = async {
+                for _ in 0..steps {
+                    settle().await;
+                    shared.clock.fetch_add(1, Ordering::SeqCst);
+                    shared.moved.notify_waiters();
+                }
+                settle().await;
+                shared.done.store(true, Ordering::SeqCst);
+                shared.moved.notify_waiters();
+            };
+            let (windows, ()) = tokio::join!(control(factory, &shared, faults), tasks);
+            windows
+        })
+    }
+
+    // H12 with H8/H11: each fault begins once the history's global order
+    // reaches its beginning: an outage is cut at once and restored once it
+    // has lasted its length; a lost answer is armed, the connection cut
+    // halfway through, and restored at its end. Each edge takes its own
+    // place in the global order. A fault that would begin after the tasks
+    // are done is not made.
+    #[test]
+    fn h12_h8_h11_faults_fall_where_they_were_planned() {
+        let factory = Faulty::default();
+        let faults = [
+            Fault {
+                dep: Dep::Blue,
+                begin: 3,
+                length: 6,
+                lose: None,
+            },
+            Fault {
+                dep: Dep::Green,
+                begin: 12,
+                length: 8,
+                lose: Some(1),
+            },
+            Fault {
+                dep: Dep::Blue,
+                begin: 100,
+                length: 4,
+                lose: None,
+            },
+        ];
+        let windows = windows_of(&factory, &faults, 20).expect("faults made");
+        let made: Vec<(Dep, Option<u32>, [u64; 4])> = windows
+            .iter()
+            .map(|w| (w.dep, w.lose, [w.start, w.cut, w.restore, w.end]))
+            .collect();
+        assert_eq!(
+            made,
+            [
+                (Dep::Blue, None, [3, 4, 9, 10]),
+                (Dep::Green, Some(1), [12, 17, 20, 21]),
+            ]
+        );
+        assert_eq!(
+            *factory.asked.lock().expect("not poisoned"),
+            [
+                "blue down",
+                "blue up",
+                "green loses after 1",
+                "green down",
+                "green up"
+            ]
+        );
+        // No fault at all when the tasks are done before the first begins.
+        let quiet = Faulty::default();
+        assert!(
+            windows_of(&quiet, &faults[2..], 20)
+                .expect("none")
+                .is_empty()
+        );
+        assert!(quiet.asked.lock().expect("not poisoned").is_empty());
+    }
+
+    // H12: shrinking keeps a sighting the failure needs: a list that missed
+    // a launch that had returned is the failure itself.
+    #[test]
+    fn h12_check_keeps_the_sightings_the_failure_needs() {
+        let recorded = Recorded {
+            names: vec!["h12-0".to_owned()],
+            blue: vec![
+                record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a"))),
+                record(1, 2, 3, Call::List, Answer::Listed(Vec::new())),
+                record(1, 4, 5, Call::Find(0), Answer::Found(Some(id("a")))),
+            ],
+            green: Vec::new(),
+            windows: Vec::new(),
+            wrong: None,
+        };
+        let (_, calls, _) = checked(&recorded).unwrap_err();
+        let order: Vec<u64> = calls.iter().map(|r| r.invoked).collect();
+        assert_eq!(order, [0, 2], "{calls:?}");
     }
 }
