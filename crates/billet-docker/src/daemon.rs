@@ -30,6 +30,10 @@ pub enum Failure {
     /// The daemon could not be reached, or the connection broke mid-call (the
     /// socket is missing, refused, or closed).
     Connection(bollard::errors::Error),
+    /// The daemon answered, but with what billet cannot read (a state no
+    /// engine documents, a field of the wrong type): never taken as success
+    /// (D13).
+    Unreadable(String),
     /// The daemon answered with an HTTP error status.
     Status {
         /// The HTTP status code.
@@ -86,6 +90,10 @@ impl fmt::Display for DaemonError {
                     "docker daemon at {endpoint} unreachable during `{op}`: {err}"
                 )
             }
+            Failure::Unreadable(what) => write!(
+                f,
+                "docker daemon at {endpoint} answered `{op}` with what billet cannot read: {what}"
+            ),
             Failure::Status { code, message } => write!(
                 f,
                 "docker daemon at {endpoint} answered {code} to `{op}`: {message}"
@@ -142,6 +150,9 @@ pub(crate) async fn bounded<T>(
             code: status_code,
             message,
         },
+        Ok(Err(err @ bollard::errors::Error::JsonDataError { .. })) => {
+            Failure::Unreadable(err.to_string())
+        }
         Ok(Err(bollard::errors::Error::RequestTimeoutError)) | Err(_) => {
             Failure::Timeout(deadline.budget)
         }

@@ -48,6 +48,7 @@
 #![warn(unreachable_pub)]
 
 mod daemon;
+pub mod dialect;
 mod endpoint;
 mod naming;
 mod provider;

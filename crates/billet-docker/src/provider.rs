@@ -15,19 +15,22 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder,
 };
 use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 use tracing::Dispatch;
 
 use crate::daemon::{DaemonError, Deadline, Failure, bounded};
+use crate::dialect;
 use crate::endpoint::Endpoint;
 use crate::naming::{
     LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, is_launch_mark,
     new_launch_mark,
 };
 use crate::seen::{Seen, as_listed};
+
+mod removal;
+use removal::Removal;
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.
@@ -170,6 +173,9 @@ pub struct DockerProvider {
     /// What `list` read by inspects, kept while each container stays in the
     /// state it was read in.
     seen: Mutex<Seen>,
+    /// How many CPUs the daemon's host has, read at the first launch that
+    /// asks for more than one.
+    host_cpus: Mutex<Option<u32>>,
 }
 
 /// A launch this provider gave up on after its create may have reached the
@@ -289,6 +295,7 @@ impl Builder {
             client: Mutex::new(None),
             abandoned: Mutex::new(Vec::new()),
             seen: Mutex::new(Seen::default()),
+            host_cpus: Mutex::new(None),
         })
     }
 }
@@ -311,36 +318,6 @@ enum Claim<'a> {
     Theirs { owner: &'a str },
     /// A container billet did not start: some mark is missing or wrong.
     Foreign,
-}
-
-/// What became of a removal.
-enum Removal {
-    /// Removed now.
-    Removed,
-    /// The daemon no longer held it (`404`).
-    Gone,
-    /// Another call is removing it (`409`).
-    InProgress,
-}
-
-/// Why a removal was not made.
-enum RemoveError {
-    Daemon(DaemonError),
-    /// The daemon holds a container *named* like the id (its id here): the
-    /// id could resolve to it, so nothing is removed through it.
-    LookAlike(String),
-}
-
-impl RemoveError {
-    fn describe(&self, id: &str) -> String {
-        match self {
-            RemoveError::Daemon(err) => err.to_string(),
-            RemoveError::LookAlike(other) => format!(
-                "container {other} on the docker daemon is named {id:?}, like the container to remove: \
-                 the daemon could resolve that id to it, so billet removes nothing through it while it exists"
-            ),
-        }
-    }
 }
 
 /// Marks a launch that may have reached the daemon: unless disarmed (the
@@ -549,7 +526,7 @@ impl DockerProvider {
                     client.create_container(Some(options), self.create_body(spec, mark)),
                 )
                 .await;
-            if created.as_ref().err().and_then(DaemonError::status) != Some(409) {
+            if !created.as_ref().err().is_some_and(dialect::name_in_use) {
                 break created;
             }
             // H12: the daemon reserves a name when a create of it begins,
@@ -576,11 +553,13 @@ impl DockerProvider {
                 "the docker daemon answered the create of {:?} with {:?}, which is not a full container id",
                 spec.name, response.id
             )))),
+            Err(err) if dialect::name_in_use(&err) => {
+                Err(CreateFailure::Refused(Error::Conflict {
+                    name: spec.name.clone(),
+                }))
+            }
             Err(err) => Err(match err.status() {
                 Some(404) => CreateFailure::MissingImage,
-                Some(409) => CreateFailure::Refused(Error::Conflict {
-                    name: spec.name.clone(),
-                }),
                 Some(400) => CreateFailure::Refused(Error::invalid_spec(format!(
                     "the docker daemon refused the container for {:?}: {}",
                     spec.name,
@@ -619,60 +598,6 @@ impl DockerProvider {
         }
     }
 
-    /// Removes the container with the full id `id`, and only it (D12).
-    ///
-    /// The daemon resolves a reference as a full id, then as a container
-    /// name, then as an id prefix: were the container removed by another
-    /// call between our inspect and this removal, a container *named* `id`
-    /// would be removed in its place. So nothing is removed while the daemon
-    /// holds a container of that name (asked through the list call's name
-    /// filter, which never resolves references).
-    async fn remove_exact(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        id: &str,
-    ) -> Result<Removal, RemoveError> {
-        self.refuse_look_alikes(client, deadline, id).await?;
-        let options = RemoveContainerOptionsBuilder::new()
-            .force(true)
-            .v(true)
-            .build();
-        match self
-            .call(
-                deadline,
-                "remove container",
-                client.remove_container(id, Some(options)),
-            )
-            .await
-        {
-            Ok(()) => Ok(Removal::Removed),
-            Err(err) if err.status() == Some(404) => Ok(Removal::Gone),
-            Err(err) if err.status() == Some(409) => Ok(Removal::InProgress),
-            Err(err) => Err(RemoveError::Daemon(err)),
-        }
-    }
-
-    /// An error while the daemon holds a container *named* `id` (a full id):
-    /// a call handed `id` would reach it once the container `id` is gone.
-    /// Asked through the list call's name filter, which never resolves
-    /// references.
-    async fn refuse_look_alikes(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        id: &str,
-    ) -> Result<(), RemoveError> {
-        let named = self
-            .list_filtered(client, deadline, "name", format!("^/{id}$"))
-            .await
-            .map_err(RemoveError::Daemon)?;
-        match named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
-            Some(other) => Err(RemoveError::LookAlike(other.id.unwrap_or_default())),
-            None => Ok(()),
-        }
-    }
-
     /// Inspects a container by a reference the provider chose (a full id, or
     /// a derived name); `None` when the daemon holds none by it.
     async fn inspect(
@@ -685,12 +610,12 @@ impl DockerProvider {
             .call(
                 deadline,
                 "inspect container",
-                client.inspect_container(reference, None),
+                dialect::inspect_container(client, reference),
             )
             .await
         {
             Ok(found) => Ok(Some(found)),
-            Err(err) if err.status() == Some(404) => Ok(None),
+            Err(err) if dialect::no_such_container(&err) => Ok(None),
             Err(err) => Err(err),
         }
     }
@@ -791,7 +716,7 @@ impl DockerProvider {
         self.call(
             deadline,
             "list containers",
-            client.list_containers(Some(options)),
+            dialect::list_containers(client, Some(options)),
         )
         .await
     }
@@ -946,6 +871,9 @@ impl DockerProvider {
         let client = self
             .client("create container")
             .map_err(Error::unavailable)?;
+        if spec.resources.cpus > 1 {
+            self.check_cpus(&client, deadline, spec).await?;
+        }
         self.reclaim_name(&client, deadline, &spec.name).await?;
         let mut guard = LaunchGuard {
             provider: self,
@@ -1013,6 +941,48 @@ impl DockerProvider {
         }
     }
 
+    /// Refuses a spec asking for more CPUs than the daemon's host has, as
+    /// [`Error::InvalidSpec`]: docker refuses such a container itself, podman
+    /// would take it as a cap no container can reach; either way no such
+    /// container is given what it asks (D18). The host's count is read once,
+    /// by the first launch asking for more than one CPU.
+    async fn check_cpus(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        spec: &Spec,
+    ) -> Result<(), Error> {
+        let known = *self.host_cpus.lock();
+        let host = match known {
+            Some(host) => host,
+            None => {
+                let info = self
+                    .call(deadline, "read the daemon's system info", client.info())
+                    .await
+                    .map_err(Error::unavailable)?;
+                let host = info
+                    .ncpu
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        Error::unavailable(format!(
+                            "the docker daemon at {} answered its system info without a CPU count",
+                            self.endpoint_text
+                        ))
+                    })?;
+                *self.host_cpus.lock() = Some(host);
+                host
+            }
+        };
+        if spec.resources.cpus > host {
+            return Err(Error::invalid_spec(format!(
+                "{:?} asks for {} CPUs; the host of the docker daemon at {} has {host}",
+                spec.name, spec.resources.cpus, self.endpoint_text
+            )));
+        }
+        Ok(())
+    }
+
     /// Starts the container a launch created and reads what it is.
     async fn start_and_read(
         &self,
@@ -1029,10 +999,10 @@ impl DockerProvider {
             )
             .await
         {
-            return Err(match err.status() {
+            return Err(match err {
                 // The runtime could not run the spec's command (no such
                 // program in the image, not executable).
-                Some(400) => Error::invalid_spec(format!(
+                err if dialect::spec_cannot_start(&err) => Error::invalid_spec(format!(
                     "the docker daemon could not start {:?} from image {:?}: {}",
                     spec.name,
                     spec.image,
@@ -1102,7 +1072,18 @@ impl DockerProvider {
                 client.start_container(&id, None),
             )
             .await;
-        match started.as_ref().map_err(DaemonError::status) {
+        // What the refusal means, on every engine (D18): gone, or never
+        // startable (a `4xx`, or the spec cannot start), else for now.
+        let started = started.as_ref().map_err(|err| {
+            if dialect::no_such_container(err) {
+                Some(404)
+            } else if dialect::spec_cannot_start(err) {
+                Some(400)
+            } else {
+                err.status()
+            }
+        });
+        match started {
             // Started now, or by someone else in between (304).
             Ok(()) | Err(Some(304)) => {
                 self.log(|| {
@@ -1187,33 +1168,6 @@ impl DockerProvider {
             .try_collect()
             .await?;
         Ok(settled.into_iter().flatten().collect())
-    }
-
-    /// Waits, within the deadline, until the daemon no longer holds `id`.
-    async fn await_removal(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        id: &str,
-    ) -> Result<(), Error> {
-        loop {
-            // A container answered under another id (one named like `id`) is
-            // not the one being removed: that one is gone.
-            match self.inspect(client, deadline, id).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(other)) if other.id.as_deref() != Some(id) => return Ok(()),
-                Ok(Some(_)) if !deadline.passed() => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Ok(Some(_)) => {
-                    return Err(Error::unavailable(format!(
-                        "container {id} was still being removed by another call after {:?}",
-                        self.timeout
-                    )));
-                }
-                Err(err) => return Err(Error::unavailable(err)),
-            }
-        }
     }
 }
 
@@ -1545,16 +1499,10 @@ impl Provider for DockerProvider {
                 return Err(err);
             }
         };
-        let teardown = match self.remove_exact(&client, deadline, id.as_str()).await {
-            Ok(Removal::Removed) => Teardown::Stopped,
-            Ok(Removal::Gone) => Teardown::Absent,
-            Ok(Removal::InProgress) => {
-                // Another call is removing it right now; wait for it to be gone.
-                self.await_removal(&client, deadline, id.as_str()).await?;
-                Teardown::Absent
-            }
-            Err(err) => return Err(Error::unavailable(err.describe(id.as_str()))),
-        };
+        let status = inspected.state.as_ref().and_then(|state| state.status);
+        let teardown = self
+            .remove_claimed(&client, deadline, id.as_str(), status)
+            .await?;
         self.log(|| {
             tracing::info!(
                 target: "billet_docker",

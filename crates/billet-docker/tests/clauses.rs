@@ -56,8 +56,7 @@ async fn wait_for(provider: &DockerProvider, name: &str, done: impl Fn(State) ->
 fn inspect(id: &str) -> bollard::models::ContainerInspectResponse {
     let id = id.to_owned();
     block(async move {
-        raw_client()
-            .inspect_container(&id, None)
+        billet_docker::dialect::inspect_container(&raw_client(), &id)
             .await
             .expect("inspect")
     })
@@ -941,8 +940,7 @@ async fn d5_a_launch_that_never_started_is_finished_by_the_next_look() {
 fn on_daemon(owner: &str, name: &str) -> Option<(String, String)> {
     let reference = container_name(owner, name);
     block(async move {
-        raw_client()
-            .inspect_container(&reference, None)
+        billet_docker::dialect::inspect_container(&raw_client(), &reference)
             .await
             .ok()
             .map(|c| {

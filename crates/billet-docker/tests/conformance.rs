@@ -201,7 +201,7 @@ impl ProviderFactory for DockerFactory {
                     .all(true)
                     .filters(&filters)
                     .build();
-                let left = client.list_containers(Some(options)).await?;
+                let left = billet_docker::dialect::list_containers(&client, Some(options)).await?;
                 if left.is_empty() {
                     break;
                 }

@@ -278,8 +278,7 @@ impl Drop for Scope {
 /// `prefix`, or why the daemon could not list them.
 async fn scoped_containers(client: &Docker, prefix: &str) -> Result<Vec<String>, String> {
     let options = ListContainersOptionsBuilder::new().all(true).build();
-    let all = client
-        .list_containers(Some(options))
+    let all = billet_docker::dialect::list_containers(client, Some(options))
         .await
         .map_err(|e| format!("list containers: {e}"))?;
     Ok(all
@@ -337,8 +336,7 @@ pub fn create_by_hand(
 pub fn exists(id: &str) -> bool {
     let id = id.to_owned();
     block(async move {
-        raw_client()
-            .inspect_container(&id, None)
+        billet_docker::dialect::inspect_container(&raw_client(), &id)
             .await
             .is_ok_and(|c| c.id.as_deref() == Some(id.as_str()))
     })

@@ -1,0 +1,252 @@
+//! How [`DockerProvider`] removes a container: only the one with the full id
+//! it was handed (D12), and, of two destroys of one id at once, exactly one
+//! answering that it removed it (D6), on every engine (D18).
+//!
+//! docker arbitrates two removals of one container itself: the second is
+//! answered `409` (removal in progress) or `404`. podman does not when the
+//! removal is forced: two forced removals of one running container are both
+//! answered `204`. Two calls the engine serialises and answers differently
+//! to the loser are used instead, on both engines alike:
+//!
+//! * a container that is not running (it ended, or never started) is
+//!   removed **without force**: the engine removes it once and answers the
+//!   other call `404` (podman) or `409`/`404` (docker);
+//! * a running one is first **paused**, which only one call can do (the other
+//!   is answered "already paused"); the call that paused it force-removes
+//!   it, the other waits until it is gone and answers
+//!   [`Teardown::Absent`]. A paused container still reads as `Running`, so a
+//!   look in between sees no state its command did not reach. One found
+//!   paused with nobody removing it (paused by hand, or by a destroy that
+//!   failed after its pause) is force-removed after [`PAUSED_GRACE`] of the
+//!   timeout.
+
+use std::time::{Duration, Instant as StdInstant};
+
+use billet_provider::{Error, Teardown};
+use bollard::Docker;
+use bollard::models::ContainerStateStatusEnum as Status;
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
+
+use super::DockerProvider;
+use crate::daemon::{DaemonError, Deadline};
+use crate::dialect;
+
+/// How long, as a share of the provider's timeout (a quarter), a destroy
+/// waits for a container it found paused to be removed by the call that
+/// paused it before it removes the container itself.
+pub(super) const PAUSED_GRACE: u32 = 4;
+
+/// What became of a removal.
+pub(super) enum Removal {
+    /// Removed now.
+    Removed,
+    /// The daemon no longer held it (`404`).
+    Gone,
+    /// Another call is removing it.
+    InProgress,
+}
+
+/// Why a removal was not made.
+pub(super) enum RemoveError {
+    Daemon(DaemonError),
+    /// The daemon holds a container *named* like the id (its id here): the
+    /// id could resolve to it, so nothing is removed through it.
+    LookAlike(String),
+}
+
+impl RemoveError {
+    pub(super) fn describe(&self, id: &str) -> String {
+        match self {
+            RemoveError::Daemon(err) => err.to_string(),
+            RemoveError::LookAlike(other) => format!(
+                "container {other} on the docker daemon is named {id:?}, like the container to remove: \
+                 the daemon could resolve that id to it, so billet removes nothing through it while it exists"
+            ),
+        }
+    }
+}
+
+impl DockerProvider {
+    /// Force-removes the container with the full id `id`, and only it (D12):
+    /// for containers that never started, whose removal answers nobody.
+    ///
+    /// The daemon resolves a reference as a full id, then as a container
+    /// name, then as an id prefix: were the container removed by another
+    /// call between our inspect and this removal, a container *named* `id`
+    /// would be removed in its place. So nothing is removed while the daemon
+    /// holds a container of that name (asked through the list call's name
+    /// filter, which never resolves references).
+    pub(super) async fn remove_exact(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<Removal, RemoveError> {
+        self.refuse_look_alikes(client, deadline, id).await?;
+        match self.remove(client, deadline, id, true).await {
+            Ok(Some(removal)) => Ok(removal),
+            // A forced removal is never refused for running.
+            Ok(None) => Ok(Removal::InProgress),
+            Err(err) => Err(RemoveError::Daemon(err)),
+        }
+    }
+
+    /// One removal call handed the full id `id`, with or without force;
+    /// `None` when, without force, the engine refused it because the
+    /// container runs.
+    async fn remove(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+        force: bool,
+    ) -> Result<Option<Removal>, DaemonError> {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(force)
+            .v(true)
+            .build();
+        match self
+            .call(
+                deadline,
+                "remove container",
+                client.remove_container(id, Some(options)),
+            )
+            .await
+        {
+            Ok(()) => Ok(Some(Removal::Removed)),
+            Err(err) if dialect::no_such_container(&err) => Ok(Some(Removal::Gone)),
+            Err(err) if !force && dialect::removal_refused_running(&err) => Ok(None),
+            Err(err) if dialect::removal_in_progress(&err) => Ok(Some(Removal::InProgress)),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Removes this deployment's container `id`, last seen in `status`, so
+    /// that of two destroys at once exactly one answers
+    /// [`Teardown::Stopped`] (see the module's documentation).
+    pub(super) async fn remove_claimed(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+        mut status: Option<Status>,
+    ) -> Result<Teardown, Error> {
+        self.refuse_look_alikes(client, deadline, id)
+            .await
+            .map_err(|err| Error::unavailable(err.describe(id)))?;
+        let grace = self.timeout / PAUSED_GRACE;
+        let mut paused_since = None;
+        loop {
+            let removal = match status {
+                Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING) => {
+                    match self
+                        .call(deadline, "pause container", client.pause_container(id))
+                        .await
+                    {
+                        // This call holds the claim: it removes the container.
+                        Ok(()) => self.remove(client, deadline, id, true).await,
+                        Err(err) if dialect::no_such_container(&err) => Ok(Some(Removal::Gone)),
+                        Err(err) if dialect::already_paused(&err) => {
+                            status = Some(Status::PAUSED);
+                            continue;
+                        }
+                        Err(err) if dialect::not_running(&err) => {
+                            status = self.status_of(client, deadline, id).await?;
+                            continue;
+                        }
+                        Err(err) => return Err(Error::unavailable(err)),
+                    }
+                }
+                Some(Status::PAUSED) => {
+                    let since = *paused_since.get_or_insert_with(StdInstant::now);
+                    if since.elapsed() < grace {
+                        // Another call paused it to remove it: wait for that.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        status = self.status_of(client, deadline, id).await?;
+                        continue;
+                    }
+                    // Nobody is removing it: this call does.
+                    self.remove(client, deadline, id, true).await
+                }
+                Some(Status::REMOVING) => Ok(Some(Removal::InProgress)),
+                // Ended, never started, or gone: no claim needed, the
+                // engine removes it once.
+                _ => self.remove(client, deadline, id, false).await,
+            };
+            match removal.map_err(Error::unavailable)? {
+                Some(Removal::Removed) => return Ok(Teardown::Stopped),
+                Some(Removal::Gone) => return Ok(Teardown::Absent),
+                Some(Removal::InProgress) => {
+                    self.await_removal(client, deadline, id).await?;
+                    return Ok(Teardown::Absent);
+                }
+                // It started since it was inspected: claim it as a running one.
+                None => status = self.status_of(client, deadline, id).await?,
+            }
+        }
+    }
+
+    /// The status of container `id` now; `None` once the daemon no longer
+    /// holds it (or answers another container for it: one named like it).
+    async fn status_of(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<Option<Status>, Error> {
+        let inspected = self
+            .inspect(client, deadline, id)
+            .await
+            .map_err(Error::unavailable)?;
+        Ok(inspected
+            .filter(|c| c.id.as_deref() == Some(id))
+            .and_then(|c| c.state.and_then(|state| state.status)))
+    }
+
+    /// An error while the daemon holds a container *named* `id` (a full id):
+    /// a call handed `id` would reach it once the container `id` is gone.
+    /// Asked through the list call's name filter, which never resolves
+    /// references.
+    pub(super) async fn refuse_look_alikes(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), RemoveError> {
+        let named = self
+            .list_filtered(client, deadline, "name", dialect::exact_name_filter(id))
+            .await
+            .map_err(RemoveError::Daemon)?;
+        match named.into_iter().find(|c| c.id.as_deref() != Some(id)) {
+            Some(other) => Err(RemoveError::LookAlike(other.id.unwrap_or_default())),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits, within the deadline, until the daemon no longer holds `id`.
+    pub(super) async fn await_removal(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), Error> {
+        loop {
+            // A container answered under another id (one named like `id`) is
+            // not the one being removed: that one is gone.
+            match self.inspect(client, deadline, id).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(other)) if other.id.as_deref() != Some(id) => return Ok(()),
+                Ok(Some(_)) if !deadline.passed() => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(Some(_)) => {
+                    return Err(Error::unavailable(format!(
+                        "container {id} was still being removed by another call after {:?}",
+                        self.timeout
+                    )));
+                }
+                Err(err) => return Err(Error::unavailable(err)),
+            }
+        }
+    }
+}
