@@ -2,7 +2,9 @@
 //!
 //! The steps: `fmt`, `clippy`, `clippy-c5` (the same over billet-clock with its
 //! `shuttle` feature), `deps` (the [`crate::deps`] check, run in-process),
-//! `test`, `c5` (billet-clock's C5 run under the shuttle checker), `benches`,
+//! `test`, `podman` (the tests that run on a docker daemon, run again on
+//! podman's Docker-compatible service: [`podman_socket`]), `c5` (billet-clock's
+//! C5 run under the shuttle checker), `benches`,
 //! `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`, see
 //! [`crate::mutants`], run in-process).
 
@@ -28,6 +30,51 @@ enum Action {
     Deps,
     /// `cargo xtask mutants --ci`, in this process.
     Mutants,
+    /// The tests that need a docker daemon, on podman's service (D18).
+    Podman,
+}
+
+/// Where `.ci/run` starts podman's service, and where the `podman` step
+/// looks for it unless [`PODMAN_HOST_VAR`] names another socket: podman's
+/// own path for its root service (`podman.socket` under systemd).
+pub const PODMAN_DEFAULT_SOCKET: &str = "/run/podman/podman.sock";
+
+/// Names the podman service's socket for the `podman` step
+/// (`unix:///path`, or a bare path).
+pub const PODMAN_HOST_VAR: &str = "BILLET_PODMAN_HOST";
+
+/// Set to `1` (by `.ci/run`): the `podman` step fails rather than skips when
+/// no podman socket is there.
+pub const PODMAN_REQUIRED_VAR: &str = "BILLET_PODMAN_REQUIRED";
+
+/// The test targets the `podman` step runs with `DOCKER_HOST` on podman's
+/// socket: every test of the docker backend (its clauses, the contract
+/// suite in both modes, its outages through the socket proxy) and of the
+/// service (its end-to-end tests and the README's session).
+const PODMAN_TESTS: &[&str] = &["test", "-p", "billet-docker", "-p", "billet", "--tests"];
+
+/// The podman socket the `podman` step runs on: `Ok(Some(path))`; `Ok(None)`
+/// when there is none and none is required (the step then skips with one
+/// line); an error saying what is missing when one is required. `host` is
+/// [`PODMAN_HOST_VAR`]'s value, `exists` tells whether a socket is there.
+pub fn podman_socket(
+    host: Option<&str>,
+    required: bool,
+    exists: impl Fn(&Path) -> bool,
+) -> Result<Option<String>, String> {
+    let socket = match host {
+        Some(host) if !host.is_empty() => host.strip_prefix("unix://").unwrap_or(host),
+        _ => PODMAN_DEFAULT_SOCKET,
+    };
+    if exists(Path::new(socket)) {
+        return Ok(Some(socket.to_owned()));
+    }
+    if required {
+        return Err(format!(
+            "{PODMAN_REQUIRED_VAR}=1 but there is no podman socket at {socket} (start `podman system service --time=0 unix://{socket}`, or name another socket in {PODMAN_HOST_VAR})"
+        ));
+    }
+    Ok(None)
 }
 
 const STEPS: &[Step] = &[
@@ -83,6 +130,11 @@ const STEPS: &[Step] = &[
             args: &["test", "--workspace"],
             env: &[],
         },
+    },
+    Step {
+        // D18: the same tests again on podman's Docker-compatible service.
+        name: "podman",
+        action: Action::Podman,
     },
     Step {
         // C5: the manual clock under the shuttle checker (random and PCT
@@ -176,6 +228,7 @@ pub fn run() -> ExitCode {
                     Err("see above".to_owned())
                 }
             }
+            Action::Podman => run_on_podman(&cargo, &root),
         };
         if let Err(why) = outcome {
             eprintln!("xtask ci: step `{}` failed ({why})", step.name);
@@ -184,6 +237,35 @@ pub fn run() -> ExitCode {
     }
     println!("==> ci: all {} steps passed", STEPS.len());
     ExitCode::SUCCESS
+}
+
+/// The `podman` step: [`PODMAN_TESTS`] with `DOCKER_HOST` on podman's
+/// socket and the docker tests required to run; one line and a pass when
+/// there is no socket and none is required.
+fn run_on_podman(cargo: &str, root: &Path) -> Result<(), String> {
+    let host = std::env::var(PODMAN_HOST_VAR).ok();
+    let required = std::env::var(PODMAN_REQUIRED_VAR).is_ok_and(|v| v == "1");
+    match podman_socket(host.as_deref(), required, Path::exists)? {
+        None => {
+            println!(
+                "skipped: no podman socket at {PODMAN_DEFAULT_SOCKET} (start `podman system service --time=0 unix://{PODMAN_DEFAULT_SOCKET}` to run the docker tests on podman too, or run `bash .ci/run`)"
+            );
+            Ok(())
+        }
+        Some(socket) => {
+            let docker_host = format!("unix://{socket}");
+            println!("running the docker tests on podman's service at {docker_host}");
+            run_cargo(
+                cargo,
+                root,
+                PODMAN_TESTS,
+                &[
+                    ("DOCKER_HOST", docker_host.as_str()),
+                    ("BILLET_DOCKER_REQUIRED", "1"),
+                ],
+            )
+        }
+    }
 }
 
 /// Runs one cargo command in `root`; answers why it failed, if it did.
@@ -197,5 +279,44 @@ fn run_cargo(cargo: &str, root: &Path, args: &[&str], env: &[(&str, &str)]) -> R
         Ok(status) if status.success() => Ok(()),
         Ok(status) => Err(status.to_string()),
         Err(err) => Err(format!("could not start cargo: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // D18: the podman step runs on the socket it is told, else on podman's
+    // own path; skips without one unless required, then fails naming it.
+    #[test]
+    fn d18_the_podman_step_finds_its_socket_or_says_why_not() {
+        let only = |there: &'static str| move |p: &Path| p == Path::new(there);
+        assert_eq!(
+            podman_socket(None, true, only(PODMAN_DEFAULT_SOCKET)),
+            Ok(Some(PODMAN_DEFAULT_SOCKET.to_owned()))
+        );
+        assert_eq!(
+            podman_socket(Some("unix:///tmp/p.sock"), true, only("/tmp/p.sock")),
+            Ok(Some("/tmp/p.sock".to_owned()))
+        );
+        assert_eq!(
+            podman_socket(Some("/tmp/p.sock"), false, only("/tmp/p.sock")),
+            Ok(Some("/tmp/p.sock".to_owned()))
+        );
+        assert_eq!(
+            podman_socket(Some(""), false, only(PODMAN_DEFAULT_SOCKET)),
+            Ok(Some(PODMAN_DEFAULT_SOCKET.to_owned()))
+        );
+        // Named but absent: the default is not used in its place.
+        assert_eq!(
+            podman_socket(Some("/tmp/p.sock"), false, only(PODMAN_DEFAULT_SOCKET)),
+            Ok(None)
+        );
+        let err = podman_socket(Some("/tmp/p.sock"), true, |_| false).unwrap_err();
+        assert!(
+            err.contains("/tmp/p.sock") && err.contains(PODMAN_REQUIRED_VAR),
+            "{err}"
+        );
+        assert_eq!(podman_socket(None, false, |_| false), Ok(None));
     }
 }

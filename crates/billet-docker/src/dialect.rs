@@ -16,6 +16,7 @@
 //! | a removal refused: the container runs | `409` "You cannot remove a running container" | `500` "... as it is running ... container state improper" |
 //! | a pause refused: already paused | `409` "... is already paused" | `500` "... is already paused: container state improper" |
 //! | a name filter | matches `/name` | matches `name` |
+//! | a container's removal, as an event | `destroy` | `remove` |
 //!
 //! Anything not in this table is read as docker's own API documents it; an
 //! answer billet cannot read is still an error (D13), never a guess.
@@ -39,6 +40,16 @@ fn docker_state(word: &str) -> &str {
         // podman: made (storage configured, or also created in the OCI
         // runtime), never started.
         "configured" | "initialized" => "created",
+        other => other,
+    }
+}
+
+/// docker's name for a container event's action (`die`, `destroy`, ...),
+/// where another engine names it otherwise: podman's `remove` is docker's
+/// `destroy`. Any other action is answered as it is.
+pub fn docker_event_action(action: &str) -> &str {
+    match action {
+        "remove" => "destroy",
         other => other,
     }
 }
@@ -240,6 +251,10 @@ mod tests {
             assert_eq!(docker_state(own), own);
         }
         assert_eq!(docker_state("unknown"), "unknown");
+        assert_eq!(docker_event_action("remove"), "destroy");
+        for own in ["create", "start", "die", "destroy", "kill"] {
+            assert_eq!(docker_event_action(own), own);
+        }
 
         let inspected: ContainerInspectResponse = reread(
             unreadable(r#"{"Id":"a","State":{"Status":"stopped","ExitCode":3}}"#),

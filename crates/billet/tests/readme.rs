@@ -26,8 +26,21 @@ type Block = Vec<(String, Vec<String>)>;
 
 struct Session {
     yaml: String,
+    /// The file of the "On podman" paragraph: the same with an endpoint.
+    podman_yaml: String,
     blocks: Vec<Block>,
 }
+
+/// The text of the first ```` ```yaml ```` block after `marker` in `text`.
+fn yaml_after(text: &str, marker: &str) -> String {
+    let at = text.find(marker).expect("the marker") + marker.len();
+    let start = text[at..].find("```yaml\n").expect("a yaml block") + at + "```yaml\n".len();
+    let end = text[start..].find("```").expect("its end") + start;
+    text[start..end].to_owned()
+}
+
+/// Where the README's podman paragraph names podman's socket.
+const PODMAN_ENDPOINT_LINE: &str = "      endpoint: unix:///run/podman/podman.sock";
 
 /// Reads the section "Run billet for real" of the README.
 fn session() -> Session {
@@ -40,14 +53,11 @@ fn session() -> Session {
     let rest = &readme[start..];
     let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
     let section = &rest[..end];
-    let yaml_start = section
-        .find("Save this as `billet.yaml`:\n\n```yaml\n")
-        .expect("the billet.yaml block")
-        + "Save this as `billet.yaml`:\n\n```yaml\n".len();
-    let yaml_end = section[yaml_start..].find("```").expect("its end") + yaml_start;
-    let yaml = section[yaml_start..yaml_end].to_owned();
+    let yaml = yaml_after(section, "Save this as `billet.yaml`:\n");
+    let podman_start = section.find("### On podman").expect("the podman paragraph");
+    let podman_yaml = yaml_after(&section[podman_start..], "");
     let mut blocks = Vec::new();
-    let mut rest = section;
+    let mut rest = &section[..podman_start];
     while let Some(at) = rest.find("```console\n") {
         let body_start = at + "```console\n".len();
         let body_end = rest[body_start..].find("```").expect("a closed block") + body_start;
@@ -62,7 +72,11 @@ fn session() -> Session {
         blocks.push(block);
         rest = &rest[body_end + 3..];
     }
-    Session { yaml, blocks }
+    Session {
+        yaml,
+        podman_yaml,
+        blocks,
+    }
 }
 
 fn docker_ok() -> bool {
@@ -210,6 +224,29 @@ fn readme_run_billet_for_real_session() {
         4,
         "validate, serve, submit, read back"
     );
+    // D18: the podman paragraph's file is the session's plus one line, its
+    // endpoint; with `DOCKER_HOST` on another socket than docker's (podman's,
+    // in `.ci/run`), the session runs with that file, its endpoint that
+    // socket.
+    let with_endpoint: Vec<&str> = session.podman_yaml.lines().collect();
+    let without: Vec<&str> = with_endpoint
+        .iter()
+        .copied()
+        .filter(|line| *line != PODMAN_ENDPOINT_LINE)
+        .collect();
+    assert_eq!(with_endpoint.len(), without.len() + 1, "{with_endpoint:?}");
+    assert_eq!(without, session.yaml.lines().collect::<Vec<_>>());
+    let yaml = match std::env::var("DOCKER_HOST") {
+        Ok(host) if host.starts_with("unix://") && host != "unix:///var/run/docker.sock" => {
+            eprintln!(
+                "the README's session on the engine at {host}, with the podman paragraph's file"
+            );
+            session
+                .podman_yaml
+                .replace("unix:///run/podman/podman.sock", &host)
+        }
+        _ => session.yaml.clone(),
+    };
     let image = session
         .yaml
         .lines()
@@ -218,7 +255,7 @@ fn readme_run_billet_for_real_session() {
         .to_owned();
     ensure_image(&image);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("billet.yaml"), &session.yaml).unwrap();
+    std::fs::write(dir.path().join("billet.yaml"), &yaml).unwrap();
     let mut cleanup = Cleanup(None);
     assert!(
         containers().is_empty(),

@@ -129,8 +129,7 @@ pub async fn containers_of(owner: &str) -> Vec<Container> {
         .all(true)
         .filters(&filters)
         .build();
-    raw_client()
-        .list_containers(Some(options))
+    billet_docker::dialect::list_containers(&raw_client(), Some(options))
         .await
         .expect("list containers")
         .into_iter()
@@ -993,7 +992,10 @@ impl Watch {
         let record = Arc::clone(&events);
         let subscriber = tokio::spawn(async move {
             while let Some(Ok(event)) = stream.next().await {
-                let action = event.action.unwrap_or_default();
+                // D18: each engine's word for an action read as docker's.
+                let action =
+                    billet_docker::dialect::docker_event_action(&event.action.unwrap_or_default())
+                        .to_owned();
                 let actor = event.actor.unwrap_or_default();
                 let attributes = actor.attributes.unwrap_or_default();
                 record.lock().push(Event {
