@@ -17,6 +17,12 @@
 //! allocated before the count starts and only the ids of its answers kept
 //! (shared with the provider's records, so they allocate nothing).
 //!
+//! When podman's service answers too (`$BILLET_PODMAN_HOST`, else
+//! `/run/podman/podman.sock`), the same cycle runs on it in the same run and
+//! a second table puts podman beside docker (D18); its memory per lease is the
+//! container's cgroup memory plus its `conmon` monitor's resident memory, and
+//! the `podman` service's growth is printed beside it.
+//!
 //! ```sh
 //! cargo bench -p billet-docker --bench leases                   # N = 100
 //! cargo bench -p billet-docker --bench leases -- --leases 300   # more
@@ -208,6 +214,11 @@ fn cgroup_memory(id: &str) -> Result<u64, String> {
         format!("/sys/fs/cgroup/memory/system.slice/docker-{id}.scope/memory.usage_in_bytes"),
         format!("/sys/fs/cgroup/system.slice/docker-{id}.scope/memory.current"),
         format!("/sys/fs/cgroup/docker/{id}/memory.current"),
+        // podman, cgroupfs (v1, v2) and systemd drivers
+        format!("/sys/fs/cgroup/memory/libpod_parent/libpod-{id}/memory.usage_in_bytes"),
+        format!("/sys/fs/cgroup/libpod_parent/libpod-{id}/memory.current"),
+        format!("/sys/fs/cgroup/machine.slice/libpod-{id}.scope/memory.current"),
+        format!("/sys/fs/cgroup/memory/machine.slice/libpod-{id}.scope/memory.usage_in_bytes"),
     ];
     let mut tried = Vec::new();
     for path in &paths {
@@ -225,6 +236,36 @@ fn cgroup_memory(id: &str) -> Result<u64, String> {
         "no cgroup memory file of container {id} can be read: {}",
         tried.join("; ")
     ))
+}
+
+/// One engine speaking the Docker API, measured the same way (D10, D18).
+struct Engine {
+    /// `docker` or `podman`, as the report names it.
+    name: &'static str,
+    /// The programs of the engine's own processes (their growth is printed).
+    daemons: &'static [&'static str],
+}
+
+const DOCKER: Engine = Engine {
+    name: "docker",
+    daemons: &["dockerd", "containerd"],
+};
+
+/// podman's service is one process; each container has a `conmon` monitor
+/// where docker has a `containerd-shim`.
+const PODMAN: Engine = Engine {
+    name: "podman",
+    daemons: &["podman"],
+};
+
+/// Whether `argv` is the per-container process the engine runs beside
+/// container `id`: docker's `containerd-shim-runc-v2 ... -id ID`, podman's
+/// `conmon ... -c ID`.
+fn is_shim_of(argv: &[String], id: &str) -> bool {
+    let program = argv.first().map_or("", String::as_str);
+    let flagged = |flag: &str| argv.windows(2).any(|w| w[0] == flag && w[1] == id);
+    (program.contains("containerd-shim") && flagged("-id"))
+        || (program.ends_with("conmon") && flagged("-c"))
 }
 
 /// What the daemon's side holds for the docker leases, and how it was read;
@@ -257,7 +298,7 @@ async fn list_against_bare(
     n: usize,
     lists: usize,
 ) -> Listing {
-    let client = support::raw_client();
+    let client = scope.client();
     let filters = HashMap::from([(
         "label".to_owned(),
         vec![format!(
@@ -298,7 +339,12 @@ async fn list_against_bare(
     listing
 }
 
-fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMemory, Listing) {
+fn engine(
+    engine: &Engine,
+    scope: &support::Scope,
+    n: usize,
+    lists: usize,
+) -> (Measured, DaemonMemory, Listing) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -308,7 +354,11 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
     let mut listing = None;
     let daemons = || -> Result<u64, String> {
         let procs = processes()?;
-        Ok(rss_of("dockerd", &procs)? + rss_of("containerd", &procs)?)
+        engine
+            .daemons
+            .iter()
+            .map(|name| rss_of(name, &procs))
+            .sum::<Result<u64, String>>()
     };
     let daemons_before = RefCell::new(Err("never measured".to_owned()));
     let mut daemon_memory = DaemonMemory {
@@ -348,10 +398,7 @@ fn docker(scope: &support::Scope, n: usize, lists: usize) -> (Measured, DaemonMe
             for id in ids {
                 let id = id.as_str();
                 add(&mut daemon_memory.cgroup, cgroup_memory(id));
-                let shim = procs.iter().find(|(_, argv)| {
-                    argv.first().is_some_and(|p| p.contains("containerd-shim"))
-                        && argv.windows(2).any(|w| w[0] == "-id" && w[1] == id)
-                });
+                let shim = procs.iter().find(|(_, argv)| is_shim_of(argv, id));
                 if let Some((pid, _)) = shim {
                     add(&mut daemon_memory.shims, rss(*pid));
                     daemon_memory.shims_found += 1;
@@ -452,57 +499,101 @@ fn main() {
         }
         return;
     };
-    let (dock, daemon_memory, listing) = docker(&scope, n, lists);
+    let (dock, daemon_memory, listing) = engine(&DOCKER, &scope, n, lists);
     assert!(
         scope.leftovers().is_empty(),
         "the bench left containers behind"
     );
+    drop(scope);
+    // D18: the same cycle on podman's service, when one answers.
+    let podman = support::podman("d10-leases-podman").map(|scope| {
+        let measured = engine(&PODMAN, &scope, n, lists);
+        assert!(
+            scope.leftovers().is_empty(),
+            "the bench left containers behind on podman"
+        );
+        measured
+    });
 
     println!("leases (D10): N = {n} concurrent leases, docker vs simulated, one run");
     println!("| measure | docker | simulated | docker / simulated |");
     println!("| --- | --- | --- | --- |");
-    let row = |what: &str, d: Duration, s: Duration| {
+    compare_rows(&dock, &sim, n, lists);
+    if let Some((pod, _, _)) = &podman {
+        println!();
+        println!("leases (D10, D18): N = {n} concurrent leases, podman vs docker, same run");
+        println!("| measure | podman | docker | podman / docker |");
+        println!("| --- | --- | --- | --- |");
+        compare_rows(pod, &dock, n, lists);
+    } else {
         println!(
-            "| {what} | {} | {} | {:.0}x |",
-            ms(d),
-            ms(s),
-            d.as_secs_f64() / s.as_secs_f64().max(1e-12)
+            "no podman service at {}: docker only",
+            support::podman_socket().display()
         );
+    }
+    print_memory(&DOCKER, &daemon_memory, n);
+    if let Some((_, memory, _)) = &podman {
+        print_memory(&PODMAN, memory, n);
+    }
+    if let Err(why) = &sim.memory {
+        println!("simulated memory per lease unknown: {why}");
+    }
+    print_listing(&DOCKER, &listing, n, lists);
+    if let Some((_, _, listing)) = &podman {
+        print_listing(&PODMAN, listing, n, lists);
+    }
+}
+
+/// The rows of one side-by-side table: `a`'s figures, `b`'s, and `a / b`.
+fn compare_rows(a: &Measured, b: &Measured, n: usize, lists: usize) {
+    let row = |what: &str, x: Duration, y: Duration| {
+        let ratio = x.as_secs_f64() / y.as_secs_f64().max(1e-12);
+        let ratio = if ratio >= 10.0 {
+            format!("{ratio:.0}x")
+        } else {
+            format!("{ratio:.2}x")
+        };
+        println!("| {what} | {} | {} | {ratio} |", ms(x), ms(y));
     };
     row(
         "launch p50",
-        quantile(&dock.launch, 0.5),
-        quantile(&sim.launch, 0.5),
+        quantile(&a.launch, 0.5),
+        quantile(&b.launch, 0.5),
     );
     row(
         "launch p99",
-        quantile(&dock.launch, 0.99),
-        quantile(&sim.launch, 0.99),
+        quantile(&a.launch, 0.99),
+        quantile(&b.launch, 0.99),
     );
     row(
         &format!("list, {n} held (median of {lists})"),
-        quantile(&dock.list, 0.5),
-        quantile(&sim.list, 0.5),
+        quantile(&a.list, 0.5),
+        quantile(&b.list, 0.5),
     );
     row(
         "destroy p50",
-        quantile(&dock.destroy, 0.5),
-        quantile(&sim.destroy, 0.5),
+        quantile(&a.destroy, 0.5),
+        quantile(&b.destroy, 0.5),
     );
     row(
         "destroy p99",
-        quantile(&dock.destroy, 0.99),
-        quantile(&sim.destroy, 0.99),
+        quantile(&a.destroy, 0.99),
+        quantile(&b.destroy, 0.99),
     );
-    let ratio = match (&dock.memory, &sim.memory) {
-        (Ok(d), Ok(s)) => format!("{:.0}x", d / s.max(1.0)),
+    let ratio = match (&a.memory, &b.memory) {
+        (Ok(x), Ok(y)) if x / y.max(1.0) >= 10.0 => format!("{:.0}x", x / y.max(1.0)),
+        (Ok(x), Ok(y)) => format!("{:.2}x", x / y.max(1.0)),
         _ => "unknown".to_owned(),
     };
     println!(
         "| memory per lease | {} | {} | {ratio} |",
-        per_lease(&dock.memory),
-        per_lease(&sim.memory),
+        per_lease(&a.memory),
+        per_lease(&b.memory),
     );
+}
+
+/// What the engine's side holds per lease, and how it was read.
+fn print_memory(engine: &Engine, daemon_memory: &DaemonMemory, n: usize) {
     let known = |figure: &Result<String, String>| match figure {
         Ok(text) => text.clone(),
         Err(why) => format!("unknown ({why})"),
@@ -529,21 +620,25 @@ fn main() {
         })
         .map_err(Clone::clone);
     println!(
-        "docker memory per lease: cgroup {} + shim RSS {} ({} of {n} shims found); dockerd + containerd grew {}",
+        "{} memory per lease: cgroup {} + shim RSS {} ({} of {n} shims found); {} grew {}",
+        engine.name,
         known(&cgroup),
         known(&shims),
         daemon_memory.shims_found,
+        engine.daemons.join(" + "),
         known(&growth),
     );
-    if let Err(why) = &sim.memory {
-        println!("simulated memory per lease unknown: {why}");
-    }
+}
 
-    // Issue 20: `list` with N held and nothing changed, against the bare
-    // list call it makes (goal <= 2x); and a first list, which inspects all.
+/// Issue 20: `list` with N held and nothing changed, against the bare list
+/// call it makes (goal <= 2x); and a first list, which inspects all.
+fn print_listing(engine: &Engine, listing: &Listing, n: usize, lists: usize) {
     let bare = quantile(&listing.bare, 0.5);
     println!();
-    println!("list at fleet scale: N = {n} held, nothing changed, against the bare list call");
+    println!(
+        "list at fleet scale on {}: N = {n} held, nothing changed, against the bare list call",
+        engine.name
+    );
     println!("| measure | median | bare list call (median of {lists}) | ratio |");
     println!("| --- | --- | --- | --- |");
     let cached = quantile(&listing.cached, 0.5);

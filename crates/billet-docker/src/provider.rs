@@ -132,6 +132,13 @@ pub enum PullPolicy {
 ///   once) never lets the removal fall through to a container *named* like
 ///   that id, `destroy` refuses with [`Error::Unavailable`], removing
 ///   nothing, while the daemon holds a container of that name.
+///   Of two destroys of one id at once, exactly one answers
+///   [`Teardown::Stopped`] on every engine: a container that is not running
+///   is removed without force (the engine removes it once and answers the
+///   other call `404`); a running one is claimed by pausing it (only one call
+///   can), and the call that paused it force-removes it while the other waits
+///   for it to be gone. One found paused with nobody removing it is removed
+///   after a quarter of the timeout.
 /// * Each call answers within its own deadline, the provider's timeout
 ///   ([`Builder::timeout`]), however many daemon calls it makes; a daemon
 ///   that is gone or hung answers an error of the right kind within it. An
@@ -155,6 +162,11 @@ pub enum PullPolicy {
 /// being removed (`removing`: a destroy is under way, here or in another
 /// process) is left out of `list` and `find`, as gone: the kill of a forced
 /// removal is no state its command reached.
+///
+/// The same code reads docker's daemon and podman's Docker-compatible
+/// service (D18): where the two answer in other words (podman's `stopped`
+/// state, its `500`s for a name in use or a program that cannot run), the
+/// answer is read by what it means ([`dialect`](crate::dialect)).
 ///
 /// Launches, destroys and refusals emit `tracing` events (target
 /// `billet_docker`) carrying `deployment`, `id` and `name`.

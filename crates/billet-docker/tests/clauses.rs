@@ -860,9 +860,11 @@ async fn d7_daemon_cut_mid_run_then_inventory_exact() {
     assert_eq!(blue.find("job-gone").await.unwrap(), None);
 }
 
-// D6: two clients destroying the same container at once: exactly one removed
-// it (Stopped), the other finds it gone (Absent), whether the daemon answered
-// it 404 or 409 (removal already in progress).
+// D6, D18: two clients destroying the same container at once: exactly one
+// removed it (Stopped), the other finds it gone (Absent), whether the daemon
+// answered it 404 or 409 (removal already in progress). podman answers two
+// forced removals of one running container both `204`: the pause that claims
+// a running container is what tells the two destroys apart there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d6_two_destroys_race_one_removes() {
     let Some(scope) = daemon("d6race") else {
@@ -883,6 +885,88 @@ async fn d6_two_destroys_race_one_removes() {
         assert!(!exists(held.id.as_str()));
     }
     assert!(one.list().await.unwrap().is_empty());
+}
+
+// D6, D18: the same race over containers that have ended (the common case: a
+// job's container is destroyed once its outcome is read) and one that never
+// started: removed without force, which both engines do once, answering the
+// other call 404 (podman answers two forced removals both `204`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d18_two_destroys_of_an_ended_container_answer_one_stopped() {
+    let Some(scope) = daemon("d18ended") else {
+        return;
+    };
+    let one = scope.provider("blue");
+    let two = scope.provider("blue");
+    for round in 0..3 {
+        let name = format!("ended-{round}");
+        let held = one
+            .launch(job(&name, &["sh", "-c", "exit 5"]))
+            .await
+            .unwrap();
+        wait_for(&one, &name, State::is_stopped).await;
+        let (a, b) = tokio::join!(one.destroy(&held.id), two.destroy(&held.id));
+        let mut answers = [a.unwrap(), b.unwrap()];
+        answers.sort_by_key(|t| *t == Teardown::Absent);
+        assert_eq!(
+            answers,
+            [Teardown::Stopped, Teardown::Absent],
+            "round {round}"
+        );
+        assert!(!exists(held.id.as_str()));
+    }
+    let owner = scope.owner("blue");
+    let never = create_by_hand(
+        &scope,
+        Some(&container_name(&owner, "never")),
+        &[
+            (OWNER_LABEL, &owner),
+            (NAME_LABEL, "never"),
+            (LAUNCH_LABEL, A_MARK),
+        ],
+        &["sleep", "300"],
+    );
+    let id = InstanceId::from(never.clone());
+    let (a, b) = tokio::join!(one.destroy(&id), two.destroy(&id));
+    let mut answers = [a.unwrap(), b.unwrap()];
+    answers.sort_by_key(|t| *t == Teardown::Absent);
+    assert_eq!(answers, [Teardown::Stopped, Teardown::Absent]);
+    assert!(!exists(&never));
+    assert!(one.list().await.unwrap().is_empty());
+}
+
+// D6, D18: a container paused with nobody removing it (by hand here, or by a
+// destroy that failed after its pause) is not waited on for ever: the destroy
+// that finds it paused waits a quarter of its timeout for another call to
+// remove it, then removes it itself. While paused it reads as Running.
+#[tokio::test]
+async fn d18_a_container_paused_by_hand_is_destroyed_after_the_grace() {
+    let Some(scope) = daemon("d18paused") else {
+        return;
+    };
+    let blue = scope
+        .builder("blue")
+        .timeout(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    let held = blue.launch(sleeper("paused")).await.unwrap();
+    let id = held.id.as_str().to_owned();
+    block(async move { raw_client().pause_container(&id).await.unwrap() });
+    assert_eq!(
+        blue.find("paused").await.unwrap().unwrap().state,
+        State::Running
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(blue.destroy(&held.id).await.unwrap(), Teardown::Stopped);
+    // The grace was waited (a liveness bound, not a timing assertion: it
+    // shows the paused branch ran, not how fast).
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!exists(held.id.as_str()));
+    assert_eq!(blue.destroy(&held.id).await.unwrap(), Teardown::Absent);
 }
 
 // D5, L6: a container of this owner left `created` (a launch whose start

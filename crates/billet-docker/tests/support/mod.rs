@@ -101,16 +101,52 @@ pub fn daemon(test: &str) -> Option<Scope> {
     Some(Scope::new(test))
 }
 
+/// The socket of podman's service for the tests and benches that measure it
+/// beside docker (D18): `$BILLET_PODMAN_HOST` (a `unix://` socket), else
+/// podman's own path for its root service.
+pub fn podman_socket() -> PathBuf {
+    match std::env::var("BILLET_PODMAN_HOST") {
+        Ok(host) if !host.is_empty() => {
+            PathBuf::from(host.strip_prefix("unix://").unwrap_or(&host))
+        }
+        _ => PathBuf::from("/run/podman/podman.sock"),
+    }
+}
+
+/// A scope on podman's service ([`podman_socket`]) with the test image
+/// there, or `None` when no podman answers (with
+/// `BILLET_PODMAN_REQUIRED=1`, a failure instead).
+pub fn podman(test: &str) -> Option<Scope> {
+    let socket = podman_socket();
+    let reachable = socket.exists()
+        && client_on(&socket).is_ok_and(|client| block(async move { client.ping().await.is_ok() }));
+    if !reachable {
+        assert!(
+            std::env::var("BILLET_PODMAN_REQUIRED").as_deref() != Ok("1"),
+            "BILLET_PODMAN_REQUIRED=1 but no podman service answers at {}",
+            socket.display()
+        );
+        return None;
+    }
+    ensure_test_image_on(&socket);
+    Some(Scope::on_socket(test, socket))
+}
+
 /// Makes [`TEST_IMAGE`] on the daemon if it lacks it: a tar of a static
 /// busybox with its applets linked, imported through the API. No network.
 pub fn ensure_test_image() {
-    static MADE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    ensure_test_image_on(&daemon_socket());
+}
+
+/// [`ensure_test_image`] on the daemon at `socket`.
+pub fn ensure_test_image_on(socket: &Path) {
+    static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    if *made {
+    if made.iter().any(|done| done == socket) {
         return;
     }
-    block(async {
-        let client = raw_client();
+    let client = client_on(socket).expect("a client");
+    block(async move {
         if client.inspect_image(TEST_IMAGE).await.is_ok() {
             return;
         }
@@ -149,7 +185,7 @@ pub fn ensure_test_image() {
             .await
             .expect("import the test image");
     });
-    *made = true;
+    made.push(socket.to_owned());
 }
 
 /// A unique prefix for every owner and hand-made container of this test
@@ -215,6 +251,11 @@ impl Scope {
         DockerProvider::builder(self.owner(tag))
             .endpoint(self.socket.to_string_lossy().into_owned())
             .network("none")
+    }
+
+    /// A raw bollard client on the scope's socket.
+    pub fn client(&self) -> Docker {
+        client_on(&self.socket).expect("a client")
     }
 
     /// Every container of this scope still on the daemon, by id.
