@@ -182,7 +182,9 @@ async fn d2_names_docker_could_not_hold() {
 }
 
 // D2: a name this deployment holds is a conflict (the held one untouched); the
-// same name in another deployment is allowed and invisible.
+// same name in another deployment is allowed and invisible. D18: podman
+// answers the create `500` ("that name is already in use"), read as the
+// conflict it is.
 #[tokio::test]
 async fn d2_conflict_in_one_deployment_invisible_across() {
     let Some(scope) = daemon("d2conflict") else {
@@ -227,7 +229,10 @@ async fn d2_two_clients_race_to_launch_one_name() {
 
 // D4: an image the daemon lacks is InvalidSpec naming it; an empty command or
 // image is InvalidSpec; a program the image does not hold is InvalidSpec; none
-// of them leaves anything on the daemon.
+// of them leaves anything on the daemon. D18: podman answers a missing
+// program `500` from start (the OCI runtime's "command not found"), takes a
+// memory limit under the floor at create and fails its start, and takes more
+// CPUs than the host has as a cap: each is InvalidSpec on both engines.
 #[tokio::test]
 async fn d4_refused_launches_leave_nothing() {
     let Some(scope) = daemon("d4refused") else {
@@ -259,7 +264,9 @@ async fn d4_refused_launches_leave_nothing() {
     assert_eq!(err.kind(), ErrorKind::InvalidSpec, "{err}");
 
     // Resources the daemon cannot give (docker's floor is 6 MB of memory, its
-    // ceiling the host's CPUs): the daemon's 400, as InvalidSpec.
+    // ceiling the host's CPUs): the daemon's 400, as InvalidSpec (billet
+    // refuses the CPUs itself, having read the host's count: podman would
+    // take them as a cap).
     for resources in [
         Resources {
             cpus: 1,
@@ -308,7 +315,8 @@ async fn d4_pull_if_missing_from_an_unreachable_registry() {
 }
 
 // D5: created is Pending, running and paused are Running, exited is Stopped
-// with the container's real exit code.
+// with the container's real exit code. D18: podman's `stopped` (exited, its
+// clean-up not yet run) is Stopped with the exit code too.
 #[tokio::test]
 async fn d5_states_and_real_exit_codes() {
     let Some(scope) = daemon("d5states") else {
@@ -1330,7 +1338,9 @@ async fn d12_destroy_refuses_a_container_missing_any_mark() {
 // reference as a full id, then as a name: once the container is gone (here a
 // second destroy removes it first), a container *named* after its id would be
 // removed in its place. With such a look-alike on the daemon, two destroys of
-// the id at once remove nothing else, round after round.
+// the id at once remove nothing else, round after round. D18: podman matches
+// a name filter against the name without docker's leading `/`; the filter
+// that finds the look-alike fits both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn d12_two_destroys_and_a_look_alike_named_after_the_id_remove_nothing_else() {
     let Some(scope) = daemon("d12lookalike") else {

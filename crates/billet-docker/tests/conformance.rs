@@ -234,6 +234,9 @@ impl ProviderFactory for DockerFactory {
 // DockerProvider on a real daemon, in wall time, with whole-connection
 // outages cut for real and answers lost in the middle of `launch` and
 // `destroy` (the proxy delivers a request to the daemon and drops its answer).
+// D18: the `podman` step of `cargo xtask ci` runs it again on podman's
+// Docker-compatible service (`DOCKER_HOST` on its socket), outages and lost
+// answers through the same proxy.
 #[test]
 fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
     let Some(scope) = daemon("d8") else { return };
@@ -260,6 +263,8 @@ fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
 // H12: calls made at once by three tasks, through two provider objects of
 // one deployment and one of another, over the real daemon (wall time), form
 // linearizable histories. A short run: each launch starts a container.
+// D18: on podman too (the `podman` step), where two destroys of one running
+// container are told apart only by the pause that claims it.
 #[test]
 fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
     let Some(scope) = daemon("h12") else { return };
