@@ -160,3 +160,49 @@ pub(crate) async fn bounded<T>(
     };
     Err(DaemonError::new(endpoint, operation, failure))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure_of(answer: bollard::errors::Error) -> DaemonError {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let outcome = runtime.block_on(async move {
+            let deadline = Deadline::after(Duration::from_secs(5));
+            bounded::<()>(
+                "unix:///test.sock",
+                "inspect container",
+                deadline,
+                async move { Err(answer) },
+            )
+            .await
+        });
+        outcome.unwrap_err()
+    }
+
+    // D13, D18: an answer bollard could not read (a state word no engine
+    // documents) is an error saying the daemon answered what billet cannot
+    // read, never "unreachable" and never success; a status keeps its code.
+    #[test]
+    fn d18_an_unreadable_answer_is_its_own_failure() {
+        let err = failure_of(bollard::errors::Error::JsonDataError {
+            message: "unknown variant `unknown`".to_owned(),
+            contents: String::new(),
+            column: 3,
+        });
+        assert!(matches!(err.failure, Failure::Unreadable(_)), "{err:?}");
+        assert!(err.to_string().contains("cannot read"), "{err}");
+        assert!(err.to_string().contains("unknown variant"), "{err}");
+        assert_eq!(err.status(), None);
+        assert!(!err.surely_unsent());
+        let err = failure_of(bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message: "that name is already in use".to_owned(),
+        });
+        assert_eq!(err.status(), Some(500));
+        assert!(err.to_string().contains("answered 500"), "{err}");
+    }
+}

@@ -373,8 +373,14 @@ mod tests {
         assert!(removal_in_progress(&docker_progress));
         // Any other 409 is read as a removal under way; a 500 only by its words.
         assert!(removal_in_progress(&refused(409, "Conflict")));
-        assert!(removal_in_progress(&refused(500, "container abc is being removed")));
-        assert!(removal_in_progress(&refused(500, "its removal is already in progress")));
+        assert!(removal_in_progress(&refused(
+            500,
+            "container abc is being removed"
+        )));
+        assert!(removal_in_progress(&refused(
+            500,
+            "its removal is already in progress"
+        )));
         assert!(!removal_refused_running(&docker_progress));
         assert!(!removal_in_progress(&refused(500, "an error")));
         assert!(!removal_refused_running(&refused(
