@@ -35,6 +35,19 @@ fn sleeper(name: &str) -> Spec {
     job(name, &["sleep", "300"])
 }
 
+/// The answers of two destroys of `id` made at once through `one` and
+/// `two`, `Stopped` first.
+async fn destroyed_at_once(
+    one: &DockerProvider,
+    two: &DockerProvider,
+    id: &InstanceId,
+) -> [Teardown; 2] {
+    let (a, b) = tokio::join!(one.destroy(id), two.destroy(id));
+    let mut answers = [a.unwrap(), b.unwrap()];
+    answers.sort_by_key(|t| *t == Teardown::Absent);
+    answers
+}
+
 fn names(instances: &[Instance]) -> BTreeSet<String> {
     instances.iter().map(|i| i.name.clone()).collect()
 }
@@ -882,11 +895,8 @@ async fn d6_two_destroys_race_one_removes() {
     let two = scope.provider("blue");
     for round in 0..3 {
         let held = one.launch(sleeper(&format!("job-{round}"))).await.unwrap();
-        let (a, b) = tokio::join!(one.destroy(&held.id), two.destroy(&held.id));
-        let mut answers = [a.unwrap(), b.unwrap()];
-        answers.sort_by_key(|t| *t == Teardown::Absent);
         assert_eq!(
-            answers,
+            destroyed_at_once(&one, &two, &held.id).await,
             [Teardown::Stopped, Teardown::Absent],
             "round {round}"
         );
@@ -913,11 +923,8 @@ async fn d18_two_destroys_of_an_ended_container_answer_one_stopped() {
             .await
             .unwrap();
         wait_for(&one, &name, State::is_stopped).await;
-        let (a, b) = tokio::join!(one.destroy(&held.id), two.destroy(&held.id));
-        let mut answers = [a.unwrap(), b.unwrap()];
-        answers.sort_by_key(|t| *t == Teardown::Absent);
         assert_eq!(
-            answers,
+            destroyed_at_once(&one, &two, &held.id).await,
             [Teardown::Stopped, Teardown::Absent],
             "round {round}"
         );
@@ -935,10 +942,10 @@ async fn d18_two_destroys_of_an_ended_container_answer_one_stopped() {
         &["sleep", "300"],
     );
     let id = InstanceId::from(never.clone());
-    let (a, b) = tokio::join!(one.destroy(&id), two.destroy(&id));
-    let mut answers = [a.unwrap(), b.unwrap()];
-    answers.sort_by_key(|t| *t == Teardown::Absent);
-    assert_eq!(answers, [Teardown::Stopped, Teardown::Absent]);
+    assert_eq!(
+        destroyed_at_once(&one, &two, &id).await,
+        [Teardown::Stopped, Teardown::Absent]
+    );
     assert!(!exists(&never));
     assert!(one.list().await.unwrap().is_empty());
 }
