@@ -151,7 +151,10 @@ impl DockerProvider {
                             continue;
                         }
                         Err(err) if dialect::not_running(&err) => {
-                            status = self.status_of(client, deadline, id).await?;
+                            match self.status_of(client, deadline, id).await? {
+                                Some(now) => status = Some(now),
+                                None => return Ok(Teardown::Absent),
+                            }
                             continue;
                         }
                         Err(err) => return Err(Error::unavailable(err)),
@@ -162,15 +165,18 @@ impl DockerProvider {
                     if since.elapsed() < grace {
                         // Another call paused it to remove it: wait for that.
                         tokio::time::sleep(Duration::from_millis(20)).await;
-                        status = self.status_of(client, deadline, id).await?;
+                        match self.status_of(client, deadline, id).await? {
+                            Some(now) => status = Some(now),
+                            None => return Ok(Teardown::Absent),
+                        }
                         continue;
                     }
                     // Nobody is removing it: this call does.
                     self.remove(client, deadline, id, true).await
                 }
                 Some(Status::REMOVING) => Ok(Some(Removal::InProgress)),
-                // Ended, never started, or gone: no claim needed, the
-                // engine removes it once.
+                // Ended or never started: no claim needed, the engine
+                // removes it once.
                 _ => self.remove(client, deadline, id, false).await,
             };
             match removal.map_err(Error::unavailable)? {
@@ -181,13 +187,19 @@ impl DockerProvider {
                     return Ok(Teardown::Absent);
                 }
                 // It started since it was inspected: claim it as a running one.
-                None => status = self.status_of(client, deadline, id).await?,
+                None => match self.status_of(client, deadline, id).await? {
+                    Some(now) => status = Some(now),
+                    None => return Ok(Teardown::Absent),
+                },
             }
         }
     }
 
-    /// The status of container `id` now; `None` once the daemon no longer
-    /// holds it (or answers another container for it: one named like it).
+    /// The status of container `id` now (`EMPTY` when the daemon names
+    /// none); `None` once the daemon no longer holds it, or answers another
+    /// container for it (one named like it). Gone is answered at once, never
+    /// by one more call handed `id`: with the container gone, the daemon
+    /// would resolve `id` as a name, to such a look-alike (D12).
     async fn status_of(
         &self,
         client: &Docker,
@@ -198,9 +210,11 @@ impl DockerProvider {
             .inspect(client, deadline, id)
             .await
             .map_err(Error::unavailable)?;
-        Ok(inspected
-            .filter(|c| c.id.as_deref() == Some(id))
-            .and_then(|c| c.state.and_then(|state| state.status)))
+        Ok(inspected.filter(|c| c.id.as_deref() == Some(id)).map(|c| {
+            c.state
+                .and_then(|state| state.status)
+                .unwrap_or(Status::EMPTY)
+        }))
     }
 
     /// An error while the daemon holds a container *named* `id` (a full id):
