@@ -984,6 +984,40 @@ async fn d18_a_container_paused_by_hand_is_destroyed_after_the_grace() {
     assert_eq!(blue.destroy(&held.id).await.unwrap(), Teardown::Absent);
 }
 
+// D6, D18: a destroy whose container is removed by another call after its
+// inspect and before its claim (here its calls wait a second each in a slow
+// proxy while a second destroy, straight to the daemon, removes it): its
+// pause finds nothing (`404`, on both engines) and it answers Absent, never
+// an error and never a second Stopped.
+#[tokio::test]
+async fn d18_a_container_removed_before_the_claim_is_absent() {
+    let Some(scope) = daemon("d18vanish") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let slow = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    let held = direct.launch(sleeper("job")).await.unwrap();
+    proxy.slow(Duration::from_secs(1));
+    let first = slow.destroy(&held.id);
+    let second = async {
+        // Once the slow destroy's inspect has reached the daemon, remove it.
+        while proxy.delivered() < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        direct.destroy(&held.id).await
+    };
+    let (a, b) = tokio::join!(first, second);
+    assert_eq!(b.unwrap(), Teardown::Stopped);
+    assert_eq!(a.unwrap(), Teardown::Absent);
+    assert!(!exists(held.id.as_str()));
+}
+
 // D5, L6: a container of this owner left `created` (a launch whose start
 // never came: its call dropped, or its process killed between create and
 // start) is `Pending` while a live launch could still start it, and is then
