@@ -105,7 +105,9 @@ impl Deployment {
                         instance,
                     }));
                 }
-                Decision::Retrying { .. } | Decision::Ending { .. } => {}
+                Decision::Retrying { .. }
+                | Decision::Ending { .. }
+                | Decision::Foreign { .. } => {}
                 Decision::Ended { job, pool, outcome } => {
                     let reason = reason(&outcome);
                     changes.push(match pool {
@@ -156,6 +158,7 @@ fn reason(outcome: &Outcome) -> FreeReason {
             FailReason::TimedOut => FreeReason::TimedOut,
             FailReason::Refused(_) => FreeReason::Refused,
             FailReason::Invalid(_) => FreeReason::Invalid,
+            FailReason::GaveUp(_) => FreeReason::GaveUp,
         },
         Outcome::Cancelled => FreeReason::Cancelled,
     }

@@ -97,6 +97,9 @@ pub struct Outcomes {
     pub refused_at_launch: u64,
     /// The provider found their spec invalid.
     pub invalid: u64,
+    /// Their launch or destroy kept an unknown effect past the scheduler's
+    /// bound (L14). Said in the report only when some did.
+    pub gave_up: u64,
 }
 
 impl Outcomes {
@@ -108,6 +111,7 @@ impl Outcomes {
             + self.cancelled
             + self.refused_at_launch
             + self.invalid
+            + self.gave_up
     }
 }
 
@@ -344,11 +348,15 @@ impl fmt::Display for Report {
             self.submitted, self.finished, self.vanished, self.refused
         )?;
         let o = &self.outcomes;
-        writeln!(
+        write!(
             f,
             "outcomes: {} finished, {} vanished, {} timed out, {} cancelled, {} refused at launch, {} invalid",
             o.finished, o.vanished, o.timed_out, o.cancelled, o.refused_at_launch, o.invalid
         )?;
+        if o.gave_up > 0 {
+            write!(f, ", {} gave up", o.gave_up)?;
+        }
+        writeln!(f)?;
         writeln!(f, "peak concurrent leases: {}", self.peak_leases)?;
         writeln!(f, "peak queue: {}", self.peak_queue)?;
         writeln!(

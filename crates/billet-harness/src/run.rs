@@ -275,6 +275,7 @@ enum Event {
     Restart = 17,
     RestartUnsupported = 18,
     Stray = 19,
+    FreeGaveUp = 20,
 }
 
 struct Driver<'a> {
@@ -1067,6 +1068,10 @@ impl Driver<'_> {
             FreeReason::Invalid => {
                 o.invalid += 1;
                 Event::FreeInvalid
+            }
+            FreeReason::GaveUp => {
+                o.gave_up += 1;
+                Event::FreeGaveUp
             }
         }
     }

@@ -275,6 +275,9 @@ pub enum FreeReason {
     Refused,
     /// The provider found the spec invalid.
     Invalid,
+    /// A launch or destroy whose effect stayed unknown was retried past the
+    /// scheduler's bound (L14).
+    GaveUp,
 }
 
 /// A lease given up.

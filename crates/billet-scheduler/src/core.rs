@@ -7,7 +7,7 @@ use billet_config::{Config, Settings as PoolSettings};
 use billet_provider::{Error, ErrorKind, Instance, InstanceId, Resources, Spec, State, Teardown};
 use rustc_hash::FxHashMap;
 
-use crate::job::{FailReason, Job, JobId, Outcome};
+use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
 use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 use crate::routing::{PoolId, PoolInfo, Refusal, Target, target, trust_index};
 use crate::settings::Settings;
@@ -53,6 +53,22 @@ use crate::stats::{PoolStats, Stats};
 /// * **Restart (B8).** A new core lists every pool first and places nothing in
 ///   a pool before its inventory answered; instances named after jobs are
 ///   learned (counted against capacity) and end with their real outcome.
+/// * **Identity (L10).** A core given a store's identity
+///   ([`with_identity`](Core::with_identity)) names every instance under it
+///   and adopts or learns only instances so named. A job's instance under
+///   another identity (or none) is another store's: never adopted, never
+///   learned; one that started before this core was made is a leftover,
+///   reported ([`Decision::Foreign`]) and collected as an orphan; one that
+///   started since is a live second store's, reported and never destroyed.
+///   Both count against their pool's room.
+/// * **Giving up (L14).** A launch or destroy whose effect stays unknown is
+///   retried for at most [`Settings::give_up_after`]; the job then ends
+///   failed ([`FailReason::GaveUp`]), and its pool counts the instance it may
+///   have until an inventory asked for after that shows no instance of the
+///   job's name.
+/// * **Deadlines (L14).** A job's timeout runs from its first placement (or
+///   from the start a store knows, [`started_before`](Core::started_before)),
+///   never again from a later placement or adoption.
 /// * **Outcomes (B9).** Every job accepted ends exactly once, in one
 ///   [`Decision::Ended`].
 /// * **Time.** A `now` earlier than one already seen is taken as the later
@@ -97,6 +113,14 @@ pub struct Core {
     /// that pool's first inventory has shown whether their instance is
     /// still there (B8).
     held_before: rustc_hash::FxHashMap<JobId, PoolId>,
+    /// The store's identity every instance name carries (L10).
+    identity: Option<Identity>,
+    /// Jobs up to this one were launched before the store had an identity:
+    /// their instances named without one are theirs.
+    unnamed_through: Option<JobId>,
+    /// When this core was made: a foreign instance started since is a live
+    /// second store's.
+    born: SystemTime,
     counts: Counts,
 }
 
@@ -126,6 +150,14 @@ struct Pool {
     dirty_since: Option<u64>,
     listing: Option<CallId>,
     orphans: BTreeMap<InstanceId, Orphan>,
+    /// Instances a live second store launched, in the last inventory (L10).
+    contested: BTreeSet<InstanceId>,
+    /// Another store's leftovers in the last inventory (L10).
+    leftovers: u32,
+    /// Jobs given up on (L14), by name of the instance they may have left,
+    /// with the epoch they were given up at: counted against room until an
+    /// inventory asked for later lacks that name.
+    unsettled: BTreeMap<String, u64>,
 }
 
 #[derive(Debug)]
@@ -153,6 +185,11 @@ struct Rec {
     /// Learned from an inventory (B8) and not handed over since: when its
     /// instance started.
     learned: Option<SystemTime>,
+    /// When the job first took a lease (or the start a store knew): its
+    /// timeout runs from here (L14).
+    started: Option<SystemTime>,
+    /// Since when its launch or destroy has had an unknown effect.
+    unsettled_since: Option<SystemTime>,
 }
 
 #[derive(Debug, Clone)]
@@ -268,6 +305,9 @@ impl Core {
                 dirty_since: None,
                 listing: None,
                 orphans: BTreeMap::new(),
+                contested: BTreeSet::new(),
+                leftovers: 0,
+                unsettled: BTreeMap::new(),
             })
             .collect();
         let mut core = Core {
@@ -294,12 +334,72 @@ impl Core {
             may_place: false,
             ended_before: Default::default(),
             held_before: Default::default(),
+            identity: None,
+            unnamed_through: None,
+            born: now,
             counts: Counts::default(),
         };
         for p in 0..core.pools.len() {
             core.list(PoolId(p));
         }
         core
+    }
+
+    /// The same core, naming every instance under the store's `identity`
+    /// and adopting only instances so named (L10). Call it before the first
+    /// input.
+    #[must_use]
+    pub fn with_identity(mut self, identity: Identity) -> Core {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// The same core, for a store that had no identity until job `last`:
+    /// instances named without one ([`JobId::instance_name`]) are those
+    /// jobs' (up to and including `last`), and no later job's (L10).
+    #[must_use]
+    pub fn with_unnamed_through(mut self, last: JobId) -> Core {
+        self.unnamed_through = Some(last);
+        self
+    }
+
+    /// The identity instance names carry, if any.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    /// The name of `job`'s instance in `pool`.
+    pub fn instance_name(&self, job: JobId, pool: PoolId) -> String {
+        job.instance_name_in(self.identity.as_ref(), &self.infos[pool.0].name)
+    }
+
+    /// Whose instance a name is: this core's (a job, a pool), another
+    /// store's (its pool), or no job's.
+    fn whose<'a>(&self, name: &'a str) -> Whose<'a> {
+        let Some(parsed) = InstanceName::parse(name) else {
+            return Whose::Nobody;
+        };
+        let ours = match (parsed.store, &self.identity) {
+            (Some(store), Some(identity)) => store == identity.as_str(),
+            (None, None) => true,
+            (None, Some(_)) => self.unnamed_through.is_some_and(|last| parsed.job <= last),
+            (Some(_), None) => false,
+        };
+        if ours {
+            Whose::Ours(parsed.job, parsed.pool)
+        } else {
+            Whose::Foreign(parsed.pool)
+        }
+    }
+
+    /// Tells a new core that `job`, handed over again, first took a lease
+    /// at `at` in an earlier life (a durable store knows): its timeout runs
+    /// from `at`, not from a placement or adoption in this life (L14). Call
+    /// it after the job's [`submit`](Core::submit).
+    pub fn started_before(&mut self, job: JobId, at: SystemTime) {
+        if let Some(rec) = self.jobs.get_mut(&job) {
+            rec.started = Some(at);
+        }
     }
 
     /// The pools, in configuration order; a [`PoolId`] indexes this.
@@ -368,6 +468,8 @@ impl Core {
                 ending: None,
                 deadline: None,
                 learned: None,
+                started: None,
+                unsettled_since: None,
             },
         );
         let queue = &mut self.classes[class].queue;
@@ -654,6 +756,9 @@ impl Core {
                     queued: pool.queued,
                     orphans: pool.orphans.len() as u32,
                     ready: pool.ready,
+                    contested: pool.contested.len() as u32,
+                    leftovers: pool.leftovers,
+                    unsettled: pool.unsettled.len() as u32,
                 })
                 .collect(),
             queued: self.queued(),
@@ -719,7 +824,7 @@ impl Core {
                 if ending.is_some() {
                     self.find(id, pool, attempt);
                 } else {
-                    self.back_off(id, pool, attempt + 1, Kind::Launch);
+                    self.back_off(id, pool, attempt + 1, Kind::Launch, &err.to_string());
                 }
             }
             Err(err) => {
@@ -758,8 +863,14 @@ impl Core {
             (Ok(Some(instance)), None) => self.adopt(id, pool, &instance),
             (Ok(None), Some(outcome)) => self.end(id, outcome),
             // Confirmed absent: launch again, after a pause.
-            (Ok(None), None) => self.back_off(id, pool, attempt + 1, Kind::Launch),
-            (Err(_), _) => self.back_off(id, pool, attempt + 1, Kind::Find),
+            (Ok(None), None) => self.back_off(
+                id,
+                pool,
+                attempt + 1,
+                Kind::Launch,
+                "its launch met a conflict, then no instance of its name was found",
+            ),
+            (Err(err), _) => self.back_off(id, pool, attempt + 1, Kind::Find, &err.to_string()),
         }
     }
 
@@ -791,7 +902,7 @@ impl Core {
             }
             // Not this deployment's: nothing of ours to wait for.
             Err(err) if err.kind() == ErrorKind::NotOwned => self.end(id, outcome),
-            Err(_) => self.back_off(id, pool, attempt + 1, Kind::Destroy),
+            Err(err) => self.back_off(id, pool, attempt + 1, Kind::Destroy, &err.to_string()),
         }
     }
 
@@ -950,11 +1061,16 @@ impl Core {
         let mut others: Vec<&Instance> = Vec::new();
         let mut again: Vec<JobId> = Vec::new();
         for instance in &inventory {
-            let job = match JobId::from_instance_name(&instance.name) {
-                Some((id, named)) if named == here.as_str() => Some(id),
+            let job = match self.whose(&instance.name) {
+                Whose::Ours(id, named) if named == here.as_str() => Some(id),
                 // Another configured pool's instance, seen through an
                 // inventory the two share: that pool's own list judges it.
-                Some((_, named)) if self.infos.iter().any(|info| info.name == named) => continue,
+                Whose::Ours(_, named) | Whose::Foreign(named)
+                    if named != here.as_str()
+                        && self.infos.iter().any(|info| info.name == named) =>
+                {
+                    continue;
+                }
                 _ => None,
             };
             let backs = job.and_then(|id| self.jobs.get(&id)).map(|rec| &rec.stage);
@@ -1054,9 +1170,36 @@ impl Core {
         // what its lost launch made, learned (at start), adopted, or orphans.
         others.sort_unstable_by(|a, b| a.id.cmp(&b.id));
         let mut listed = BTreeSet::new();
+        let mut contested = BTreeSet::new();
+        let mut leftovers = 0;
         for instance in others {
-            let job = match JobId::from_instance_name(&instance.name) {
-                Some((id, named)) if named == here.as_str() => Some(id),
+            let job = match self.whose(&instance.name) {
+                Whose::Ours(id, named) if named == here.as_str() => Some(id),
+                Whose::Foreign(_) => {
+                    // Another store's (L10): never adopted nor learned.
+                    let live = instance.started_at >= self.born;
+                    let known = if live {
+                        self.pools[pool.0].contested.contains(&instance.id)
+                    } else {
+                        self.pools[pool.0].orphans.contains_key(&instance.id)
+                    };
+                    if !known {
+                        self.decide(Decision::Foreign {
+                            pool,
+                            instance: instance.id.clone(),
+                            name: instance.name.clone(),
+                            live,
+                        });
+                    }
+                    if live {
+                        contested.insert(instance.id.clone());
+                    } else {
+                        leftovers += 1;
+                        listed.insert(instance.id.clone());
+                        self.orphan(pool, instance);
+                    }
+                    continue;
+                }
                 _ => None,
             };
             let stage = job
@@ -1097,9 +1240,18 @@ impl Core {
             self.held_before = Default::default();
         }
         // Orphans gone by themselves are forgotten.
-        self.pools[pool.0]
-            .orphans
+        let p = &mut self.pools[pool.0];
+        p.orphans
             .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
+        p.contested = contested;
+        p.leftovers = leftovers;
+        // What a job given up on may have left: settled once an inventory
+        // asked for after the give-up lacks its name (L14).
+        if !p.unsettled.is_empty() {
+            let names: BTreeSet<&str> = inventory.iter().map(|i| i.name.as_str()).collect();
+            p.unsettled
+                .retain(|name, since| *since >= issued || names.contains(name.as_str()));
+        }
     }
 
     /// An inventory that could not be read: counted and reported; nothing
@@ -1122,6 +1274,8 @@ impl Core {
                 ending: None,
                 deadline: None,
                 learned: Some(instance.started_at),
+                started: Some(instance.started_at),
+                unsettled_since: None,
             },
         );
         self.pools[pool.0].leases.insert(id);
@@ -1243,7 +1397,7 @@ impl Core {
         let Some(rec) = self.jobs.get(&id) else {
             return;
         };
-        let spec = spec_for(&self.infos[pool.0], id, &rec.job);
+        let spec = spec_for(&self.infos[pool.0], self.identity.as_ref(), id, &rec.job);
         let call = self.call(pool, Call::Launch(spec), Purpose::Job(id));
         self.set_stage(
             id,
@@ -1257,7 +1411,7 @@ impl Core {
     }
 
     fn find(&mut self, id: JobId, pool: PoolId, attempt: u32) {
-        let name = id.instance_name(&self.infos[pool.0].name);
+        let name = self.instance_name(id, pool);
         let call = self.call(pool, Call::Find(name), Purpose::Job(id));
         self.set_stage(
             id,
@@ -1270,10 +1424,22 @@ impl Core {
         );
     }
 
-    fn back_off(&mut self, id: JobId, pool: PoolId, attempt: u32, kind: Kind) {
-        let Some(rec) = self.jobs.get(&id) else {
+    fn back_off(&mut self, id: JobId, pool: PoolId, attempt: u32, kind: Kind, why: &str) {
+        let now = self.now;
+        let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
+        let since = *rec.unsettled_since.get_or_insert(now);
+        let tried = now.duration_since(since).unwrap_or_default();
+        if tried >= self.settings.give_up_after {
+            let outcome = rec.ending.clone().or_else(|| match &rec.stage {
+                Stage::Stopping { outcome, .. } => Some(outcome.clone()),
+                _ => None,
+            });
+            self.give_up(id, pool, kind, attempt, tried, why, outcome);
+            return;
+        }
+        let rec = &self.jobs[&id];
         let at = self
             .now
             .checked_add(self.settings.backoff(attempt))
@@ -1320,6 +1486,42 @@ impl Core {
             attempt,
             at,
         });
+    }
+
+    /// Ends `job` failed after its launch or destroy kept an unknown effect
+    /// for `give_up_after` (L14). The instance it may have left is counted
+    /// against `pool`'s room until a later inventory lacks its name.
+    #[allow(clippy::too_many_arguments)]
+    fn give_up(
+        &mut self,
+        id: JobId,
+        pool: PoolId,
+        kind: Kind,
+        attempts: u32,
+        tried: std::time::Duration,
+        why: &str,
+        decided: Option<Outcome>,
+    ) {
+        let call = match kind {
+            Kind::Launch | Kind::Find => "launching its instance",
+            Kind::Destroy => "destroying its instance",
+        };
+        let mut reason = format!(
+            "{call}: {attempts} attempts over {}s left its effect unknown; the last: {why}",
+            tried.as_secs()
+        );
+        if let Some(outcome) = decided {
+            reason.push_str(&format!("; it had ended {outcome}"));
+        }
+        let name = self.instance_name(id, pool);
+        self.pools[pool.0].unsettled.insert(name, self.epoch);
+        self.mark_dirty(pool);
+        self.end(
+            id,
+            Outcome::Failed {
+                reason: FailReason::GaveUp(reason),
+            },
+        );
     }
 
     /// Stops waiting for call `id`: its purpose, if the core still waited.
@@ -1369,6 +1571,11 @@ impl Core {
 
     /// Moves `job` to `stage`, keeping the pool's launching count true.
     fn set_stage(&mut self, id: JobId, stage: Stage) {
+        if matches!(stage, Stage::Running { .. })
+            && let Some(rec) = self.jobs.get_mut(&id)
+        {
+            rec.unsettled_since = None;
+        }
         let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -1393,7 +1600,8 @@ impl Core {
         let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
-        rec.deadline = rec.job.timeout.and_then(|t| now.checked_add(t));
+        let started = *rec.started.get_or_insert(now);
+        rec.deadline = rec.job.timeout.and_then(|t| started.checked_add(t));
         if let Some(at) = rec.deadline {
             self.timeouts.insert((at, id));
         }
@@ -1484,11 +1692,14 @@ impl Core {
         if !p.ready {
             return 0;
         }
-        // Orphans use capacity too, until they are collected.
+        // Orphans use capacity too, until they are collected; so do a live
+        // second store's instances, and what a job given up on may have left.
         self.infos[pool.0]
             .capacity
             .saturating_sub(p.leases.len() as u32)
             .saturating_sub(p.orphans.len() as u32)
+            .saturating_sub(p.contested.len() as u32)
+            .saturating_sub(p.unsettled.len() as u32)
     }
 
     /// Places queued jobs while a pool they want has room: each time the
@@ -1542,11 +1753,12 @@ impl Core {
         let Some(rec) = self.jobs.get_mut(&id) else {
             return;
         };
-        rec.deadline = rec.job.timeout.and_then(|t| now.checked_add(t));
+        let started = *rec.started.get_or_insert(now);
+        rec.deadline = rec.job.timeout.and_then(|t| started.checked_add(t));
         if let Some(at) = rec.deadline {
             self.timeouts.insert((at, id));
         }
-        let spec = spec_for(&self.infos[pool.0], id, &rec.job);
+        let spec = spec_for(&self.infos[pool.0], self.identity.as_ref(), id, &rec.job);
         rec.stage = Stage::Launching {
             pool,
             attempt: 0,
@@ -1567,6 +1779,17 @@ impl Core {
     }
 }
 
+/// Whose instance a name is (L10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Whose<'a> {
+    /// This core's: the job's, in the pool so named.
+    Ours(JobId, &'a str),
+    /// A job's of another store, in the pool so named.
+    Foreign(&'a str),
+    /// No job's at all.
+    Nobody,
+}
+
 /// Which call a backoff retries.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -1576,9 +1799,9 @@ enum Kind {
 }
 
 /// The spec of `job`'s instance in the pool `info`.
-fn spec_for(info: &PoolInfo, id: JobId, job: &Job) -> Spec {
+fn spec_for(info: &PoolInfo, identity: Option<&Identity>, id: JobId, job: &Job) -> Spec {
     Spec {
-        name: id.instance_name(&info.name),
+        name: id.instance_name_in(identity, &info.name),
         image: info.image.clone(),
         command: job.command.clone(),
         trust: job.trust,
@@ -1589,7 +1812,13 @@ fn spec_for(info: &PoolInfo, id: JobId, job: &Job) -> Spec {
 /// A pool's info from its configuration and what its provider accepts.
 fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo {
     let (image, resources) = match provider.settings() {
-        PoolSettings::Docker(docker) => (docker.image.clone(), Resources::default()),
+        PoolSettings::Docker(docker) => (
+            docker.image.clone(),
+            Resources {
+                cpus: docker.whole_cpus().unwrap_or(Resources::default().cpus),
+                memory_mib: docker.memory_mib().unwrap_or(Resources::default().memory_mib),
+            },
+        ),
         PoolSettings::Tart(tart) => (
             tart.image.clone(),
             Resources {
@@ -1667,6 +1896,16 @@ fn trace(pools: &[PoolInfo], decision: &Decision) {
             target: "billet_scheduler",
             pool = name(pool), instance = instance.as_str(), name = instance_name.as_str(),
             fate = ?fate, "orphan"
+        ),
+        Decision::Foreign {
+            pool,
+            instance,
+            name: instance_name,
+            live,
+        } => tracing::warn!(
+            target: "billet_scheduler",
+            pool = name(pool), instance = instance.as_str(), name = instance_name.as_str(), live,
+            "another store's instance: never adopted"
         ),
         Decision::InventoryError { pool, error } => tracing::warn!(
             target: "billet_scheduler",

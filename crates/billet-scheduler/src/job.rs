@@ -52,6 +52,92 @@ impl JobId {
     }
 }
 
+/// A store's identity (L10): what tells one store's instances from
+/// another's when several stores, one after another or at once, run jobs of
+/// one deployment.
+///
+/// A scheduler given one ([`Core::with_identity`](crate::Core::with_identity))
+/// puts it at the front of every instance name it gives
+/// (`IDENTITY.job-42.linux`), adopts only instances so named, and treats a
+/// job's name under any other identity, or under none, as another store's.
+/// It is 8 to 32 lower-case hexadecimal digits: it can never be read as the
+/// `job-` prefix, nor hold the `.` that ends it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Identity(std::sync::Arc<str>);
+
+impl Identity {
+    /// The fewest and the most digits an identity has.
+    pub const DIGITS: std::ops::RangeInclusive<usize> = 8..=32;
+
+    /// `text` as an identity, or `None` when it is not 8 to 32 lower-case
+    /// hexadecimal digits.
+    pub fn new(text: &str) -> Option<Identity> {
+        let valid = Identity::DIGITS.contains(&text.len())
+            && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        valid.then(|| Identity(std::sync::Arc::from(text)))
+    }
+
+    /// The identity's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An instance name read as a job's ([`InstanceName::parse`]): under which
+/// store's identity (none for a name without one), for which job, in which
+/// pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstanceName<'a> {
+    /// The identity the name carries, if any.
+    pub store: Option<&'a str>,
+    /// The job.
+    pub job: JobId,
+    /// The pool's name.
+    pub pool: &'a str,
+}
+
+impl<'a> InstanceName<'a> {
+    /// Reads `name`: a name [`JobId::instance_name`] gives, or one
+    /// [`JobId::instance_name_in`] gives under an identity. `None` for any
+    /// other name (no job's instance).
+    pub fn parse(name: &'a str) -> Option<InstanceName<'a>> {
+        if let Some((job, pool)) = JobId::from_instance_name(name) {
+            return Some(InstanceName {
+                store: None,
+                job,
+                pool,
+            });
+        }
+        let (store, rest) = name.split_once('.')?;
+        Identity::new(store)?;
+        let (job, pool) = JobId::from_instance_name(rest)?;
+        Some(InstanceName {
+            store: Some(store),
+            job,
+            pool,
+        })
+    }
+}
+
+impl JobId {
+    /// The name of this job's instance in the pool named `pool` under the
+    /// store `store`: [`instance_name`](JobId::instance_name) with the
+    /// identity and a `.` in front (`0a1b2c3d.job-42.linux`), or without
+    /// when `store` is `None`.
+    pub fn instance_name_in(self, store: Option<&Identity>, pool: &str) -> String {
+        match store {
+            Some(store) => format!("{store}.{NAME_PREFIX}{}.{pool}", self.0),
+            None => self.instance_name(pool),
+        }
+    }
+}
+
 impl fmt::Display for JobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
@@ -145,6 +231,10 @@ pub enum FailReason {
     Vanished,
     /// It held its lease longer than its timeout.
     TimedOut,
+    /// A launch or destroy whose effect stayed unknown was retried for
+    /// longer than [`Settings::give_up_after`](crate::Settings::give_up_after)
+    /// (L14); the message says which call, how long, and the last error.
+    GaveUp(String),
 }
 
 impl fmt::Display for FailReason {
@@ -154,6 +244,7 @@ impl fmt::Display for FailReason {
             FailReason::Invalid(why) => write!(f, "invalid: {why}"),
             FailReason::Vanished => f.write_str("vanished: its instance left the inventory"),
             FailReason::TimedOut => f.write_str("timed out"),
+            FailReason::GaveUp(why) => write!(f, "gave up: {why}"),
         }
     }
 }
@@ -208,6 +299,43 @@ mod tests {
         assert_eq!(JobId::from_instance_name("job-0.p"), Some((JobId(0), "p")));
     }
 
+    // L10: a store's identity leads every name it gives, and a name read
+    // back says whose it is; nothing else reads as an identity.
+    #[test]
+    fn l10_names_carry_the_store_identity() {
+        let store = Identity::new("0a1b2c3d").unwrap();
+        assert_eq!(store.as_str(), "0a1b2c3d");
+        assert_eq!(store.to_string(), "0a1b2c3d");
+        let name = JobId(42).instance_name_in(Some(&store), "a.b");
+        assert_eq!(name, "0a1b2c3d.job-42.a.b");
+        assert_eq!(
+            InstanceName::parse(&name),
+            Some(InstanceName {
+                store: Some("0a1b2c3d"),
+                job: JobId(42),
+                pool: "a.b"
+            })
+        );
+        assert_eq!(JobId(42).instance_name_in(None, "p"), "job-42.p");
+        assert_eq!(
+            InstanceName::parse("job-7.p"),
+            Some(InstanceName {
+                store: None,
+                job: JobId(7),
+                pool: "p"
+            })
+        );
+        let longest = "f".repeat(32);
+        assert!(Identity::new(&longest).is_some());
+        for bad in ["", "0a1b2c3", "0A1B2C3D", "0a1b2c3g", "0a1b.c3d", &"f".repeat(33)] {
+            assert_eq!(Identity::new(bad), None, "{bad:?}");
+            assert_eq!(InstanceName::parse(&format!("{bad}.job-1.p")), None, "{bad:?}");
+        }
+        for bad in ["0a1b2c3d.", "0a1b2c3d.job-1", "0a1b2c3d.x-1.p", "0a1b2c3d"] {
+            assert_eq!(InstanceName::parse(bad), None, "{bad:?}");
+        }
+    }
+
     /// The rule, said plainly: what `from_instance_name` must answer.
     fn plainly(name: &str) -> Option<(JobId, &str)> {
         let (digits, pool) = name.strip_prefix("job-")?.split_once('.')?;
@@ -252,6 +380,10 @@ mod tests {
         assert_eq!(
             failed(FailReason::Invalid("bad".into())),
             "failed (invalid: bad)"
+        );
+        assert_eq!(
+            failed(FailReason::GaveUp("launch".into())),
+            "failed (gave up: launch)"
         );
         assert_eq!(JobId(7).to_string(), "7");
     }

@@ -77,7 +77,7 @@ pub use crate::build::{BuildError, Pools, PoolsBuilder};
 pub use crate::core::Core;
 pub use crate::driver::{Scheduler, Stopped};
 pub use crate::inline::{Inline, perform};
-pub use crate::job::{FailReason, Job, JobId, Outcome};
+pub use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
 pub use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 pub use crate::routing::{PoolId, PoolInfo, Refusal, Target};
 pub use crate::settings::Settings;

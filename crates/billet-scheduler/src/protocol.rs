@@ -148,6 +148,21 @@ pub enum Decision {
         /// What became of it.
         fate: OrphanFate,
     },
+    /// An instance named after a job of another store (another identity, or
+    /// none) was first seen (L10). Never adopted. A `live` one started since
+    /// this core was made: a second store is launching into this deployment,
+    /// and it is never destroyed; otherwise it is a leftover, collected as an
+    /// orphan.
+    Foreign {
+        /// The pool whose inventory holds it.
+        pool: PoolId,
+        /// The instance's id.
+        instance: InstanceId,
+        /// The instance's name.
+        name: String,
+        /// Whether it started after this core was made.
+        live: bool,
+    },
     /// A pool's inventory could not be read; nothing was freed there (B6).
     InventoryError {
         /// The pool.

@@ -21,6 +21,10 @@ pub struct Settings {
     pub backoff_cap: Duration,
     /// How long an orphan stays before it is destroyed (B7). Default: 5 min.
     pub orphan_grace: Duration,
+    /// How long a launch or destroy whose effect stays unknown is retried
+    /// before its job ends failed (L14), counted from its first failure.
+    /// Default: 10 min.
+    pub give_up_after: Duration,
 }
 
 impl Default for Settings {
@@ -31,6 +35,7 @@ impl Default for Settings {
             backoff_base: Duration::from_secs(1),
             backoff_cap: Duration::from_secs(60),
             orphan_grace: Duration::from_secs(300),
+            give_up_after: Duration::from_secs(600),
         }
     }
 }
@@ -81,5 +86,6 @@ mod tests {
         assert_eq!(d.backoff(1), Duration::from_secs(1));
         assert_eq!(d.backoff_cap, Duration::from_secs(60));
         assert_eq!(d.orphan_grace, Duration::from_secs(300));
+        assert_eq!(d.give_up_after, Duration::from_secs(600));
     }
 }

@@ -24,6 +24,15 @@ pub struct PoolStats {
     /// Whether its inventory has answered once since the scheduler started:
     /// nothing is placed here before (B8).
     pub ready: bool,
+    /// Instances a live second store launched here, in the last inventory:
+    /// never destroyed, counted against room (L10).
+    pub contested: u32,
+    /// Another store's leftovers in the last inventory, collected as orphans
+    /// (L10).
+    pub leftovers: u32,
+    /// Jobs given up on whose instance may still be here, counted against
+    /// room until an inventory lacks it (L14).
+    pub unsettled: u32,
 }
 
 /// The scheduler's counts at one moment: per pool, and totals per outcome.
@@ -82,6 +91,9 @@ mod tests {
             queued: 0,
             orphans: 0,
             ready: true,
+            contested: 0,
+            leftovers: 0,
+            unsettled: 0,
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use billet_config::{Config, ConfigKind, Settings as PoolSettings};
-use billet_docker::DockerProvider;
+use billet_docker::{Confinement, DockerProvider};
 use billet_provider::Provider;
 
 /// A pool's provider under the pool's configured name.
@@ -54,6 +54,7 @@ pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, Back
                     if let Some(endpoint) = &docker.endpoint {
                         builder = builder.endpoint(endpoint.clone());
                     }
+                    builder = builder.confinement(confinement(docker));
                     if let Some(network) = &docker.network {
                         builder = builder.network(network.clone());
                     }
@@ -75,6 +76,28 @@ pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, Back
         .collect()
 }
 
+/// A docker pool's confinement (D15): the backend's safe default, with what
+/// the pool's `docker:` block sets (`cpus`, `memory`, `pids_limit`, `user`,
+/// `read_only`; `cap_add` granted on top of the default set).
+fn confinement(docker: &billet_config::DockerSettings) -> Confinement {
+    let mut confinement = Confinement::default()
+        .with_read_only(docker.read_only)
+        .with_cap_add(docker.cap_add.iter().cloned());
+    if let Some(cpus) = docker.cpus() {
+        confinement = confinement.with_cpus(cpus);
+    }
+    if let Some(memory) = docker.memory {
+        confinement = confinement.with_memory(memory.get());
+    }
+    if let Some(limit) = docker.pids_limit {
+        confinement = confinement.with_pids_limit(limit.get());
+    }
+    if let Some(user) = &docker.user {
+        confinement = confinement.with_user(user.clone());
+    }
+    confinement
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +107,43 @@ mod tests {
         let path = dir.path().join("billet.yaml");
         std::fs::write(&path, yaml).unwrap();
         Config::load(&path).unwrap()
+    }
+
+    // D15: a pool's `docker:` confinement settings reach its provider's
+    // confinement; absent, the backend's safe default holds.
+    #[test]
+    fn d15_pool_settings_become_the_confinement() {
+        let docker = |config: &Config| match config.providers()[0].settings() {
+            PoolSettings::Docker(docker) => docker.clone(),
+            _ => unreachable!("a docker pool"),
+        };
+        let plain = config(
+            "deployment: {id: d}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: i}}
+routing: {default_kind: docker}
+",
+        );
+        assert_eq!(confinement(&docker(&plain)), Confinement::default());
+        let set = config(
+            "deployment: {id: d}
+providers:
+  - name: linux
+    kind: docker
+    capacity: 2
+    docker: {image: i, cpus: 1.5, memory: 2GiB, pids_limit: 64, user: '1000:1000', read_only: true, cap_add: [cap_net_raw]}
+routing: {default_kind: docker}
+",
+        );
+        let expected = Confinement::default()
+            .with_cpus(1.5)
+            .with_memory(2 << 30)
+            .with_pids_limit(64)
+            .with_user("1000:1000")
+            .with_read_only(true)
+            .with_cap_add(["NET_RAW"]);
+        assert_eq!(confinement(&docker(&set)), expected);
+        assert!(build(&set, Duration::from_secs(5)).is_ok());
     }
 
     // L2: docker pools are built with their settings; tart and firecracker

@@ -61,9 +61,40 @@ pub struct ServeArgs {
     /// How long calls in flight may take to finish at shutdown.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
     pub shutdown_grace: Duration,
+    /// How long a launch or destroy whose effect stays unknown is retried
+    /// before its job ends failed.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    pub give_up_after: Duration,
+    /// The timeout of a job that names none (`timeout_secs`).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = duration)]
+    pub default_timeout: Duration,
+    /// The longest timeout a job may name (`422` past it; at most 7 days).
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = max_timeout)]
+    pub max_timeout: Duration,
+    /// The most connections served at once; past it, a few more are
+    /// answered `503` with `Retry-After`, the rest wait.
+    #[arg(long, value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS, value_parser = connections)]
+    pub max_connections: usize,
     /// How logs are written to stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// A `--max-connections`: 1 to 65,536.
+fn connections(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=65_536).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: a number of connections from 1 to 65536")),
+    }
+}
+
+/// A `--max-timeout`: a duration of at most the 7 days a job may ask.
+fn max_timeout(text: &str) -> Result<Duration, String> {
+    let parsed = duration(text)?;
+    if parsed.as_secs() > crate::api::MAX_TIMEOUT_SECS {
+        return Err(format!("{text:?}: at most 7 days"));
+    }
+    Ok(parsed)
 }
 
 /// A duration such as `60s`, `500ms` or `5m`, longer than zero.
@@ -102,6 +133,12 @@ pub fn main() -> ExitCode {
                 call_timeout: args.call_timeout,
                 orphan_grace: args.orphan_grace,
                 shutdown_grace: args.shutdown_grace,
+                give_up_after: args.give_up_after,
+                jobs: crate::http::JobLimits {
+                    default_timeout: args.default_timeout,
+                    max_timeout: args.max_timeout,
+                },
+                max_connections: args.max_connections,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -170,6 +207,10 @@ mod tests {
         assert_eq!(args.token_file, None);
         assert_eq!(args.reconcile_every, Duration::from_secs(60));
         assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.give_up_after, Duration::from_secs(600));
+        assert_eq!(args.default_timeout, Duration::from_secs(3600));
+        assert_eq!(args.max_timeout, Duration::from_secs(86_400));
+        assert_eq!(args.max_connections, 512);
         let cli = Cli::try_parse_from([
             "billet",
             "serve",
@@ -197,6 +238,17 @@ mod tests {
             Cli::try_parse_from(["billet", "serve"]).is_err(),
             "--config is required"
         );
+        let parse = |flag: &str, value: &str| {
+            Cli::try_parse_from(["billet", "serve", "--config", "c", flag, value])
+        };
+        assert!(parse("--max-timeout", "7days").is_ok());
+        assert!(parse("--max-timeout", "7days 1s").is_err());
+        assert!(parse("--max-connections", "0").is_err());
+        assert!(parse("--max-connections", "65537").is_err());
+        let Command::Serve(args) = parse("--max-connections", "3").unwrap().command else {
+            panic!("serve");
+        };
+        assert_eq!(args.max_connections, 3);
         for bad in ["0s", "soon", "-1s"] {
             assert!(
                 Cli::try_parse_from(["billet", "serve", "--config", "c", "--reconcile-every", bad])

@@ -49,6 +49,16 @@ pub struct PoolView {
     pub held: u32,
     /// Jobs waiting whose first choice it is.
     pub queued: u64,
+    /// Instances of this deployment that another store launched while this
+    /// service runs, in the last inventory: never adopted nor destroyed, and
+    /// counted against room (L10). Also said by `/healthz`.
+    pub contested: u32,
+    /// Another store's instances from before this service started, in the
+    /// last inventory: never adopted, collected as orphans (L10).
+    pub leftovers: u32,
+    /// Jobs given up on (L14) whose instance may still be there: counted
+    /// against room until an inventory shows it gone.
+    pub unsettled: u32,
 }
 
 /// What the HTTP side reads without asking the engine.
@@ -64,6 +74,52 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Cleared once shutdown begins: requests then answer `503`.
     pub accepting: AtomicBool,
+    /// Per pool, since when its inventory read has been outstanding.
+    listing: Mutex<Vec<Option<SystemTime>>>,
+    /// How long an inventory read may be outstanding before the pool is
+    /// reported unreadable (L14): [`stall_bound`] of the reconcile interval.
+    stall_after: Duration,
+    clock: Arc<dyn Clock>,
+}
+
+/// How long a pool's inventory read may be outstanding before `/healthz`
+/// reports the pool unreadable, for a reconcile interval `every` (L14): the
+/// interval itself, but at least 2 s and at most 10 s, so a daemon that
+/// hangs is said within ten seconds, long before a call's deadline.
+pub fn stall_bound(every: Duration) -> Duration {
+    every.clamp(Duration::from_secs(2), Duration::from_secs(10))
+}
+
+/// What `/healthz` says is wrong.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Pools whose last inventory could not be read, or whose read has been
+    /// outstanding longer than the stall bound.
+    pub unreadable: Vec<String>,
+    /// Pools where another store launches instances of this deployment.
+    pub contested: Vec<String>,
+}
+
+impl Shared {
+    /// What is wrong now; nothing when healthy.
+    pub fn health(&self) -> Health {
+        let now = self.clock.now();
+        let mut unreadable = self.unreadable.lock().clone();
+        let pools = self.pools.read();
+        for (pool, since) in pools.iter().zip(self.listing.lock().iter()) {
+            if since.is_some_and(|since| now.duration_since(since).unwrap_or_default() > self.stall_after) {
+                unreadable.insert(pool.name.clone());
+            }
+        }
+        Health {
+            unreadable: unreadable.into_iter().collect(),
+            contested: pools
+                .iter()
+                .filter(|pool| pool.contested > 0)
+                .map(|pool| pool.name.clone())
+                .collect(),
+        }
+    }
 }
 
 /// How a submission was answered.
@@ -172,7 +228,17 @@ impl Engine {
             unreadable: Mutex::new(BTreeSet::new()),
             metrics,
             accepting: AtomicBool::new(true),
+            listing: Mutex::new(vec![None; names.len()]),
+            stall_after: stall_bound(pools.settings().reconcile_every),
+            clock: Arc::clone(&clock),
         });
+        let mut core = pools.core(clock.now());
+        if let Some(identity) = store.identity() {
+            core = core.with_identity(identity.clone());
+        }
+        if let Some(last) = store.unnamed_through() {
+            core = core.with_unnamed_through(last);
+        }
         let (batches, batch_inbox) = std::sync::mpsc::channel();
         let (written_tx, written) = mpsc::unbounded_channel();
         let writer = commit::spawn(store, jobs, batch_inbox, written_tx)
@@ -181,7 +247,7 @@ impl Engine {
         let (stop, stopped) = oneshot::channel();
         let now = clock.now();
         let mut state = State {
-            core: pools.core(now),
+            core,
             providers: pools.providers().to_vec(),
             names,
             clock,
@@ -318,6 +384,10 @@ impl State {
             // Every unfinished job goes back in submission order, before any
             // inventory answers, so none overtakes another.
             self.hand_over(to_job(record), record.cancel_requested, now);
+            // Its timeout still runs from its first start (L14).
+            if let Some(started) = record.started_at {
+                self.core.started_before(id, started);
+            }
         }
     }
 
@@ -495,6 +565,7 @@ impl State {
     fn on_finished(&mut self, finished: Finished) {
         let pool = &self.names[finished.pool.0];
         if finished.list {
+            self.shared.listing.lock()[finished.pool.0] = None;
             let listed = match &finished.answer {
                 Some(Answer::Listed(Ok(instances))) => Some(instances.len()),
                 _ => None,
@@ -573,6 +644,9 @@ impl State {
                 capacity: pool.capacity,
                 held: pool.leases,
                 queued: pool.queued,
+                contested: pool.contested,
+                leftovers: pool.leftovers,
+                unsettled: pool.unsettled,
             })
             .collect();
     }
@@ -624,6 +698,23 @@ impl State {
                 tracing::info!(pool = %name(pool), instance = instance.as_str(), name = %instance_name, ?fate, "orphan");
                 None
             }
+            Decision::Foreign {
+                pool,
+                instance,
+                name: instance_name,
+                live,
+            } => {
+                let pool = name(pool);
+                if live {
+                    tracing::warn!(%pool, instance = instance.as_str(), name = %instance_name,
+                        "another store is launching into this deployment: its instance is never adopted nor destroyed; run one billet serve per deployment");
+                } else {
+                    tracing::warn!(%pool, instance = instance.as_str(), name = %instance_name,
+                        "an instance another store left: never adopted; collected as an orphan after the grace");
+                }
+                self.shared.metrics.foreign(&pool, live);
+                None
+            }
             Decision::InventoryError { pool, error } => {
                 let pool = name(pool);
                 tracing::warn!(%pool, %error, "inventory unreadable; nothing freed");
@@ -642,6 +733,9 @@ impl State {
         let deadline = self.clock.sleep_until(action.deadline);
         let list = matches!(action.call, Call::List);
         let (id, pool) = (action.id, action.pool);
+        if list {
+            self.shared.listing.lock()[pool.0] = Some(self.clock.now());
+        }
         self.calls.push(Box::pin(async move {
             let answer = tokio::select! {
                 answer = billet_scheduler::perform(&*provider, action.call) => Some(answer),

@@ -1,12 +1,15 @@
-//! The listener (L4, L5): axum routes over the engine and the committed
-//! table. Every path but `/healthz` needs the bearer token; a request that
+//! The routes (L4, L5, L11): axum over the engine and the committed table.
+//! Every path but `/healthz` needs a bearer token of the token file, and
+//! the grant its route asks (`403` naming it otherwise); a request that
 //! fails a check is answered before anything is asked of the engine.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::Extension;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -16,7 +19,7 @@ use serde_json::json;
 
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Stopping, Submitted};
-use crate::token::Token;
+use crate::token::{Credentials, Grant, Grants};
 
 /// The answer of `GET /v1/jobs`.
 #[derive(serde::Serialize)]
@@ -37,9 +40,37 @@ pub struct AppState {
     pub engine: EngineHandle,
     /// The committed table and the pools, for what only reads.
     pub shared: Arc<Shared>,
-    /// The bearer token.
-    pub token: Token,
+    /// The credentials tokens are checked against (L11).
+    pub credentials: Arc<Credentials>,
+    /// What jobs may ask (L14).
+    pub limits: JobLimits,
+    /// Set on the routes of a connection past `--max-connections` (L12):
+    /// every request but `/healthz` answers `503` with `Retry-After`.
+    pub overflow: bool,
 }
+
+/// How long a job may run (L14): `default` for a job that names no
+/// timeout, and no more than `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLimits {
+    /// The timeout of a job that names none.
+    pub default_timeout: Duration,
+    /// The longest timeout a job may name (`422` past it).
+    pub max_timeout: Duration,
+}
+
+impl Default for JobLimits {
+    /// One hour by default, at most a day.
+    fn default() -> JobLimits {
+        JobLimits {
+            default_timeout: Duration::from_secs(60 * 60),
+            max_timeout: Duration::from_secs(24 * 60 * 60),
+        }
+    }
+}
+
+/// How long a request's body may take to arrive once its head has (L12).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The service's routes, with the token and shutdown checks in front.
 pub fn router(state: AppState) -> Router {
@@ -66,24 +97,58 @@ fn job(status: StatusCode, view: JobView) -> Response {
     (status, axum::Json(view)).into_response()
 }
 
+/// `403` naming the grant the credential lacks (L11).
+fn forbidden(grant: Grant) -> Response {
+    error(
+        StatusCode::FORBIDDEN,
+        format!("this credential lacks the grant `{grant}`"),
+    )
+}
+
+/// `None` when `grants` hold `grant`, else the `403`.
+fn lacks(grants: Grants, grant: Grant) -> Option<Response> {
+    (!grants.has(grant)).then(|| forbidden(grant))
+}
+
+/// The token of an `Authorization` header's value, the `Bearer` scheme
+/// matched case-insensitively (L13).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 fn stopping(_: Stopping) -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "billet is shutting down")
 }
 
-/// Refuses every request once shutdown began (503), and every request but
-/// `/healthz` without the token (401).
-async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Response {
+/// Refuses every request once shutdown began (503), every request but
+/// `/healthz` on a connection past the cap (503, L12), and every request but
+/// `/healthz` without a credential's token (401); hands the credential's
+/// grants to the route.
+async fn guard(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     if !app.shared.accepting.load(Ordering::SeqCst) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "billet is shutting down");
     }
     if request.uri().path() != "/healthz" {
-        let presented = request
+        if app.overflow {
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many open connections (--max-connections): try again shortly",
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return response;
+        }
+        let grants = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        let allowed = presented.is_some_and(|token| app.token.matches(token.trim()));
-        if !allowed {
+            .and_then(bearer)
+            .and_then(|token| app.credentials.grants(token));
+        if let Some(grants) = grants {
+            request.extensions_mut().insert(grants);
+        } else {
             let mut response = error(
                 StatusCode::UNAUTHORIZED,
                 "header `Authorization`: missing, or not `Bearer` and this service's token",
@@ -97,14 +162,53 @@ async fn guard(State(app): State<AppState>, request: Request, next: Next) -> Res
     next.run(request).await
 }
 
-async fn submit(State(app): State<AppState>, body: Body) -> Response {
-    let Ok(bytes) = axum::body::to_bytes(body, api::MAX_BODY_BYTES).await else {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, api::too_large());
+async fn submit(
+    State(app): State<AppState>,
+    Extension(grants): Extension<Grants>,
+    body: Body,
+) -> Response {
+    if !grants.has(Grant::Submit) && !grants.has(Grant::SubmitUntrusted) {
+        return forbidden(Grant::Submit);
+    }
+    let bytes = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, api::MAX_BODY_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => return error(StatusCode::PAYLOAD_TOO_LARGE, api::too_large()),
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
+            );
+        }
     };
-    let new = match api::parse_job(&bytes) {
+    let mut new = match api::parse_job(&bytes) {
         Ok(new) => new,
         Err(request) => return bad(&request),
     };
+    if !grants.may_submit(new.trust == billet_provider::TrustClass::Trusted) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "field `trust`: this credential lacks the grant `submit`, which a job claiming `trusted` needs (it holds `submit-untrusted`)",
+        );
+    }
+    match new.timeout {
+        Some(asked) if asked > app.limits.max_timeout => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!(
+                    "field `timeout_secs`: {} is longer than this service allows ({}, --max-timeout)",
+                    asked.as_secs(),
+                    app.limits.max_timeout.as_secs()
+                ),
+            );
+        }
+        Some(_) => {}
+        None => new.timeout = Some(app.limits.default_timeout),
+    }
     match app.engine.submit(new).await {
         Ok(Submitted::Created(view)) => job(StatusCode::CREATED, view),
         Ok(Submitted::Existing(view)) => job(StatusCode::OK, view),
@@ -116,7 +220,14 @@ async fn submit(State(app): State<AppState>, body: Body) -> Response {
     }
 }
 
-async fn list_jobs(State(app): State<AppState>, RawQuery(query): RawQuery) -> Response {
+async fn list_jobs(
+    State(app): State<AppState>,
+    Extension(grants): Extension<Grants>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Read) {
+        return refused;
+    }
     let state = match api::parse_list_query(query.as_deref()) {
         Ok(state) => state,
         Err(request) => return bad(&request),
@@ -145,7 +256,14 @@ fn unknown(id: &str) -> Response {
     )
 }
 
-async fn get_job(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+async fn get_job(
+    State(app): State<AppState>,
+    Extension(grants): Extension<Grants>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Read) {
+        return refused;
+    }
     let found = job_id(&id).and_then(|n| app.shared.jobs.read().get(n).map(|r| r.view()));
     match found {
         Some(view) => job(StatusCode::OK, view),
@@ -153,7 +271,14 @@ async fn get_job(State(app): State<AppState>, Path(id): Path<String>) -> Respons
     }
 }
 
-async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Response {
+async fn cancel(
+    State(app): State<AppState>,
+    Extension(grants): Extension<Grants>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Cancel) {
+        return refused;
+    }
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
@@ -168,12 +293,18 @@ async fn cancel(State(app): State<AppState>, Path(id): Path<String>) -> Response
     }
 }
 
-async fn pools(State(app): State<AppState>) -> Response {
+async fn pools(State(app): State<AppState>, Extension(grants): Extension<Grants>) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Read) {
+        return refused;
+    }
     let pools = app.shared.pools.read().clone();
     (StatusCode::OK, axum::Json(PoolList { pools })).into_response()
 }
 
-async fn metrics(State(app): State<AppState>) -> Response {
+async fn metrics(State(app): State<AppState>, Extension(grants): Extension<Grants>) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Metrics) {
+        return refused;
+    }
     (
         StatusCode::OK,
         [(
@@ -185,14 +316,22 @@ async fn metrics(State(app): State<AppState>) -> Response {
         .into_response()
 }
 
+/// `200 {"status": "ok"}`, or `503 {"status": "degraded", "unreadable":
+/// [...], "contested": [...]}`: pools whose inventory cannot be read (or
+/// whose read has hung past the stall bound, L14), and pools another live
+/// store launches into (L10).
 async fn healthz(State(app): State<AppState>) -> Response {
-    let unreadable: Vec<String> = app.shared.unreadable.lock().iter().cloned().collect();
-    if unreadable.is_empty() {
+    let health = app.shared.health();
+    if health.unreadable.is_empty() && health.contested.is_empty() {
         (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "status": "degraded", "unreadable": unreadable })),
+            axum::Json(json!({
+                "status": "degraded",
+                "unreadable": health.unreadable,
+                "contested": health.contested,
+            })),
         )
             .into_response()
     }

@@ -77,7 +77,8 @@ pub struct JobRecord {
     pub reason: Option<String>,
     /// When it was accepted.
     pub submitted_at: SystemTime,
-    /// When it last took a lease.
+    /// When it first took a lease: its timeout runs from here, across
+    /// restarts (L14).
     pub started_at: Option<SystemTime>,
     /// When it ended.
     pub ended_at: Option<SystemTime>,
@@ -138,7 +139,7 @@ impl JobRecord {
                 self.state = JobState::Running;
                 self.pool = Some(pool.clone());
                 self.instance = None;
-                self.started_at = Some(*at);
+                self.started_at.get_or_insert(*at);
             }
             Change::Backed {
                 pool, instance, at, ..

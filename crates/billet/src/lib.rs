@@ -9,8 +9,9 @@
 //!   and commits what it decides before acting on it.
 //! * [`store`] and the writer behind it: SQLite, one transaction per group
 //!   of changes; [`jobs`]: the records and the changes that move them.
-//! * [`http`]: the routes; [`api`]: request checks and the job as shown;
-//!   [`token`]: the bearer token; [`metrics`]: Prometheus text.
+//! * [`listener`]: connections, with their timeouts and cap; [`http`]: the
+//!   routes; [`api`]: request checks and the job as shown; [`token`]: the
+//!   credentials and their grants; [`metrics`]: Prometheus text.
 //! * [`backends`]: one provider per configured pool (docker).
 //!
 //! # Guarantees
@@ -34,11 +35,12 @@ mod commit;
 pub mod engine;
 pub mod http;
 pub mod jobs;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod service;
 pub mod store;
 pub mod token;
 
-pub use crate::service::{ServeError, ServeOptions, Service, serve};
+pub use crate::service::{Limits, ServeError, ServeOptions, Service, serve};
 pub use crate::store::Store;

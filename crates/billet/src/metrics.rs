@@ -16,6 +16,13 @@ struct PoolLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ForeignLabel {
+    pool: String,
+    /// `live` (a second store launching now) or `leftover`.
+    origin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: String,
 }
@@ -31,6 +38,9 @@ pub struct Metrics {
     queued: Gauge,
     ended: Family<OutcomeLabel, Counter>,
     inventory_errors: Family<PoolLabel, Counter>,
+    contested: Family<PoolLabel, Gauge>,
+    unsettled: Family<PoolLabel, Gauge>,
+    foreign: Family<ForeignLabel, Counter>,
 }
 
 /// The outcome labels of `billet_jobs_ended_total`.
@@ -47,6 +57,24 @@ impl Metrics {
         let queued = Gauge::default();
         let ended = Family::<OutcomeLabel, Counter>::default();
         let inventory_errors = Family::<PoolLabel, Counter>::default();
+        let contested = Family::<PoolLabel, Gauge>::default();
+        let unsettled = Family::<PoolLabel, Gauge>::default();
+        let foreign = Family::<ForeignLabel, Counter>::default();
+        registry.register(
+            "billet_pool_contested",
+            "Instances another live store launched into a pool, in its last inventory (L10)",
+            contested.clone(),
+        );
+        registry.register(
+            "billet_pool_unsettled",
+            "Jobs given up on whose instance a pool may still hold (L14)",
+            unsettled.clone(),
+        );
+        registry.register(
+            "billet_foreign_instances",
+            "Instances of another store first seen in a pool, by origin: live or leftover (L10)",
+            foreign.clone(),
+        );
         registry.register(
             "billet_pool_capacity",
             "The most leases a pool holds at once",
@@ -85,6 +113,14 @@ impl Metrics {
             let _ = leases.get_or_create(&label);
             let _ = pool_queued.get_or_create(&label);
             let _ = inventory_errors.get_or_create(&label);
+            let _ = contested.get_or_create(&label);
+            let _ = unsettled.get_or_create(&label);
+            for origin in ["live", "leftover"] {
+                let _ = foreign.get_or_create(&ForeignLabel {
+                    pool: pool.to_owned(),
+                    origin: origin.to_owned(),
+                });
+            }
         }
         for outcome in OUTCOMES {
             let _ = ended.get_or_create(&OutcomeLabel {
@@ -99,7 +135,21 @@ impl Metrics {
             queued,
             ended,
             inventory_errors,
+            contested,
+            unsettled,
+            foreign,
         }
+    }
+
+    /// Counts an instance of another store first seen in `pool`: `live` when
+    /// a second store launched it while this one runs (L10).
+    pub fn foreign(&self, pool: &str, live: bool) {
+        self.foreign
+            .get_or_create(&ForeignLabel {
+                pool: pool.to_owned(),
+                origin: if live { "live" } else { "leftover" }.to_owned(),
+            })
+            .inc();
     }
 
     /// Sets the gauges from the scheduler's counts.
@@ -114,6 +164,12 @@ impl Metrics {
             self.leases
                 .get_or_create(&label)
                 .set(i64::from(pool.leases));
+            self.contested
+                .get_or_create(&label)
+                .set(i64::from(pool.contested));
+            self.unsettled
+                .get_or_create(&label)
+                .set(i64::from(pool.unsettled));
             self.pool_queued
                 .get_or_create(&label)
                 .set(i64::try_from(pool.queued).unwrap_or(i64::MAX));
@@ -180,6 +236,9 @@ mod tests {
                 queued: 7,
                 orphans: 0,
                 ready: true,
+                contested: 2,
+                leftovers: 0,
+                unsettled: 1,
             }],
             queued: 9,
             ..Stats::default()
@@ -188,6 +247,7 @@ mod tests {
         metrics.ended("failed");
         metrics.ended("failed");
         metrics.inventory_error("mac");
+        metrics.foreign("linux", true);
         let text = metrics.render();
         for series in [
             r#"billet_pool_capacity{pool="linux"} 4"#,
@@ -196,6 +256,10 @@ mod tests {
             "billet_jobs_queued 9",
             r#"billet_jobs_ended_total{outcome="failed"} 2"#,
             r#"billet_inventory_errors_total{pool="mac"} 1"#,
+            r#"billet_pool_contested{pool="linux"} 2"#,
+            r#"billet_pool_unsettled{pool="linux"} 1"#,
+            r#"billet_foreign_instances_total{pool="linux",origin="live"} 1"#,
+            r#"billet_foreign_instances_total{pool="linux",origin="leftover"} 0"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }

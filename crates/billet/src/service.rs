@@ -17,10 +17,11 @@ use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
 use crate::engine::{Engine, EngineError};
-use crate::http::{AppState, router};
+use crate::http::{AppState, JobLimits, router};
 use crate::jobs::JobRecord;
-use crate::store::{Store, StoreError};
-use crate::token::{self, Token, TokenError};
+use crate::listener;
+use crate::store::{StateLock, Store, StoreError};
+use crate::token::{self, Credentials, TokenError};
 
 /// How long the listener may take to close its connections once the engine
 /// has stopped.
@@ -45,6 +46,31 @@ pub struct ServeOptions {
     pub orphan_grace: Duration,
     /// How long calls in flight may take to finish at shutdown (L7).
     pub shutdown_grace: Duration,
+    /// How long a launch or destroy whose effect stays unknown is retried
+    /// before its job fails (L14).
+    pub give_up_after: Duration,
+    /// What jobs may ask (L14).
+    pub jobs: JobLimits,
+    /// The most connections served at once (L12).
+    pub max_connections: usize,
+}
+
+/// The bounds a [`Service`] keeps (L12, L14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// What jobs may ask.
+    pub jobs: JobLimits,
+    /// The most connections served at once.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            jobs: JobLimits::default(),
+            max_connections: listener::DEFAULT_MAX_CONNECTIONS,
+        }
+    }
 }
 
 /// Why `serve` could not start, or stopped other than by a signal.
@@ -81,6 +107,9 @@ pub enum ServeError {
     /// The listener failed.
     #[error("the listener failed: {0}")]
     Listener(String),
+    /// The flags contradict each other.
+    #[error("{0}")]
+    Flags(String),
 }
 
 impl ServeError {
@@ -100,39 +129,69 @@ impl ServeError {
 pub struct Service {
     addr: SocketAddr,
     engine: Engine,
-    server: JoinHandle<std::io::Result<()>>,
+    server: JoinHandle<()>,
     close: oneshot::Sender<()>,
 }
 
 impl Service {
     /// Starts the engine over `pools` with the jobs read from `store`, then
-    /// serves the API on `listener`, requiring `token`.
+    /// serves the API on `listener`, requiring `credentials` (a token alone
+    /// has every grant), with the default [`Limits`].
     pub async fn start(
         pools: &Pools,
         store: Store,
         records: Vec<JobRecord>,
         clock: Arc<dyn Clock>,
-        token: &str,
+        credentials: impl Into<Credentials>,
         listener: TcpListener,
+    ) -> Result<Service, ServeError> {
+        Service::start_with(
+            pools,
+            store,
+            records,
+            clock,
+            credentials.into(),
+            listener,
+            Limits::default(),
+        )
+        .await
+    }
+
+    /// [`start`](Service::start), keeping `limits`.
+    pub async fn start_with(
+        pools: &Pools,
+        store: Store,
+        records: Vec<JobRecord>,
+        clock: Arc<dyn Clock>,
+        credentials: Credentials,
+        listener: TcpListener,
+        limits: Limits,
     ) -> Result<Service, ServeError> {
         let addr = listener.local_addr().map_err(|source| ServeError::Listen {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
         })?;
         let engine = Engine::start(pools, store, records, clock).await?;
-        let app = router(AppState {
+        let state = AppState {
             engine: engine.handle.clone(),
             shared: Arc::clone(&engine.shared),
-            token: Token::new(token),
+            credentials: Arc::new(credentials),
+            limits: limits.jobs,
+            overflow: false,
+        };
+        let routes = router(state.clone());
+        let overflow = router(AppState {
+            overflow: true,
+            ..state
         });
         let (close, closed) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = closed.await;
-                })
-                .await
-        });
+        let server = tokio::spawn(listener::serve(
+            listener,
+            routes,
+            overflow,
+            limits.max_connections,
+            closed,
+        ));
         Ok(Service {
             addr,
             engine,
@@ -184,8 +243,7 @@ impl Service {
         let ended = (&mut self.engine.task).await;
         let _ = self.close.send(());
         match tokio::time::timeout(CLOSE_GRACE, &mut self.server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(error))) => return Err(ServeError::Listener(error.to_string())),
+            Ok(Ok(())) => {}
             Ok(Err(join)) => return Err(ServeError::Listener(join.to_string())),
             Err(_) => {
                 tracing::warn!("connections still open after {CLOSE_GRACE:?}; closing them");
@@ -206,28 +264,38 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServeError> {
     let config = Config::load(&options.config)?;
+    if options.jobs.default_timeout > options.jobs.max_timeout {
+        return Err(ServeError::Flags(format!(
+            "--default-timeout ({}s) is longer than --max-timeout ({}s)",
+            options.jobs.default_timeout.as_secs(),
+            options.jobs.max_timeout.as_secs()
+        )));
+    }
     let providers = backends::build(&config, options.call_timeout)?;
     let deployment = config.deployment().id().to_owned();
     let mut builder = Pools::builder(config).settings(Settings {
         reconcile_every: options.reconcile_every,
         call_timeout: options.call_timeout,
         orphan_grace: options.orphan_grace,
+        give_up_after: options.give_up_after,
         ..Settings::default()
     });
     for (name, provider) in providers {
         builder = builder.provider(name, provider);
     }
     let pools = builder.build()?;
+    // Held until `serve` returns; the OS drops it if the process dies.
+    let _lock = StateLock::acquire(&options.state)?;
     let (store, records) = Store::open(&options.state)?;
     let token_path = options
         .token_file
         .clone()
         .unwrap_or_else(|| options.state.join("token"));
-    let (token, created) = token::load_or_create(&token_path)?;
+    let (credentials, created) = token::load_or_create(&token_path)?;
     if created {
         tracing::info!(path = %token_path.display(), "created a token file (mode 0600) with a random token");
     } else {
-        tracing::info!(path = %token_path.display(), "read the token file");
+        tracing::info!(path = %token_path.display(), credentials = credentials.len(), "read the token file");
     }
     let listener =
         TcpListener::bind(options.listen)
@@ -247,15 +315,20 @@ pub async fn serve(
         pools = pools.config().providers().len(),
         jobs = records.len(),
         state = %options.state.display(),
+        store = %store.identity().map_or("-", |identity| identity.as_str()),
         "listening on {addr}"
     );
-    let service = Service::start(
+    let service = Service::start_with(
         &pools,
         store,
         records,
         Arc::new(SystemClock),
-        &token,
+        credentials,
         listener,
+        Limits {
+            jobs: options.jobs,
+            max_connections: options.max_connections,
+        },
     )
     .await?;
     let result = service.run_until(shutdown, options.shutdown_grace).await;

@@ -4,10 +4,21 @@
 //! Opening checks the file before writing anything: a file that is not a
 //! billet database, or one SQLite finds damaged, is refused with an error
 //! naming it, and left as it was.
+//!
+//! A store has an identity (L10), made when it is created and kept in it:
+//! every instance its service launches carries it, so that no other store
+//! (a fresh one, one moved aside) ever adopts them. A store of the previous
+//! layout (version 1, without one) gets one when it is opened, and keeps
+//! adopting its earlier jobs' instances by their old names.
+//!
+//! Files (L13): the state directory is made (or set) `0700` and the
+//! database, with SQLite's `-wal` and `-shm` files, `0600`, whatever the
+//! umask. [`StateLock`] keeps a second service off a directory in use.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use billet_scheduler::{Identity, JobId};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{JobState, trust_from_name, trust_name};
@@ -16,8 +27,19 @@ use crate::jobs::{Change, Ending, JobRecord};
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE: &str = "billet.db";
 
+/// The lock file's name inside the state directory.
+pub const LOCK_FILE: &str = "lock";
+
 /// The layout this release writes, kept in SQLite's `user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// What version 2 adds to version 1: the store's identity (L10).
+const META: &str = "
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+";
 
 const SCHEMA: &str = "
 CREATE TABLE jobs (
@@ -40,7 +62,6 @@ CREATE TABLE jobs (
     ending_exit_code INTEGER,
     ending_reason TEXT
 );
-PRAGMA user_version = 1;
 ";
 
 /// Why the store could not be opened or written.
@@ -67,6 +88,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// Another `billet serve` holds the state directory (L10).
+    #[error(
+        "the state directory {path} is in use by another billet serve (it holds {path}/{LOCK_FILE}); stop it, or give this one its own --state"
+    )]
+    InUse {
+        /// The state directory.
+        path: PathBuf,
+    },
     /// SQLite failed while reading or writing.
     #[error("the store {path}: {source}")]
     Sqlite {
@@ -85,6 +114,8 @@ pub struct Store {
     db: Option<(Connection, PathBuf)>,
     /// How long a commit to a store in memory takes.
     delay: Duration,
+    identity: Option<Identity>,
+    unnamed_through: Option<JobId>,
 }
 
 impl Store {
@@ -98,16 +129,30 @@ impl Store {
     /// what must wait for a commit (a request's answer, a provider call),
     /// which a commit that slow makes plain to see.
     pub fn slow_memory(delay: Duration) -> Store {
-        Store { db: None, delay }
+        Store {
+            db: None,
+            delay,
+            identity: None,
+            unnamed_through: None,
+        }
+    }
+
+    /// The store's identity (L10): made when the store was created, kept in
+    /// it. `None` for a store in memory, whose instances carry none.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.as_ref()
+    }
+
+    /// For a store made by a release without identities: its last job then.
+    /// Instances named without an identity are those jobs' (L10).
+    pub fn unnamed_through(&self) -> Option<JobId> {
+        self.unnamed_through
     }
 
     /// Opens (or creates) the database in `dir`, creating `dir` if missing,
     /// and reads every job back in id order.
     pub fn open(dir: &Path) -> Result<(Store, Vec<JobRecord>), StoreError> {
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-            path: dir.to_owned(),
-            source,
-        })?;
+        private_dir(dir)?;
         let path = dir.join(DATABASE_FILE);
         let exists = match std::fs::metadata(&path) {
             Ok(meta) => meta.len() > 0,
@@ -122,21 +167,39 @@ impl Store {
             path: path.clone(),
             detail,
         };
+        if !exists {
+            // Made by billet, owner-only, before SQLite opens it: SQLite
+            // gives its -wal and -shm files the database's mode.
+            private_file(&path, true)?;
+        }
         let conn = Connection::open(&path).map_err(sqlite)?;
-        if exists {
+        let version = if exists {
             // Read before writing anything: a damaged or foreign file fails
             // here, and nothing has been written to it.
-            check(&conn).map_err(corrupt)?;
+            check(&conn).map_err(corrupt)?
         } else {
             conn.execute_batch(SCHEMA).map_err(sqlite)?;
-        }
+            0
+        };
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
             .map_err(sqlite)?;
+        let (identity, unnamed_through) = identify(&conn, version).map_err(sqlite)?;
+        let identity = Identity::new(&identity)
+            .ok_or_else(|| corrupt(format!("its identity {identity:?} is not 8 to 32 hex digits")))?;
+        for file in [
+            path.clone(),
+            dir.join(format!("{DATABASE_FILE}-wal")),
+            dir.join(format!("{DATABASE_FILE}-shm")),
+        ] {
+            private_file(&file, false)?;
+        }
         let records = load(&conn).map_err(|e| corrupt(e.to_string()))?;
         Ok((
             Store {
                 db: Some((conn, path)),
                 delay: Duration::ZERO,
+                identity: Some(identity),
+                unnamed_through,
             },
             records,
         ))
@@ -165,9 +228,139 @@ impl Store {
     }
 }
 
+/// Holds a state directory for one service (L10): an OS lock on
+/// `DIR/lock`, released when this is dropped or the process dies (a crash
+/// included), so a second `billet serve` on the directory is refused and
+/// the first is never touched.
+#[derive(Debug)]
+pub struct StateLock {
+    _file: std::fs::File,
+}
+
+impl StateLock {
+    /// Takes the lock of `dir` (made `0700` if missing), without waiting:
+    /// [`StoreError::InUse`] when another holds it.
+    pub fn acquire(dir: &Path) -> Result<StateLock, StoreError> {
+        private_dir(dir)?;
+        let path = dir.join(LOCK_FILE);
+        let io = |source| StoreError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options.open(&path).map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(StateLock { _file: file }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::InUse {
+                path: dir.to_owned(),
+            }),
+            Err(std::fs::TryLockError::Error(source)) => Err(io(source)),
+        }
+    }
+}
+
+/// Makes `dir` if missing, and leaves it readable by its owner only.
+fn private_dir(dir: &Path) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).map_err(io)?;
+    Ok(())
+}
+
+/// Leaves `path` readable and writable by its owner only: made so when
+/// `create` and missing; set so when it exists; nothing when it does not.
+fn private_file(path: &Path, create: bool) -> Result<(), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        if create {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+                .map_err(io)?;
+        }
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(()),
+            Err(e) => Err(io(e)),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (create, io);
+        Ok(())
+    }
+}
+
+/// The store's identity, made when it has none: for a new store (`version`
+/// 0), or one of layout 1, which also learns its last job then (its
+/// instances carry no identity). Answers the identity and that job.
+fn identify(conn: &Connection, version: i64) -> rusqlite::Result<(String, Option<JobId>)> {
+    if version < SCHEMA_VERSION {
+        let mut bytes = [0u8; 8];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+        let identity: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(META)?;
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('identity', ?1)",
+            params![identity],
+        )?;
+        if version == 1 {
+            let last: Option<i64> = tx.query_row("SELECT MAX(id) FROM jobs", [], |row| row.get(0))?;
+            if let Some(last) = last {
+                tx.execute(
+                    "INSERT INTO meta (key, value) VALUES ('unnamed_through', ?1)",
+                    params![last.to_string()],
+                )?;
+            }
+        }
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        tx.commit()?;
+    }
+    let value = |key: &str| -> rusqlite::Result<Option<String>> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |row| {
+            row.get(0)
+        })
+        .optional()
+    };
+    let identity = value("identity")?.unwrap_or_default();
+    let through = value("unnamed_through")?
+        .and_then(|text| text.parse::<u64>().ok())
+        .map(JobId);
+    Ok((identity, through))
+}
+
 /// Checks an existing file: SQLite reads it, finds it intact, and it holds
-/// this release's layout.
-fn check(conn: &Connection) -> Result<(), String> {
+/// this release's layout or the one before (which opening brings up to
+/// date). Answers the layout's version.
+fn check(conn: &Connection) -> Result<i64, String> {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(|e| e.to_string())?;
@@ -177,9 +370,9 @@ fn check(conn: &Connection) -> Result<(), String> {
     if verdict != "ok" {
         return Err(format!("SQLite's quick_check says: {verdict}"));
     }
-    if version != SCHEMA_VERSION {
+    if !(1..=SCHEMA_VERSION).contains(&version) {
         return Err(format!(
-            "layout version {version}, where this release reads {SCHEMA_VERSION}"
+            "layout version {version}, where this release reads 1 to {SCHEMA_VERSION}"
         ));
     }
     let table: Option<String> = conn
@@ -193,7 +386,7 @@ fn check(conn: &Connection) -> Result<(), String> {
     if table.is_none() {
         return Err("it has no jobs table".to_owned());
     }
-    Ok(())
+    Ok(version)
 }
 
 fn millis(at: SystemTime) -> i64 {
@@ -240,7 +433,8 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
         }
         Change::Placed { id: job, pool, at } => {
             tx.prepare_cached(
-                "UPDATE jobs SET state = 'running', pool = ?2, instance = NULL, started_at = ?3 WHERE id = ?1",
+                "UPDATE jobs SET state = 'running', pool = ?2, instance = NULL,
+                 started_at = COALESCE(started_at, ?3) WHERE id = ?1",
             )?
             .execute(params![id(*job), pool, millis(*at)])?;
         }

@@ -1,14 +1,127 @@
-//! The bearer token (L3, L4): read from its file, or made (random, mode
-//! 0600) when the file is missing; compared in constant time.
+//! Credentials (L3, L4, L11, L13): the token file, one credential a line,
+//! each with the grants it carries; read at start, or made (one random token
+//! with every grant, mode 0600) when the file is missing. Tokens are kept
+//! only as digests and compared in constant time.
+//!
+//! # The token file
+//!
+//! ```text
+//! # every grant: what a created file holds, and a single-token setup
+//! 9f2c...64 hex digits...
+//! # Prometheus: reads /metrics, nothing else
+//! 4b7e...  metrics
+//! # a public intake: submits jobs, never `trusted` ones, and reads them
+//! 77a1...  submit-untrusted,read
+//! ```
+//!
+//! A line is `TOKEN` (every grant) or `TOKEN GRANTS`, GRANTS a
+//! comma-separated list of [`Grant`] names. Blank lines and lines starting
+//! with `#` are skipped. A token is at least [`MIN_TOKEN_LEN`] characters
+//! with no whitespace. The file must not be readable or writable by group or
+//! others. Anything else stops `serve` at start, naming the file and line.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use subtle::{ConditionallySelectable, ConstantTimeEq};
 
-/// Why the token could not be had.
+/// The shortest token accepted (L13): shorter ones are too easy to guess.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+/// What a credential may do (L11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// `POST /v1/jobs`, a job of any trust class.
+    Submit,
+    /// `POST /v1/jobs`, a job not claiming `trusted`.
+    SubmitUntrusted,
+    /// The `GET` paths but `/metrics`.
+    Read,
+    /// `DELETE /v1/jobs/{id}`.
+    Cancel,
+    /// `GET /metrics`.
+    Metrics,
+}
+
+impl Grant {
+    /// Every grant, in the order the file's documentation lists them.
+    pub const ALL: [Grant; 5] = [
+        Grant::Submit,
+        Grant::SubmitUntrusted,
+        Grant::Read,
+        Grant::Cancel,
+        Grant::Metrics,
+    ];
+
+    /// Its name in the token file and in a `403`'s error.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Grant::Submit => "submit",
+            Grant::SubmitUntrusted => "submit-untrusted",
+            Grant::Read => "read",
+            Grant::Cancel => "cancel",
+            Grant::Metrics => "metrics",
+        }
+    }
+
+    /// The grant named `name` (exactly as listed), if any.
+    pub fn parse(name: &str) -> Option<Grant> {
+        Grant::ALL.into_iter().find(|grant| grant.as_str() == name)
+    }
+
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl std::fmt::Display for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Grants(u8);
+
+impl Grants {
+    /// Every grant: what a token alone on its line holds.
+    pub const fn all() -> Grants {
+        Grants(
+            Grant::Submit.bit()
+                | Grant::SubmitUntrusted.bit()
+                | Grant::Read.bit()
+                | Grant::Cancel.bit()
+                | Grant::Metrics.bit(),
+        )
+    }
+
+    /// No grant.
+    pub const fn none() -> Grants {
+        Grants(0)
+    }
+
+    /// The same set with `grant` in it.
+    #[must_use]
+    pub const fn with(self, grant: Grant) -> Grants {
+        Grants(self.0 | grant.bit())
+    }
+
+    /// Whether `grant` is in the set.
+    pub const fn has(self, grant: Grant) -> bool {
+        self.0 & grant.bit() != 0
+    }
+
+    /// Whether the set may submit a job claiming `trusted`
+    /// (`submit`), or only others (`submit-untrusted`), or none.
+    pub const fn may_submit(self, trusted: bool) -> bool {
+        self.has(Grant::Submit) || (!trusted && self.has(Grant::SubmitUntrusted))
+    }
+}
+
+/// Why the credentials could not be had.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
@@ -21,60 +134,190 @@ pub enum TokenError {
         #[source]
         source: std::io::Error,
     },
-    /// The file holds no token.
-    #[error("the token file {path} is empty: write a token into it, or remove it to have one made")]
+    /// The file holds no credential.
+    #[error(
+        "the token file {path} holds no token: write one into it, or remove it to have one made"
+    )]
     Empty {
         /// The file.
         path: PathBuf,
     },
+    /// Group or others may read or write the file (L13).
+    #[error(
+        "the token file {path} has mode {mode:04o}: group and others must not read or write it (chmod 600 {path})"
+    )]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A line is not a credential (L11, L13).
+    #[error("the token file {path}, line {line}: {reason}")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line's number, from 1.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
-/// A token a request must present, kept only as its digest.
+/// One credential: a token's digest and what it may do.
 #[derive(Clone)]
-pub struct Token {
+struct Credential {
     digest: [u8; 32],
+    grants: Grants,
 }
 
-impl std::fmt::Debug for Token {
+/// The credentials a request's bearer token is checked against.
+#[derive(Clone)]
+pub struct Credentials {
+    entries: Vec<Credential>,
+}
+
+impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(..)")
+        write!(f, "Credentials({} tokens)", self.entries.len())
     }
 }
 
-impl Token {
-    /// The token `text`.
-    pub fn new(text: &str) -> Token {
-        Token {
-            digest: Sha256::digest(text.as_bytes()).into(),
+impl From<&str> for Credentials {
+    /// One token with every grant.
+    fn from(token: &str) -> Credentials {
+        Credentials::single(token)
+    }
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+impl Credentials {
+    /// One token with every grant: a single-token setup.
+    pub fn single(token: &str) -> Credentials {
+        Credentials {
+            entries: vec![Credential {
+                digest: digest(token),
+                grants: Grants::all(),
+            }],
         }
     }
 
-    /// Whether `presented` is the token. The time taken depends on neither
-    /// value: both are hashed, and the digests compared in constant time.
-    pub fn matches(&self, presented: &str) -> bool {
-        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        digest.ct_eq(&self.digest).into()
+    /// Reads the token file's text (the module's documentation says its
+    /// form); `path` only names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Credentials, TokenError> {
+        let mut entries = Vec::new();
+        for (index, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let fail = |reason: String| TokenError::Line {
+                path: path.to_owned(),
+                line: index + 1,
+                reason,
+            };
+            let mut words = line.split_whitespace();
+            let token = words.next().unwrap_or_default();
+            let grants = match (words.next(), words.next()) {
+                (None, _) => Grants::all(),
+                (Some(list), None) => parse_grants(list).map_err(fail)?,
+                (Some(_), Some(_)) => {
+                    return Err(fail(
+                        "more than a token and its grants (grants are comma-separated, without spaces)"
+                            .to_owned(),
+                    ));
+                }
+            };
+            let length = token.chars().count();
+            if length < MIN_TOKEN_LEN {
+                return Err(fail(format!(
+                    "the token is {length} characters long; a token is at least {MIN_TOKEN_LEN}"
+                )));
+            }
+            let digest = digest(token);
+            if entries.iter().any(|e: &Credential| e.digest == digest) {
+                return Err(fail("the token is listed twice".to_owned()));
+            }
+            entries.push(Credential { digest, grants });
+        }
+        if entries.is_empty() {
+            return Err(TokenError::Empty {
+                path: path.to_owned(),
+            });
+        }
+        Ok(Credentials { entries })
+    }
+
+    /// The grants of `presented`, or `None` when it is no credential's
+    /// token. Every credential is compared, each in constant time, so the
+    /// time taken says neither which one matched nor how much of it.
+    pub fn grants(&self, presented: &str) -> Option<Grants> {
+        let presented = digest(presented);
+        let mut found = Grants::none();
+        let mut matched = subtle::Choice::from(0);
+        for entry in &self.entries {
+            let hit = presented.ct_eq(&entry.digest);
+            matched |= hit;
+            found = Grants(u8::conditional_select(&found.0, &entry.grants.0, hit));
+        }
+        bool::from(matched).then_some(found)
+    }
+
+    /// How many credentials there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none (never, once parsed).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 }
 
-/// Reads the token at `path` (surrounding whitespace dropped), or, when the
-/// file does not exist, makes one: 32 random bytes in hex, written to a new
-/// file of mode 0600 (its directory made if missing). Answers the token and
-/// whether it was made.
-pub fn load_or_create(path: &Path) -> Result<(String, bool), TokenError> {
+fn parse_grants(list: &str) -> Result<Grants, String> {
+    let mut grants = Grants::none();
+    for name in list.split(',') {
+        match Grant::parse(name) {
+            Some(grant) => grants = grants.with(grant),
+            None => {
+                let known: Vec<&str> = Grant::ALL.iter().map(|g| g.as_str()).collect();
+                return Err(format!(
+                    "unknown grant {name:?}: the grants are {}",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(grants)
+}
+
+/// Reads the credentials at `path`, or, when the file does not exist,
+/// makes it: one token of 32 random bytes in hex, with every grant, in a new
+/// file of mode 0600 (its directory made if missing). Answers them and
+/// whether the file was made. A file group or others may read or write is
+/// refused (L13).
+pub fn load_or_create(path: &Path) -> Result<(Credentials, bool), TokenError> {
     let io = |source| TokenError::Io {
         path: path.to_owned(),
         source,
     };
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            let token = text.trim();
-            if token.is_empty() {
-                return Err(TokenError::Empty {
-                    path: path.to_owned(),
-                });
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = std::fs::metadata(path).map_err(io)?.permissions().mode() & 0o7777;
+                if mode & 0o066 != 0 {
+                    return Err(TokenError::Exposed {
+                        path: path.to_owned(),
+                        mode,
+                    });
+                }
             }
-            return Ok((token.to_owned(), false));
+            return Ok((Credentials::parse(&text, path)?, false));
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(io(e)),
@@ -97,22 +340,33 @@ pub fn load_or_create(path: &Path) -> Result<(String, bool), TokenError> {
         .and_then(|()| file.write_all(b"\n"))
         .and_then(|()| file.sync_all())
         .map_err(io)?;
-    Ok((token, true))
+    Ok((Credentials::single(&token), true))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // L3: a missing token file is made, mode 0600, with a random token; the
-    // next start reads the same token back.
+    const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    const C: &str = "cccccccccccccccccccccccccccccccc";
+
+    fn path() -> PathBuf {
+        PathBuf::from("/etc/billet/token")
+    }
+
+    // L3, L13: a missing token file is made, mode 0600, with a random
+    // token of every grant; the next start reads the same back.
     #[test]
     fn l3_the_token_file_is_made_once_and_private() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state").join("token");
         let (made, created) = load_or_create(&path).unwrap();
         assert!(created);
-        assert_eq!(made.len(), 64);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let token = text.trim();
+        assert_eq!(token.len(), 64);
+        assert_eq!(made.grants(token), Some(Grants::all()));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -121,10 +375,10 @@ mod tests {
         }
         let (read, created) = load_or_create(&path).unwrap();
         assert!(!created);
-        assert_eq!(read, made);
+        assert_eq!(read.grants(token), Some(Grants::all()));
         let other = dir.path().join("other");
         let (second, _) = load_or_create(&other).unwrap();
-        assert_ne!(second, made, "tokens are random");
+        assert_eq!(second.grants(token), None, "tokens are random");
         let folder = dir.path().join("a-folder");
         std::fs::create_dir(&folder).unwrap();
         match load_or_create(&folder) {
@@ -133,21 +387,131 @@ mod tests {
             }
             other => panic!("a folder is not a token file: {other:?}"),
         }
-        std::fs::write(&other, "  \n").unwrap();
+        std::fs::write(&other, "  \n# only a comment\n").unwrap();
         assert!(matches!(
             load_or_create(&other),
             Err(TokenError::Empty { .. })
         ));
     }
 
-    // L4: only the token itself matches.
+    // L13: a token file group or others may read (or write) is refused,
+    // saying its mode; 0600 and 0400 are fine.
+    #[cfg(unix)]
     #[test]
-    fn l4_only_the_token_matches() {
-        let token = Token::new("secret");
-        assert!(token.matches("secret"));
-        for other in ["", "secre", "secret ", "Secret", "secretsecret"] {
-            assert!(!token.matches(other), "{other:?}");
+    fn l13_an_exposed_token_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, format!("{A}\n")).unwrap();
+        for (mode, refused) in [
+            (0o644, true),
+            (0o640, true),
+            (0o604, true),
+            (0o620, true),
+            (0o602, true),
+            (0o600, false),
+            (0o400, false),
+            (0o700, false),
+        ] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            match load_or_create(&path) {
+                Err(TokenError::Exposed { mode: seen, .. }) => {
+                    assert!(refused, "{mode:o}");
+                    assert_eq!(seen, mode);
+                }
+                Ok(_) => assert!(!refused, "{mode:o} should be refused"),
+                Err(other) => panic!("{mode:o}: {other}"),
+            }
         }
-        assert_eq!(format!("{token:?}"), "Token(..)");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let text = load_or_create(&path).unwrap_err().to_string();
+        assert!(text.contains("0644") && text.contains("chmod 600"), "{text}");
+    }
+
+    // L11: one credential a line, with its grants; comments and blank lines
+    // skipped; a token alone has every grant.
+    #[test]
+    fn l11_each_line_is_a_credential_with_its_grants() {
+        let text = format!(
+            "# the operator\n{A}\n\n  # Prometheus\n{B} metrics\n{C}\tsubmit-untrusted,read,cancel\n"
+        );
+        let credentials = Credentials::parse(&text, &path()).unwrap();
+        assert_eq!(credentials.len(), 3);
+        assert!(!credentials.is_empty());
+        assert_eq!(credentials.grants(A), Some(Grants::all()));
+        let metrics = credentials.grants(B).unwrap();
+        assert_eq!(metrics, Grants::none().with(Grant::Metrics));
+        let intake = credentials.grants(C).unwrap();
+        for (grant, has) in [
+            (Grant::Submit, false),
+            (Grant::SubmitUntrusted, true),
+            (Grant::Read, true),
+            (Grant::Cancel, true),
+            (Grant::Metrics, false),
+        ] {
+            assert_eq!(intake.has(grant), has, "{grant}");
+        }
+        assert!(intake.may_submit(false));
+        assert!(!intake.may_submit(true));
+        assert!(Grants::all().may_submit(true));
+        assert!(!metrics.may_submit(false));
+        assert_eq!(credentials.grants("nobody's token, long enough to be one"), None);
+        assert_eq!(credentials.grants(""), None);
+        assert_eq!(credentials.grants(&A[1..]), None);
+        assert_eq!(format!("{credentials:?}"), "Credentials(3 tokens)");
+        let single = Credentials::from(A);
+        assert_eq!(single.grants(A), Some(Grants::all()));
+        assert_eq!(single.grants(B), None);
+    }
+
+    // L11, L13: a line that is not a credential stops the start, naming the
+    // line and what is wrong.
+    #[test]
+    fn l11_a_bad_line_is_refused_with_its_number() {
+        for (text, line, says) in [
+            (format!("{A} submit,write\n"), 1, "unknown grant \"write\""),
+            (format!("{A}\n{B} submit, read\n"), 2, "more than a token"),
+            (format!("# x\n\nshort\n"), 3, "5 characters long"),
+            (format!("{A} Submit\n"), 1, "unknown grant \"Submit\""),
+            (format!("{A} \n{A} read\n"), 2, "listed twice"),
+            (format!("{A} submit,\n"), 1, "unknown grant \"\""),
+        ] {
+            match Credentials::parse(&text, &path()) {
+                Err(TokenError::Line {
+                    line: seen, reason, ..
+                }) => {
+                    assert_eq!(seen, line, "{text:?}");
+                    assert!(reason.contains(says), "{text:?}: {reason}");
+                }
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        let error = Credentials::parse("tiny\n", &path()).unwrap_err().to_string();
+        assert!(error.contains("/etc/billet/token, line 1"), "{error}");
+        let exactly = "x".repeat(MIN_TOKEN_LEN);
+        assert!(Credentials::parse(&exactly, &path()).is_ok());
+        assert!(Credentials::parse(&exactly[1..], &path()).is_err());
+    }
+
+    #[test]
+    fn l11_grants_have_names() {
+        for grant in Grant::ALL {
+            assert_eq!(Grant::parse(grant.as_str()), Some(grant));
+            assert_eq!(grant.to_string(), grant.as_str());
+        }
+        assert_eq!(Grant::parse("all"), None);
+        let names: Vec<&str> = Grant::ALL.iter().map(|g| g.as_str()).collect();
+        assert_eq!(
+            names,
+            ["submit", "submit-untrusted", "read", "cancel", "metrics"]
+        );
+        assert!(!Grants::none().has(Grant::Read));
+        for grant in Grant::ALL {
+            assert!(Grants::all().has(grant));
+            let one = Grants::none().with(grant);
+            for other in Grant::ALL {
+                assert_eq!(one.has(other), other == grant);
+            }
+        }
     }
 }

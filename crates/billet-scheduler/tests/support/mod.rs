@@ -38,7 +38,8 @@ routing: {{default_kind: docker}}"
 }
 
 /// Settings with round numbers: reconcile every 10 s, calls time out after
-/// 5 s, backoff 1 s doubling to 8 s, orphans collected after 30 s.
+/// 5 s, backoff 1 s doubling to 8 s, orphans collected after 30 s, an
+/// unknown effect given up on after 10 min.
 pub fn settings() -> Settings {
     Settings {
         reconcile_every: secs(10),
@@ -46,6 +47,7 @@ pub fn settings() -> Settings {
         backoff_base: secs(1),
         backoff_cap: secs(8),
         orphan_grace: secs(30),
+        give_up_after: secs(600),
     }
 }
 
