@@ -699,7 +699,12 @@ impl Core {
             && self
                 .pools
                 .iter()
-                .all(|pool| pool.ready && pool.dirty_since.is_none() && pool.orphans.is_empty())
+                .all(|pool| {
+                    pool.ready
+                        && pool.dirty_since.is_none()
+                        && pool.orphans.is_empty()
+                        && pool.unsettled.is_empty()
+                })
     }
 
     /// Leases `pool` holds now, launches in flight included.

@@ -317,23 +317,19 @@ async fn metrics(State(app): State<AppState>, Extension(grants): Extension<Grant
 }
 
 /// `200 {"status": "ok"}`, or `503 {"status": "degraded", "unreadable":
-/// [...], "contested": [...]}`: pools whose inventory cannot be read (or
-/// whose read has hung past the stall bound, L14), and pools another live
-/// store launches into (L10).
+/// [...]}`: pools whose inventory cannot be read (or whose read has hung past
+/// the stall bound, L14), with `"contested": [...]` when another live store
+/// launches into some pools (L10).
 async fn healthz(State(app): State<AppState>) -> Response {
     let health = app.shared.health();
     if health.unreadable.is_empty() && health.contested.is_empty() {
         (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({
-                "status": "degraded",
-                "unreadable": health.unreadable,
-                "contested": health.contested,
-            })),
-        )
-            .into_response()
+        let mut body = json!({ "status": "degraded", "unreadable": health.unreadable });
+        if !health.contested.is_empty() {
+            body["contested"] = json!(health.contested);
+        }
+        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
     }
 }
 

@@ -803,7 +803,14 @@ async fn l9_two_deployments_on_one_daemon_never_see_each_other() {
     );
     let green_token_dir = tempfile::tempdir().expect("a directory");
     let green_token = green_token_dir.path().join("green-token");
-    std::fs::write(&green_token, "green-secret-token\n").expect("write the token");
+    std::fs::write(&green_token, "green-secret-token-of-32-characters\n").expect("write the token");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // L13: a token file others can read is refused.
+        std::fs::set_permissions(&green_token, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod the token");
+    }
     let mut green = Service::new(
         "green",
         &Pool {
@@ -816,7 +823,7 @@ async fn l9_two_deployments_on_one_daemon_never_see_each_other() {
     let green_watch = Watch::start(&green.id).await;
     blue.start().await;
     green.start().await;
-    assert_eq!(green.token(), "green-secret-token");
+    assert_eq!(green.token(), "green-secret-token-of-32-characters");
     assert!(
         !green.state_dir().join("token").exists(),
         "a token was written to the state directory though --token-file was given"

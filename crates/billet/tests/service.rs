@@ -227,7 +227,8 @@ async fn l4_list_filters_and_cancels() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         pools,
-        json!({"pools": [{"name": "linux", "kind": "docker", "capacity": 1, "held": 1, "queued": 2}]})
+        json!({"pools": [{"name": "linux", "kind": "docker", "capacity": 1, "held": 1, "queued": 2,
+            "contested": 0, "leftovers": 0, "unsettled": 0}]})
     );
     let (status, cancelled) = running.call("DELETE", "/v1/jobs/3", None).await;
     assert_eq!(status, StatusCode::OK);

@@ -156,9 +156,10 @@ pub async fn remove_containers_of(owner: &str) {
     }
 }
 
-/// The job id in an instance name `job-<id>.<pool>`.
+/// The job id in an instance name `job-<id>.<pool>`, or the same under a
+/// store's identity (`<identity>.job-<id>.<pool>`, L10).
 pub fn job_of_instance(name: &str) -> Option<u64> {
-    name.strip_prefix("job-")?.split('.').next()?.parse().ok()
+    billet_scheduler::InstanceName::parse(name).map(|parsed| parsed.job.0)
 }
 
 // ---------------------------------------------------------------------------
