@@ -328,6 +328,37 @@ impl Service {
         }
     }
 
+    /// Another service of the same deployment (the same `billet.yaml`, the
+    /// same containers' owner) on a state directory of its own: a fresh
+    /// store, as when `serve` is started from another directory (L10).
+    pub fn beside(&self, tag: &str) -> Service {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("billet-{tag}-"))
+            .tempdir()
+            .expect("a temporary directory");
+        let config = dir.path().join("billet.yaml");
+        std::fs::copy(&self.config, &config).expect("copy billet.yaml");
+        let state = dir.path().join("state");
+        Service {
+            id: self.id.clone(),
+            config,
+            state,
+            token_file: None,
+            timing: Timing::default(),
+            child: None,
+            port: 0,
+            logs: Vec::new(),
+            api: None,
+            dir,
+        }
+    }
+
+    /// Uses a call deadline of `call_timeout` (`--call-timeout`).
+    pub fn with_call_timeout(mut self, call_timeout: &'static str) -> Service {
+        self.timing.call_timeout = call_timeout;
+        self
+    }
+
     /// Uses `--token-file PATH` instead of the default `STATE/token`.
     pub fn with_token_file(mut self, path: PathBuf) -> Service {
         self.token_file = Some(path);
