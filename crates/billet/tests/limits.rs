@@ -1,0 +1,346 @@
+//! The service in process over the simulated backend: what each credential
+//! may do (L11), the `Bearer` scheme (L13), the timeouts a job gets and
+//! keeps across a crash (L14), and connections that are slow, idle or too
+//! many (L12).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use billet::http::JobLimits;
+use billet::jobs::JobRecord;
+use billet::listener::HEAD_TIMEOUT;
+use billet::token::Credentials;
+use billet::{Limits, Service, Store};
+use billet_clock::{Clock, SystemClock};
+use billet_config::Config;
+use billet_scheduler::{Pools, Settings};
+use billet_simulated::{Host, SimulatedProvider, run_for};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const ALL: &str = "all-grants-token-0123456789abcdef";
+const METRICS: &str = "metrics-only-token-0123456789abc";
+const INTAKE: &str = "untrusted-intake-token-012345678";
+const READER: &str = "read-only-token-0123456789abcdef";
+
+fn config() -> Config {
+    Config::from_yaml_str(
+        "deployment: {id: limits}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: img}}
+routing: {default_kind: docker, untrusted_kinds: [docker]}
+",
+    )
+    .unwrap()
+}
+
+struct Running {
+    service: Service,
+    base: String,
+    client: reqwest::Client,
+}
+
+async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let provider = Arc::new(
+        SimulatedProvider::builder("limits")
+            .host(host.clone())
+            .clock(Arc::clone(&clock))
+            .build()
+            .unwrap(),
+    );
+    let pools = Pools::builder(config())
+        .provider("linux", provider as Arc<dyn billet_provider::Provider>)
+        .settings(Settings {
+            reconcile_every: Duration::from_millis(50),
+            call_timeout: Duration::from_secs(5),
+            orphan_grace: Duration::from_millis(200),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    let (store, records): (Store, Vec<JobRecord>) = match store {
+        Some(dir) => Store::open(dir).unwrap(),
+        None => (Store::memory(), Vec::new()),
+    };
+    let credentials = Credentials::parse(
+        &format!(
+            "# the table of L11\n{ALL}\n{METRICS} metrics\n{INTAKE} submit-untrusted,read\n{READER} read\n"
+        ),
+        Path::new("token"),
+    )
+    .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let service = Service::start_with(&pools, store, records, clock, credentials, listener, limits)
+        .await
+        .unwrap();
+    let base = format!("http://{}", service.addr());
+    Running {
+        service,
+        base,
+        client: reqwest::Client::new(),
+    }
+}
+
+impl Running {
+    async fn call(&self, auth: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self
+            .client
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", auth);
+        if let Some(body) = body {
+            request = request.body(body.to_string());
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn jobs(&self) -> usize {
+        let (_, list) = self.call(&format!("Bearer {ALL}"), "GET", "/v1/jobs", None).await;
+        list["jobs"].as_array().unwrap().len()
+    }
+
+    async fn until_ended(&self, id: u64) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (_, job) = self
+                .call(&format!("Bearer {ALL}"), "GET", &format!("/v1/jobs/{id}"), None)
+                .await;
+            if ["finished", "failed", "cancelled"].contains(&job["state"].as_str().unwrap_or("")) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} never ended: {job}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn work(trust: &str) -> Value {
+    json!({"command": run_for(Duration::from_millis(10)), "trust": trust})
+}
+
+// L11: the grants table, each credential against each route: allowed, or
+// `403` naming the grant it lacks and recording nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l11_each_credential_does_what_its_grants_allow() {
+    let host = Host::new();
+    let running = start(&host, None, Limits::default()).await;
+    let (status, _) = running.call(&format!("Bearer {ALL}"), "POST", "/v1/jobs", Some(work("trusted"))).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let mut recorded = 1;
+    type Row = (&'static str, &'static str, &'static str, Option<Value>, u16, Option<&'static str>);
+    let rows: Vec<Row> = vec![
+        (METRICS, "GET", "/metrics", None, 200, None),
+        (METRICS, "GET", "/v1/jobs", None, 403, Some("read")),
+        (METRICS, "GET", "/v1/jobs/1", None, 403, Some("read")),
+        (METRICS, "GET", "/v1/pools", None, 403, Some("read")),
+        (METRICS, "POST", "/v1/jobs", Some(work("untrusted")), 403, Some("submit")),
+        (METRICS, "DELETE", "/v1/jobs/1", None, 403, Some("cancel")),
+        // Past the grant check: no pool here takes untrusted work (the
+        // simulated backend refuses it, as docker does), so 422, not 403.
+        (INTAKE, "POST", "/v1/jobs", Some(work("untrusted")), 422, None),
+        (INTAKE, "POST", "/v1/jobs", Some(work("unknown")), 422, None),
+        (INTAKE, "POST", "/v1/jobs", Some(work("trusted")), 403, Some("submit")),
+        (INTAKE, "GET", "/v1/jobs/1", None, 200, None),
+        (INTAKE, "GET", "/metrics", None, 403, Some("metrics")),
+        (INTAKE, "DELETE", "/v1/jobs/1", None, 403, Some("cancel")),
+        (READER, "GET", "/v1/jobs", None, 200, None),
+        (READER, "GET", "/v1/pools", None, 200, None),
+        (READER, "POST", "/v1/jobs", Some(work("untrusted")), 403, Some("submit")),
+        (READER, "GET", "/metrics", None, 403, Some("metrics")),
+        (ALL, "GET", "/metrics", None, 200, None),
+        (ALL, "DELETE", "/v1/jobs/999", None, 404, None),
+    ];
+    for (token, method, path, body, want, grant) in rows {
+        let (status, answer) = running
+            .call(&format!("Bearer {token}"), method, path, body)
+            .await;
+        assert_eq!(status.as_u16(), want, "{token} {method} {path}: {answer}");
+        if status == StatusCode::CREATED {
+            recorded += 1;
+        }
+        if let Some(grant) = grant {
+            let error = answer["error"].as_str().unwrap_or_default();
+            assert!(error.contains(&format!("`{grant}`")), "{token} {method} {path}: {answer}");
+        }
+        assert_eq!(running.jobs().await, recorded, "{token} {method} {path}");
+    }
+    // No token, a wrong one: 401 as before; /healthz needs none.
+    let (status, _) = running.call("Bearer not-a-token-of-this-service-at-all", "GET", "/v1/jobs", None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = running.call("", "GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    running.service.abort();
+}
+
+// L13: the scheme is matched case-insensitively, as HTTP says; the token
+// itself is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l13_bearer_is_matched_case_insensitively() {
+    let host = Host::new();
+    let running = start(&host, None, Limits::default()).await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let (status, _) = running.call(&format!("{scheme} {READER}"), "GET", "/v1/pools", None).await;
+        assert_eq!(status, StatusCode::OK, "{scheme}");
+    }
+    for auth in [
+        format!("Bearer {}", READER.to_uppercase()),
+        format!("Basic {READER}"),
+        format!("Bearer{READER}"),
+        READER.to_owned(),
+    ] {
+        let (status, _) = running.call(&auth, "GET", "/v1/pools", None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{auth}");
+    }
+    running.service.abort();
+}
+
+// L14: a job naming more than the maximum is refused (`422` naming
+// `timeout_secs`, nothing recorded); one naming none gets the default, and
+// is stopped at it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l14_default_and_maximum_timeouts() {
+    let host = Host::new();
+    let limits = Limits {
+        jobs: JobLimits {
+            default_timeout: Duration::from_secs(1),
+            max_timeout: Duration::from_secs(60),
+        },
+        ..Limits::default()
+    };
+    let running = start(&host, None, limits).await;
+    let auth = format!("Bearer {ALL}");
+    let long = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
+    let mut too_long = long.clone();
+    too_long["timeout_secs"] = json!(61);
+    let (status, answer) = running.call(&auth, "POST", "/v1/jobs", Some(too_long)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("timeout_secs"), "{answer}");
+    assert_eq!(running.jobs().await, 0);
+    let mut allowed = long.clone();
+    allowed["timeout_secs"] = json!(60);
+    let (status, _) = running.call(&auth, "POST", "/v1/jobs", Some(allowed)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(long)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let ended = running.until_ended(job["id"].as_u64().unwrap()).await;
+    assert_eq!(ended["state"], "failed", "{ended}");
+    assert!(ended["reason"].as_str().unwrap().contains("timed out"), "{ended}");
+    running.service.abort();
+}
+
+fn time(job: &Value, field: &str) -> SystemTime {
+    humantime::parse_rfc3339(job[field].as_str().unwrap()).unwrap()
+}
+
+// L14: a job's timeout is a deadline from its start, kept across a crash:
+// a job of 3 s whose service crashes 2 s in ends about 3 s after it
+// started, not 3 s after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l14_a_timeout_is_kept_across_a_crash() {
+    let host = Host::new();
+    let state = tempfile::tempdir().unwrap();
+    let running = start(&host, Some(state.path()), Limits::default()).await;
+    let auth = format!("Bearer {ALL}");
+    let body = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted", "timeout_secs": 3});
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = job["id"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    running.service.abort();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let restarted = start(&host, Some(state.path()), Limits::default()).await;
+    let restarted_at = SystemTime::now();
+    let ended = restarted.until_ended(id).await;
+    assert_eq!(ended["state"], "failed", "{ended}");
+    let ran = time(&ended, "ended_at")
+        .duration_since(time(&ended, "started_at"))
+        .unwrap();
+    let after_restart = time(&ended, "ended_at").duration_since(restarted_at).unwrap_or_default();
+    eprintln!("L14: started, crashed 2 s in, restarted; ended {ran:?} after its start, {after_restart:?} after the restart");
+    assert!(ran >= Duration::from_secs(3), "{ran:?}");
+    assert!(
+        ran < Duration::from_millis(4_500),
+        "the timeout started again at the restart: {ran:?}"
+    );
+    restarted.service.abort();
+}
+
+/// Whether the server closed `stream` (EOF or reset) within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+// L12: connections that send half a head, and kept-alive connections left
+// idle, are closed after the head timeout; past `--max-connections`, a few
+// more are answered `503` with `Retry-After`, but `/healthz` still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l12_slow_idle_and_surplus_connections_are_bounded() {
+    let host = Host::new();
+    let limits = Limits {
+        max_connections: 300,
+        ..Limits::default()
+    };
+    let running = start(&host, None, limits).await;
+    let addr = running.service.addr();
+    let mut half = Vec::new();
+    for _ in 0..300 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthor").await.unwrap();
+        half.push(stream);
+    }
+    // The cap is reached: a new connection is told 503, but /healthz answers.
+    let mut surplus = TcpStream::connect(addr).await.unwrap();
+    surplus
+        .write_all(format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = surplus.read(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).to_lowercase();
+    assert!(text.starts_with("http/1.1 503"), "{text}");
+    assert!(text.contains("retry-after: 1"), "{text}");
+    let mut health = TcpStream::connect(addr).await.unwrap();
+    health.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let n = health.read(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).to_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    let started = Instant::now();
+    let mut all_closed = true;
+    for stream in &mut half {
+        all_closed &= closed_within(stream, HEAD_TIMEOUT + Duration::from_secs(5)).await;
+    }
+    assert!(all_closed, "a half-sent connection was still open after {:?}", started.elapsed());
+    assert!(started.elapsed() >= HEAD_TIMEOUT - Duration::from_secs(1));
+    // With the half-sent ones gone, connections are served again; one kept
+    // alive and left idle is closed after the head timeout too.
+    let mut idle = TcpStream::connect(addr).await.unwrap();
+    let stream = &mut idle;
+    stream
+        .write_all(format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let n = stream.read(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).to_lowercase();
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    let idle_from = Instant::now();
+    assert!(closed_within(stream, HEAD_TIMEOUT + Duration::from_secs(5)).await);
+    assert!(idle_from.elapsed() >= HEAD_TIMEOUT - Duration::from_secs(1));
+    let (status, _) = running.call(&format!("Bearer {ALL}"), "GET", "/v1/pools", None).await;
+    assert_eq!(status, StatusCode::OK);
+    running.service.abort();
+}
