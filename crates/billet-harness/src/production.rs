@@ -105,9 +105,7 @@ impl Deployment {
                         instance,
                     }));
                 }
-                Decision::Retrying { .. }
-                | Decision::Ending { .. }
-                | Decision::Foreign { .. } => {}
+                Decision::Retrying { .. } | Decision::Ending { .. } | Decision::Foreign { .. } => {}
                 Decision::Ended { job, pool, outcome } => {
                     let reason = reason(&outcome);
                     changes.push(match pool {

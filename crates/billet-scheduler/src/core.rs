@@ -696,15 +696,12 @@ impl Core {
     /// pool's inventory has answered: the core waits for nothing.
     pub fn is_idle(&self) -> bool {
         self.jobs.is_empty()
-            && self
-                .pools
-                .iter()
-                .all(|pool| {
-                    pool.ready
-                        && pool.dirty_since.is_none()
-                        && pool.orphans.is_empty()
-                        && pool.unsettled.is_empty()
-                })
+            && self.pools.iter().all(|pool| {
+                pool.ready
+                    && pool.dirty_since.is_none()
+                    && pool.orphans.is_empty()
+                    && pool.unsettled.is_empty()
+            })
     }
 
     /// Leases `pool` holds now, launches in flight included.
@@ -1821,7 +1818,9 @@ fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo
             docker.image.clone(),
             Resources {
                 cpus: docker.whole_cpus().unwrap_or(Resources::default().cpus),
-                memory_mib: docker.memory_mib().unwrap_or(Resources::default().memory_mib),
+                memory_mib: docker
+                    .memory_mib()
+                    .unwrap_or(Resources::default().memory_mib),
             },
         ),
         PoolSettings::Tart(tart) => (

@@ -327,9 +327,20 @@ mod tests {
         );
         let longest = "f".repeat(32);
         assert!(Identity::new(&longest).is_some());
-        for bad in ["", "0a1b2c3", "0A1B2C3D", "0a1b2c3g", "0a1b.c3d", &"f".repeat(33)] {
+        for bad in [
+            "",
+            "0a1b2c3",
+            "0A1B2C3D",
+            "0a1b2c3g",
+            "0a1b.c3d",
+            &"f".repeat(33),
+        ] {
             assert_eq!(Identity::new(bad), None, "{bad:?}");
-            assert_eq!(InstanceName::parse(&format!("{bad}.job-1.p")), None, "{bad:?}");
+            assert_eq!(
+                InstanceName::parse(&format!("{bad}.job-1.p")),
+                None,
+                "{bad:?}"
+            );
         }
         for bad in ["0a1b2c3d.", "0a1b2c3d.job-1", "0a1b2c3d.x-1.p", "0a1b2c3d"] {
             assert_eq!(InstanceName::parse(bad), None, "{bad:?}");

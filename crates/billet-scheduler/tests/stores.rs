@@ -41,13 +41,21 @@ fn l10_another_stores_instances_are_never_adopted() {
     let before = world.now - secs(60);
     // Another store's job 1, started before this core was made; and an
     // older release's job 1, named without an identity.
-    let leftover = world.fake.plant(0, "0000000b.job-1.a", before, secs(10_000));
+    let leftover = world
+        .fake
+        .plant(0, "0000000b.job-1.a", before, secs(10_000));
     let unnamed = world.fake.plant(0, "job-1.a", before, secs(10_000));
     world.submit(job(1, 5, 0)).unwrap();
     world.settle();
     // Job 1 launched its own instance, under its own name.
-    assert_eq!(world.core.instance_name(JobId(1), PoolId(0)), "0000000a.job-1.a");
-    let own = world.fake.by_name(0, "0000000a.job-1.a").expect("its own instance");
+    assert_eq!(
+        world.core.instance_name(JobId(1), PoolId(0)),
+        "0000000a.job-1.a"
+    );
+    let own = world
+        .fake
+        .by_name(0, "0000000a.job-1.a")
+        .expect("its own instance");
     assert_eq!(own.runs, secs(5));
     assert_eq!(world.count(|d| matches!(d, Decision::Adopted { .. })), 0);
     let mut seen = foreign(&world);
@@ -63,7 +71,9 @@ fn l10_another_stores_instances_are_never_adopted() {
     assert_eq!((stats.leftovers, stats.contested, stats.orphans), (2, 0, 2));
     // A second store starts launching while this one runs.
     world.wait(secs(1));
-    let live = world.fake.plant(0, "0000000b.job-2.a", world.now, secs(10_000));
+    let live = world
+        .fake
+        .plant(0, "0000000b.job-2.a", world.now, secs(10_000));
     world.advance(secs(10));
     assert!(foreign(&world).contains(&("0000000b.job-2.a".to_owned(), true)));
     assert_eq!(world.outcome(1), Some(Outcome::Finished { exit_code: 0 }));
@@ -98,7 +108,13 @@ fn l10_another_stores_instances_are_never_adopted() {
     world.run_until_idle(secs(600));
     assert!(world.fake.pools[&0].contains_key(&live), "never destroyed");
     assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
-    assert_eq!(world.fake.by_name(0, "0000000b.job-2.a").map(|i| i.id.clone()), Some(live));
+    assert_eq!(
+        world
+            .fake
+            .by_name(0, "0000000b.job-2.a")
+            .map(|i| i.id.clone()),
+        Some(live)
+    );
     assert!(
         !world
             .log
@@ -115,7 +131,9 @@ fn l10_another_stores_instances_are_never_adopted() {
 fn l10_without_an_identity_named_instances_are_foreign() {
     let mut world = World::new(one_pool(2));
     let before = world.now - secs(1);
-    world.fake.plant(0, "0000000b.job-1.a", before, secs(10_000));
+    world
+        .fake
+        .plant(0, "0000000b.job-1.a", before, secs(10_000));
     let old = world.fake.plant(0, "job-2.a", before, secs(10_000));
     world.submit(job(1, 5, 0)).unwrap();
     world.submit(job(2, 5, 0)).unwrap();
@@ -187,7 +205,10 @@ fn l14_an_unknown_launch_is_given_up_on_without_over_commit() {
     world.run_until_idle(secs(60));
     let why = gave_up(world.outcome(1));
     assert!(why.starts_with("launching its instance: "), "{why}");
-    assert!(why.contains("left its effect unknown") && why.contains("pool down"), "{why}");
+    assert!(
+        why.contains("left its effect unknown") && why.contains("pool down"),
+        "{why}"
+    );
     let stats = &world.core.stats().pools[0];
     assert_eq!((stats.leases, stats.unsettled), (0, 1));
     // The pool comes back holding what the lost launch made after all.
@@ -195,7 +216,11 @@ fn l14_an_unknown_launch_is_given_up_on_without_over_commit() {
     world.fake.plant(0, "job-1.a", world.now, secs(10_000));
     world.submit(job(2, 5, 0)).unwrap();
     world.advance(secs(10));
-    assert_eq!(world.core.leases(PoolId(0)), 0, "no room: job 1's instance stands");
+    assert_eq!(
+        world.core.leases(PoolId(0)),
+        0,
+        "no room: job 1's instance stands"
+    );
     assert!(world.fake.count() <= 1);
     // Named after an ended job, it is an orphan: collected after the grace,
     // and only once an inventory shows it gone is the room given back.
@@ -224,11 +249,19 @@ fn l14_an_unknown_destroy_is_given_up_on() {
     }
     world.collect();
     world.fake.down.insert(0, true);
-    assert!(world.calls().iter().any(|a| matches!(a.call, Call::Destroy(_))));
+    assert!(
+        world
+            .calls()
+            .iter()
+            .any(|a| matches!(a.call, Call::Destroy(_)))
+    );
     world.run_until_idle(secs(700));
     let why = gave_up(world.outcome(1));
     assert!(why.starts_with("destroying its instance: "), "{why}");
-    assert!(why.ends_with("it had ended finished (exit code 3)"), "{why}");
+    assert!(
+        why.ends_with("it had ended finished (exit code 3)"),
+        "{why}"
+    );
     assert_eq!(world.core.stats().pools[0].unsettled, 1);
     world.fake.down.insert(0, false);
     world.run_until_idle(secs(600));
@@ -288,7 +321,9 @@ fn l14_a_retried_launch_keeps_its_deadline() {
     let mut world = World::new(one_pool(1));
     world.settle();
     world.fake.down.insert(0, true);
-    world.submit(job(1, 10_000, 0).with_timeout(secs(30))).unwrap();
+    world
+        .submit(job(1, 10_000, 0).with_timeout(secs(30)))
+        .unwrap();
     world.settle();
     world.run_until_idle(secs(20));
     world.fake.down.insert(0, false);

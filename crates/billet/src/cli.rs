@@ -30,7 +30,7 @@ pub enum Command {
     },
     /// Runs the scheduler as a service: jobs over HTTP, a durable store,
     /// the configured pools.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
 }
 
 /// The flags of `billet serve`.

@@ -107,7 +107,9 @@ impl Shared {
         let mut unreadable = self.unreadable.lock().clone();
         let pools = self.pools.read();
         for (pool, since) in pools.iter().zip(self.listing.lock().iter()) {
-            if since.is_some_and(|since| now.duration_since(since).unwrap_or_default() > self.stall_after) {
+            if since.is_some_and(|since| {
+                now.duration_since(since).unwrap_or_default() > self.stall_after
+            }) {
                 unreadable.insert(pool.name.clone());
             }
         }

@@ -184,8 +184,11 @@ impl Store {
         conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
             .map_err(sqlite)?;
         let (identity, unnamed_through) = identify(&conn, version).map_err(sqlite)?;
-        let identity = Identity::new(&identity)
-            .ok_or_else(|| corrupt(format!("its identity {identity:?} is not 8 to 32 hex digits")))?;
+        let identity = Identity::new(&identity).ok_or_else(|| {
+            corrupt(format!(
+                "its identity {identity:?} is not 8 to 32 hex digits"
+            ))
+        })?;
         for file in [
             path.clone(),
             dir.join(format!("{DATABASE_FILE}-wal")),
@@ -333,7 +336,8 @@ fn identify(conn: &Connection, version: i64) -> rusqlite::Result<(String, Option
             params![identity],
         )?;
         if version == 1 {
-            let last: Option<i64> = tx.query_row("SELECT MAX(id) FROM jobs", [], |row| row.get(0))?;
+            let last: Option<i64> =
+                tx.query_row("SELECT MAX(id) FROM jobs", [], |row| row.get(0))?;
             if let Some(last) = last {
                 tx.execute(
                     "INSERT INTO meta (key, value) VALUES ('unnamed_through', ?1)",
@@ -345,9 +349,11 @@ fn identify(conn: &Connection, version: i64) -> rusqlite::Result<(String, Option
         tx.commit()?;
     }
     let value = |key: &str| -> rusqlite::Result<Option<String>> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", params![key], |row| {
-            row.get(0)
-        })
+        conn.query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            params![key],
+            |row| row.get(0),
+        )
         .optional()
     };
     let identity = value("identity")?.unwrap_or_default();

@@ -425,7 +425,10 @@ mod tests {
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let text = load_or_create(&path).unwrap_err().to_string();
-        assert!(text.contains("0644") && text.contains("chmod 600"), "{text}");
+        assert!(
+            text.contains("0644") && text.contains("chmod 600"),
+            "{text}"
+        );
     }
 
     // L11: one credential a line, with its grants; comments and blank lines
@@ -455,7 +458,10 @@ mod tests {
         assert!(!intake.may_submit(true));
         assert!(Grants::all().may_submit(true));
         assert!(!metrics.may_submit(false));
-        assert_eq!(credentials.grants("nobody's token, long enough to be one"), None);
+        assert_eq!(
+            credentials.grants("nobody's token, long enough to be one"),
+            None
+        );
         assert_eq!(credentials.grants(""), None);
         assert_eq!(credentials.grants(&A[1..]), None);
         assert_eq!(format!("{credentials:?}"), "Credentials(3 tokens)");
@@ -471,7 +477,7 @@ mod tests {
         for (text, line, says) in [
             (format!("{A} submit,write\n"), 1, "unknown grant \"write\""),
             (format!("{A}\n{B} submit, read\n"), 2, "more than a token"),
-            (format!("# x\n\nshort\n"), 3, "5 characters long"),
+            ("# x\n\nshort\n".to_owned(), 3, "5 characters long"),
             (format!("{A} Submit\n"), 1, "unknown grant \"Submit\""),
             (format!("{A} \n{A} read\n"), 2, "listed twice"),
             (format!("{A} submit,\n"), 1, "unknown grant \"\""),
@@ -486,7 +492,9 @@ mod tests {
                 other => panic!("{text:?}: {other:?}"),
             }
         }
-        let error = Credentials::parse("tiny\n", &path()).unwrap_err().to_string();
+        let error = Credentials::parse("tiny\n", &path())
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("/etc/billet/token, line 1"), "{error}");
         let exactly = "x".repeat(MIN_TOKEN_LEN);
         assert!(Credentials::parse(&exactly, &path()).is_ok());

@@ -86,7 +86,13 @@ async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
 }
 
 impl Running {
-    async fn call(&self, auth: &str, method: &str, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    async fn call(
+        &self,
+        auth: &str,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut request = self
             .client
@@ -98,11 +104,16 @@ impl Running {
         let response = request.send().await.unwrap();
         let status = response.status();
         let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn jobs(&self) -> usize {
-        let (_, list) = self.call(&format!("Bearer {ALL}"), "GET", "/v1/jobs", None).await;
+        let (_, list) = self
+            .call(&format!("Bearer {ALL}"), "GET", "/v1/jobs", None)
+            .await;
         list["jobs"].as_array().unwrap().len()
     }
 
@@ -110,7 +121,12 @@ impl Running {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let (_, job) = self
-                .call(&format!("Bearer {ALL}"), "GET", &format!("/v1/jobs/{id}"), None)
+                .call(
+                    &format!("Bearer {ALL}"),
+                    "GET",
+                    &format!("/v1/jobs/{id}"),
+                    None,
+                )
                 .await;
             if ["finished", "failed", "cancelled"].contains(&job["state"].as_str().unwrap_or("")) {
                 return job;
@@ -131,28 +147,70 @@ fn work(trust: &str) -> Value {
 async fn l11_each_credential_does_what_its_grants_allow() {
     let host = Host::new();
     let running = start(&host, None, Limits::default()).await;
-    let (status, _) = running.call(&format!("Bearer {ALL}"), "POST", "/v1/jobs", Some(work("trusted"))).await;
+    let (status, _) = running
+        .call(
+            &format!("Bearer {ALL}"),
+            "POST",
+            "/v1/jobs",
+            Some(work("trusted")),
+        )
+        .await;
     assert_eq!(status, StatusCode::CREATED);
     let mut recorded = 1;
-    type Row = (&'static str, &'static str, &'static str, Option<Value>, u16, Option<&'static str>);
+    type Row = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Option<Value>,
+        u16,
+        Option<&'static str>,
+    );
     let rows: Vec<Row> = vec![
         (METRICS, "GET", "/metrics", None, 200, None),
         (METRICS, "GET", "/v1/jobs", None, 403, Some("read")),
         (METRICS, "GET", "/v1/jobs/1", None, 403, Some("read")),
         (METRICS, "GET", "/v1/pools", None, 403, Some("read")),
-        (METRICS, "POST", "/v1/jobs", Some(work("untrusted")), 403, Some("submit")),
+        (
+            METRICS,
+            "POST",
+            "/v1/jobs",
+            Some(work("untrusted")),
+            403,
+            Some("submit"),
+        ),
         (METRICS, "DELETE", "/v1/jobs/1", None, 403, Some("cancel")),
         // Past the grant check: no pool here takes untrusted work (the
         // simulated backend refuses it, as docker does), so 422, not 403.
-        (INTAKE, "POST", "/v1/jobs", Some(work("untrusted")), 422, None),
+        (
+            INTAKE,
+            "POST",
+            "/v1/jobs",
+            Some(work("untrusted")),
+            422,
+            None,
+        ),
         (INTAKE, "POST", "/v1/jobs", Some(work("unknown")), 422, None),
-        (INTAKE, "POST", "/v1/jobs", Some(work("trusted")), 403, Some("submit")),
+        (
+            INTAKE,
+            "POST",
+            "/v1/jobs",
+            Some(work("trusted")),
+            403,
+            Some("submit"),
+        ),
         (INTAKE, "GET", "/v1/jobs/1", None, 200, None),
         (INTAKE, "GET", "/metrics", None, 403, Some("metrics")),
         (INTAKE, "DELETE", "/v1/jobs/1", None, 403, Some("cancel")),
         (READER, "GET", "/v1/jobs", None, 200, None),
         (READER, "GET", "/v1/pools", None, 200, None),
-        (READER, "POST", "/v1/jobs", Some(work("untrusted")), 403, Some("submit")),
+        (
+            READER,
+            "POST",
+            "/v1/jobs",
+            Some(work("untrusted")),
+            403,
+            Some("submit"),
+        ),
         (READER, "GET", "/metrics", None, 403, Some("metrics")),
         (ALL, "GET", "/metrics", None, 200, None),
         (ALL, "DELETE", "/v1/jobs/999", None, 404, None),
@@ -167,12 +225,22 @@ async fn l11_each_credential_does_what_its_grants_allow() {
         }
         if let Some(grant) = grant {
             let error = answer["error"].as_str().unwrap_or_default();
-            assert!(error.contains(&format!("`{grant}`")), "{token} {method} {path}: {answer}");
+            assert!(
+                error.contains(&format!("`{grant}`")),
+                "{token} {method} {path}: {answer}"
+            );
         }
         assert_eq!(running.jobs().await, recorded, "{token} {method} {path}");
     }
     // No token, a wrong one: 401 as before; /healthz needs none.
-    let (status, _) = running.call("Bearer not-a-token-of-this-service-at-all", "GET", "/v1/jobs", None).await;
+    let (status, _) = running
+        .call(
+            "Bearer not-a-token-of-this-service-at-all",
+            "GET",
+            "/v1/jobs",
+            None,
+        )
+        .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _) = running.call("", "GET", "/healthz", None).await;
     assert_eq!(status, StatusCode::OK);
@@ -186,7 +254,9 @@ async fn l13_bearer_is_matched_case_insensitively() {
     let host = Host::new();
     let running = start(&host, None, Limits::default()).await;
     for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
-        let (status, _) = running.call(&format!("{scheme} {READER}"), "GET", "/v1/pools", None).await;
+        let (status, _) = running
+            .call(&format!("{scheme} {READER}"), "GET", "/v1/pools", None)
+            .await;
         assert_eq!(status, StatusCode::OK, "{scheme}");
     }
     for auth in [
@@ -219,9 +289,14 @@ async fn l14_default_and_maximum_timeouts() {
     let long = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
     let mut too_long = long.clone();
     too_long["timeout_secs"] = json!(61);
-    let (status, answer) = running.call(&auth, "POST", "/v1/jobs", Some(too_long)).await;
+    let (status, answer) = running
+        .call(&auth, "POST", "/v1/jobs", Some(too_long))
+        .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("timeout_secs"), "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("timeout_secs"),
+        "{answer}"
+    );
     assert_eq!(running.jobs().await, 0);
     let mut allowed = long.clone();
     allowed["timeout_secs"] = json!(60);
@@ -231,7 +306,10 @@ async fn l14_default_and_maximum_timeouts() {
     assert_eq!(status, StatusCode::CREATED);
     let ended = running.until_ended(job["id"].as_u64().unwrap()).await;
     assert_eq!(ended["state"], "failed", "{ended}");
-    assert!(ended["reason"].as_str().unwrap().contains("timed out"), "{ended}");
+    assert!(
+        ended["reason"].as_str().unwrap().contains("timed out"),
+        "{ended}"
+    );
     running.service.abort();
 }
 
@@ -262,8 +340,12 @@ async fn l14_a_timeout_is_kept_across_a_crash() {
     let ran = time(&ended, "ended_at")
         .duration_since(time(&ended, "started_at"))
         .unwrap();
-    let after_restart = time(&ended, "ended_at").duration_since(restarted_at).unwrap_or_default();
-    eprintln!("L14: started, crashed 2 s in, restarted; ended {ran:?} after its start, {after_restart:?} after the restart");
+    let after_restart = time(&ended, "ended_at")
+        .duration_since(restarted_at)
+        .unwrap_or_default();
+    eprintln!(
+        "L14: started, crashed 2 s in, restarted; ended {ran:?} after its start, {after_restart:?} after the restart"
+    );
     assert!(ran >= Duration::from_secs(3), "{ran:?}");
     assert!(
         ran < Duration::from_millis(4_500),
@@ -300,13 +382,19 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
     let mut half = Vec::new();
     for _ in 0..300 {
         let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream.write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthor").await.unwrap();
+        stream
+            .write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthor")
+            .await
+            .unwrap();
         half.push(stream);
     }
     // The cap is reached: a new connection is told 503, but /healthz answers.
     let mut surplus = TcpStream::connect(addr).await.unwrap();
     surplus
-        .write_all(format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n")
+                .as_bytes(),
+        )
         .await
         .unwrap();
     let mut answer = vec![0u8; 4096];
@@ -315,7 +403,10 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
     assert!(text.starts_with("http/1.1 503"), "{text}");
     assert!(text.contains("retry-after: 1"), "{text}");
     let mut health = TcpStream::connect(addr).await.unwrap();
-    health.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    health
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
     let n = health.read(&mut answer).await.unwrap();
     let text = String::from_utf8_lossy(&answer[..n]).to_lowercase();
     assert!(text.starts_with("http/1.1 200"), "{text}");
@@ -324,14 +415,21 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
     for stream in &mut half {
         all_closed &= closed_within(stream, HEAD_TIMEOUT + Duration::from_secs(5)).await;
     }
-    assert!(all_closed, "a half-sent connection was still open after {:?}", started.elapsed());
+    assert!(
+        all_closed,
+        "a half-sent connection was still open after {:?}",
+        started.elapsed()
+    );
     assert!(started.elapsed() >= HEAD_TIMEOUT - Duration::from_secs(1));
     // With the half-sent ones gone, connections are served again; one kept
     // alive and left idle is closed after the head timeout too.
     let mut idle = TcpStream::connect(addr).await.unwrap();
     let stream = &mut idle;
     stream
-        .write_all(format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET /v1/pools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\n\r\n")
+                .as_bytes(),
+        )
         .await
         .unwrap();
     let n = stream.read(&mut answer).await.unwrap();
@@ -340,7 +438,9 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
     let idle_from = Instant::now();
     assert!(closed_within(stream, HEAD_TIMEOUT + Duration::from_secs(5)).await);
     assert!(idle_from.elapsed() >= HEAD_TIMEOUT - Duration::from_secs(1));
-    let (status, _) = running.call(&format!("Bearer {ALL}"), "GET", "/v1/pools", None).await;
+    let (status, _) = running
+        .call(&format!("Bearer {ALL}"), "GET", "/v1/pools", None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     running.service.abort();
 }

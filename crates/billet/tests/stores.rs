@@ -11,7 +11,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Deadline, POLL, POOL, Pool, Service, SocketProxy, daemon, daemon_endpoint, id_of, run_billet};
+use support::{
+    Deadline, POLL, POOL, Pool, Service, SocketProxy, daemon, daemon_endpoint, id_of, run_billet,
+};
 
 const END: Duration = Duration::from_secs(60);
 
@@ -42,7 +44,9 @@ async fn l10_a_fresh_store_never_adopts_an_older_stores_container() {
     a.wait_containers_running(1, END).await;
     let a_identity = {
         let containers = a.containers().await;
-        store_of(&containers[0].name).expect("an identity").to_owned()
+        store_of(&containers[0].name)
+            .expect("an identity")
+            .to_owned()
     };
     a.kill9();
 
@@ -57,7 +61,10 @@ async fn l10_a_fresh_store_never_adopts_an_older_stores_container() {
     let deadline = Deadline::after(END, "store A's leftover collected by B");
     loop {
         let left = b.containers().await;
-        if left.iter().all(|c| store_of(&c.name) != Some(a_identity.as_str())) {
+        if left
+            .iter()
+            .all(|c| store_of(&c.name) != Some(a_identity.as_str()))
+        {
             break;
         }
         deadline.check(&left);
@@ -92,7 +99,10 @@ async fn l10_a_fresh_store_never_adopts_an_older_stores_container() {
     // A's new job, and its job 1 relaunched (its container was collected
     // by B as a leftover: A cannot know; it ran once at a time).
     let pools = b.pool().await;
-    assert!(pools["contested"].as_u64().is_some_and(|n| n >= 1), "{pools}");
+    assert!(
+        pools["contested"].as_u64().is_some_and(|n| n >= 1),
+        "{pools}"
+    );
     // Several of B's orphan graces pass: A's container stays, A's job runs.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let job = a.job(id_of(&second)).await;
@@ -101,11 +111,21 @@ async fn l10_a_fresh_store_never_adopts_an_older_stores_container() {
     // A's first job: its container was another store's leftover to B, and
     // gone; A relaunches it (or finds it ended) on its own, and both drain.
     let cancel = a
-        .call(reqwest::Method::DELETE, &format!("/v1/jobs/{}", id_of(&second)), None, support::Auth::Token)
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/v1/jobs/{}", id_of(&second)),
+            None,
+            support::Auth::Token,
+        )
         .await;
     assert_eq!(cancel.status, 200, "{cancel:?}");
     let cancel = a
-        .call(reqwest::Method::DELETE, "/v1/jobs/1", None, support::Auth::Token)
+        .call(
+            reqwest::Method::DELETE,
+            "/v1/jobs/1",
+            None,
+            support::Auth::Token,
+        )
         .await;
     assert!([200, 409].contains(&cancel.status), "{cancel:?}");
     a.finish().await;
@@ -139,7 +159,8 @@ async fn l10_a_second_serve_on_a_state_in_use_is_refused() {
     .await;
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("in use by another billet serve") && stderr.contains(state.to_str().unwrap()),
+        stderr.contains("in use by another billet serve")
+            && stderr.contains(state.to_str().unwrap()),
         "{stderr}"
     );
     let ended = first.wait_ended(&[id_of(&job)], END).await;
@@ -172,7 +193,13 @@ async fn l13_the_state_is_readable_by_its_owner_only() {
     };
     let state = service.state_dir().to_owned();
     assert_eq!(mode(&state), 0o700);
-    for file in ["billet.db", "billet.db-wal", "billet.db-shm", "token", "lock"] {
+    for file in [
+        "billet.db",
+        "billet.db-wal",
+        "billet.db-shm",
+        "token",
+        "lock",
+    ] {
         let path = state.join(file);
         if file.ends_with("-shm") && !path.exists() {
             continue;
@@ -213,7 +240,9 @@ async fn l14_a_hung_daemon_is_reported_before_the_call_deadline() {
     assert_eq!(service.job(id_of(&job)).await["state"], "running");
     proxy.pass();
     hold.release();
-    let ended = service.wait_ended(&[id_of(&job)], Duration::from_secs(120)).await;
+    let ended = service
+        .wait_ended(&[id_of(&job)], Duration::from_secs(120))
+        .await;
     assert_eq!(ended[&id_of(&job)]["exit_code"], 4);
     eprintln!("L14: a hung daemon was reported after {seen:?}");
     service.finish().await;
