@@ -47,6 +47,7 @@ fn l10_another_stores_instances_are_never_adopted() {
     let unnamed = world.fake.plant(0, "job-1.a", before, secs(10_000));
     world.submit(job(1, 5, 0)).unwrap();
     world.settle();
+    assert_eq!(world.core.identity(), Some(&identity("0000000a")));
     // Job 1 launched its own instance, under its own name.
     assert_eq!(
         world.core.instance_name(JobId(1), PoolId(0)),
@@ -228,6 +229,38 @@ fn l14_an_unknown_launch_is_given_up_on_without_over_commit() {
     assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
     assert_eq!(world.core.stats().pools[0].unsettled, 0);
     assert!(world.fake.count() == 0);
+}
+
+// L14: an inventory asked for before a job was given up on settles
+// nothing of it: the lost launch may still land after that list was read.
+#[test]
+fn l14_a_list_from_before_the_give_up_settles_nothing() {
+    let mut world = World::new(one_pool(1));
+    world.settle();
+    world.fake.down.insert(0, true);
+    world.submit(job(1, 5, 0)).unwrap();
+    world.settle();
+    world.run_until_idle(secs(590));
+    assert_eq!(world.outcome(1), None);
+    // A list and a retried launch are asked for; the launch fails first.
+    world.wait(secs(15));
+    let calls = world.calls();
+    assert!(calls.iter().any(|a| matches!(a.call, Call::List)), "{calls:?}");
+    for action in calls.iter().filter(|a| matches!(a.call, Call::Launch(_))) {
+        let answer = world.fake.answer(action, world.now);
+        world.pending.remove(&action.id);
+        world.core.handle_answer(action.id, answer, world.now);
+    }
+    world.collect();
+    gave_up(world.outcome(1));
+    assert_eq!(world.core.stats().pools[0].unsettled, 1);
+    // The list, asked before, answers without the name: still unsettled.
+    world.fake.down.insert(0, false);
+    world.settle();
+    assert_eq!(world.core.stats().pools[0].unsettled, 1);
+    // The next one, asked after, settles it.
+    world.advance(secs(10));
+    assert_eq!(world.core.stats().pools[0].unsettled, 0);
 }
 
 // L14: a destroy that keeps failing is given up on too, saying the outcome
