@@ -3,7 +3,7 @@
 //! These are valid by construction: the only way to get a [`Config`] is to
 //! load one, and loading checks every rule of the schema.
 
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -154,8 +154,12 @@ pub enum Settings {
 }
 
 /// A docker provider's settings: the `docker:` block.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// The confinement fields (`cpus` to `cap_add`, clause D15) are checked when
+/// the file is loaded: what a loaded value holds is always valid. Each is
+/// optional; absent, the docker backend applies its safe default (see
+/// `billet_docker::Confinement`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DockerSettings {
     /// The image every runner container starts from.
@@ -164,13 +168,57 @@ pub struct DockerSettings {
     /// absolute socket path, or plain `tcp://host:2375`); `None` means the
     /// local default. Handed to `billet_docker::Builder::endpoint`, which
     /// checks the form when the provider is built.
-    #[serde(default)]
     pub endpoint: Option<String>,
     /// The docker network runner containers join (`none`, `bridge`, `host` or a
     /// network's name), handed to `billet_docker::Builder::network`; `None`
     /// means the daemon's default (the bridge).
-    #[serde(default)]
     pub network: Option<String>,
+    /// The CPUs each container may use, in billionths of a CPU (docker's
+    /// `NanoCpus`): `cpus: 1.5` is `1_500_000_000`. Never zero; `None` means
+    /// the job's own request (one CPU unless it asks otherwise).
+    pub nano_cpus: Option<NonZeroU64>,
+    /// The memory each container may use, in bytes (`memory: 2GiB`); at least
+    /// [`DockerSettings::MIN_MEMORY`]. `None` means the job's own request
+    /// (1 GiB unless it asks otherwise).
+    pub memory: Option<NonZeroU64>,
+    /// The most processes and threads one container may hold at once
+    /// (`pids_limit`); never zero. `None` means the backend's default.
+    pub pids_limit: Option<NonZeroU32>,
+    /// The user the job runs as (`user: 1000:1000`, `nobody`): a user and an
+    /// optional group, each a name or a number, with no blank part and no
+    /// whitespace. `None` means the image's user.
+    pub user: Option<String>,
+    /// Whether the container's root filesystem is mounted read-only
+    /// (`read_only: true`); `false` when absent.
+    pub read_only: bool,
+    /// Linux capabilities granted on top of the backend's minimal default set
+    /// (`cap_add: [NET_RAW]`), each in its canonical spelling: upper case,
+    /// without the `CAP_` prefix, each once, in file order. Empty when absent.
+    pub cap_add: Vec<String>,
+}
+
+impl DockerSettings {
+    /// The least memory a pool may give a container: 6 MiB, the least docker's
+    /// daemon accepts.
+    pub const MIN_MEMORY: u64 = 6 << 20;
+
+    /// The CPUs each container may use, as the file wrote them (`1.5`).
+    pub fn cpus(&self) -> Option<f64> {
+        self.nano_cpus.map(|nano| nano.get() as f64 / 1e9)
+    }
+
+    /// The CPUs each container may use, rounded up to whole CPUs (`1.5` is 2):
+    /// what a job's resources say it holds.
+    pub fn whole_cpus(&self) -> Option<u32> {
+        self.nano_cpus
+            .map(|nano| u32::try_from(nano.get().div_ceil(1_000_000_000)).unwrap_or(u32::MAX))
+    }
+
+    /// The memory each container may use, rounded up to whole mebibytes: what
+    /// a job's resources say it holds.
+    pub fn memory_mib(&self) -> Option<u64> {
+        self.memory.map(|bytes| bytes.get().div_ceil(1 << 20))
+    }
 }
 
 /// A tart provider's settings: the `tart:` block.

@@ -299,6 +299,33 @@ pub enum ConfigError {
         kind: ProviderKind,
     },
 
+    /// A docker pool's confinement setting (D15) holds nonsense: zero or
+    /// malformed `cpus`, `memory` or `pids_limit`, a blank or malformed `user`.
+    #[error("{location}: provider {provider:?}: {reason}")]
+    BadSetting {
+        /// The setting's value.
+        location: Box<Location>,
+        /// The provider whose block holds it.
+        provider: String,
+        /// What is wrong with it and what would be right.
+        reason: String,
+    },
+
+    /// A docker pool's `cap_add` names something that is not a Linux
+    /// capability (D15).
+    #[error(
+        "{location}: provider {provider:?}: {given:?} is not a Linux capability; \
+         name one such as NET_BIND_SERVICE or CAP_SYS_PTRACE (any case)"
+    )]
+    UnknownCapability {
+        /// The list entry.
+        location: Box<Location>,
+        /// The provider whose block holds it.
+        provider: String,
+        /// The name as the file spelled it.
+        given: String,
+    },
+
     /// Routing sends no job anywhere: there is no route and no default kind.
     #[error("{location}: routing sends no job anywhere: add a route or a `default_kind`")]
     NoRoutes {
@@ -333,6 +360,8 @@ macro_rules! location_of {
             | ConfigError::UnknownProvider { location, .. }
             | ConfigError::BadLabels { location }
             | ConfigError::NoProviderOfKind { location, .. }
+            | ConfigError::BadSetting { location, .. }
+            | ConfigError::UnknownCapability { location, .. }
             | ConfigError::NoRoutes { location } => location,
         }
     };

@@ -27,6 +27,16 @@
 //!       image: ghcr.io/example/runner:24.04     # and no other kind's block
 //!       endpoint: unix:///var/run/docker.sock   # optional
 //!       network: ci-runners                     # optional
+//!       cpus: 2                 # optional (D15): CPUs per container, fractions
+//!                               # allowed, from 0.01 to 65536; default: the job's
+//!       memory: 2GiB            # optional: a size (B, KiB, MiB, GiB, TiB, KB,
+//!                               # MB, GB, TB, any case) or bytes; at least 6MiB
+//!       pids_limit: 1024        # optional: at least 1; default: the backend's
+//!       user: '1000:1000'       # optional: USER or USER:GROUP; default: the image's
+//!       read_only: false        # optional: a read-only root; default false
+//!       cap_add: [NET_RAW]      # optional: Linux capabilities granted on top of
+//!                               # the backend's minimal set (any case, `CAP_`
+//!                               # prefix optional); default none
 //!   - name: macos-tart
 //!     kind: tart
 //!     capacity: 4
@@ -87,12 +97,16 @@
 //! knows them, and the path inside the document (such as
 //! `providers[2].kind`). Malformed YAML, unknown fields, wrong types, a
 //! missing identity, duplicate provider names, a route naming no provider,
-//! zero capacity and an empty file each have their own variant. The loader
+//! zero capacity and an empty file each have their own variant; a docker
+//! pool's confinement setting that makes no sense is
+//! [`ConfigError::BadSetting`], a capability Linux does not have
+//! [`ConfigError::UnknownCapability`] (D15). The loader
 //! never panics, on any input.
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
 mod config;
+mod docker;
 mod error;
 mod kind;
 mod load;

@@ -12,6 +12,7 @@ use serde_path_to_error::Segment;
 use serde_saphyr::{Error as YamlError, MessageFormatter as _, NonFiniteFloatPolicy, Spanned};
 
 use crate::config::{Config, Deployment, Provider, Route, Routing, Settings};
+use crate::docker;
 use crate::error::{ConfigError, Location};
 use crate::kind::{self, ConfigKind, KindError};
 use crate::raw::{RawConfig, RawProvider, RawRouting};
@@ -342,7 +343,7 @@ fn unsigned_max(ty: &str) -> Option<u64> {
 }
 
 /// Where a positioned value is, at `path`.
-fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
+pub(crate) fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
     Box::new(
         Location::at_path(path)
             .with_position(value.referenced.line(), value.referenced.column())
@@ -422,40 +423,27 @@ fn check_provider(base: &str, provider: &Spanned<RawProvider>) -> Result<Provide
     let blocks = [
         (
             ProviderKind::Docker,
-            raw.docker.as_ref().map(|block| {
-                (
-                    at(block, format!("{base}.docker")),
-                    Settings::Docker(block.value.clone()),
-                )
-            }),
+            raw.docker
+                .as_ref()
+                .map(|block| at(block, format!("{base}.docker"))),
         ),
         (
             ProviderKind::Tart,
-            raw.tart.as_ref().map(|block| {
-                (
-                    at(block, format!("{base}.tart")),
-                    Settings::Tart(block.value.clone()),
-                )
-            }),
+            raw.tart
+                .as_ref()
+                .map(|block| at(block, format!("{base}.tart"))),
         ),
         (
             ProviderKind::Firecracker,
-            raw.firecracker.as_ref().map(|block| {
-                (
-                    at(block, format!("{base}.firecracker")),
-                    Settings::Firecracker(block.value.clone()),
-                )
-            }),
+            raw.firecracker
+                .as_ref()
+                .map(|block| at(block, format!("{base}.firecracker"))),
         ),
     ];
-    let mut settings = None;
-    for (block_kind, block) in blocks {
-        let Some((location, block)) = block else {
-            continue;
-        };
-        if kind == block_kind {
-            settings = Some(block);
-        } else {
+    for (block_kind, location) in blocks {
+        if let Some(location) = location
+            && kind != block_kind
+        {
             return Err(ConfigError::ForeignSettings {
                 location,
                 provider: name.clone(),
@@ -464,6 +452,25 @@ fn check_provider(base: &str, provider: &Spanned<RawProvider>) -> Result<Provide
             });
         }
     }
+    let settings = match kind.get() {
+        ProviderKind::Docker => match &raw.docker {
+            Some(block) => Some(Settings::Docker(docker::check(
+                &format!("{base}.docker"),
+                name,
+                &block.value,
+            )?)),
+            None => None,
+        },
+        ProviderKind::Tart => raw
+            .tart
+            .as_ref()
+            .map(|block| Settings::Tart(block.value.clone())),
+        ProviderKind::Firecracker => raw
+            .firecracker
+            .as_ref()
+            .map(|block| Settings::Firecracker(block.value.clone())),
+        _ => None,
+    };
     let Some(settings) = settings else {
         return Err(ConfigError::MissingSettings {
             location: at(provider, base),

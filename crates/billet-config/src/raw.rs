@@ -7,7 +7,8 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::{DockerSettings, FirecrackerSettings, TartSettings};
+use crate::config::{FirecrackerSettings, TartSettings};
+use crate::docker::RawSize;
 use crate::kind::ConfigKind;
 
 /// The whole file.
@@ -36,7 +37,7 @@ pub(crate) struct RawProvider {
     pub(crate) kind: ConfigKind,
     pub(crate) capacity: Spanned<u32>,
     #[serde(default)]
-    pub(crate) docker: Option<Spanned<DockerSettings>>,
+    pub(crate) docker: Option<Spanned<RawDocker>>,
     #[serde(default)]
     pub(crate) tart: Option<Spanned<TartSettings>>,
     #[serde(default)]
@@ -63,4 +64,28 @@ pub(crate) struct RawRoute {
     pub(crate) provider: Spanned<String>,
     #[serde(default)]
     pub(crate) fallback_kind: Option<Spanned<ConfigKind>>,
+}
+
+/// A provider's `docker:` block, its confinement values positioned so that
+/// their checks (in `docker`) can say where a value is wrong.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDocker {
+    pub(crate) image: String,
+    #[serde(default)]
+    pub(crate) endpoint: Option<String>,
+    #[serde(default)]
+    pub(crate) network: Option<String>,
+    #[serde(default)]
+    pub(crate) cpus: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub(crate) memory: Option<Spanned<RawSize>>,
+    #[serde(default)]
+    pub(crate) pids_limit: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub(crate) user: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) read_only: Option<bool>,
+    #[serde(default)]
+    pub(crate) cap_add: Option<Spanned<Vec<Spanned<String>>>>,
 }

@@ -21,6 +21,15 @@
 //! `destroy` apply that one rule. Any instance name works, though docker's own
 //! container names allow only a few characters.
 //!
+//! # Confinement (D15)
+//!
+//! Every container runs with [`NO_NEW_PRIVILEGES`], every capability dropped
+//! but a minimal set ([`DEFAULT_CAPABILITIES`] unless the pool grants more), a
+//! pids limit, a json-file log bounded in size and files, and never
+//! privileged; CPUs, memory, the user and a read-only root come from the
+//! pool's [`Confinement`] ([`Builder::confinement`]), CPUs and memory from
+//! each spec's resources where the pool sets none.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -47,6 +56,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod confinement;
 mod daemon;
 pub mod dialect;
 mod endpoint;
@@ -54,6 +64,10 @@ mod naming;
 mod provider;
 mod seen;
 
+pub use confinement::{
+    Confinement, DEFAULT_CAPABILITIES, DEFAULT_LOG_MAX_FILES, DEFAULT_LOG_MAX_SIZE,
+    DEFAULT_PIDS_LIMIT, NO_NEW_PRIVILEGES,
+};
 pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};

@@ -11,7 +11,7 @@ use billet_provider::{
 use bollard::Docker;
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary,
-    ContainerSummaryStateEnum, HostConfig,
+    ContainerSummaryStateEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
@@ -20,6 +20,7 @@ use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 use tracing::Dispatch;
 
+use crate::confinement::Confinement;
 use crate::daemon::{DaemonError, Deadline, Failure, bounded};
 use crate::dialect;
 use crate::endpoint::Endpoint;
@@ -87,7 +88,9 @@ pub enum PullPolicy {
 ///   billet did not start: never reported, never removed.
 /// * `launch` creates and starts one container with the spec's image and
 ///   command (run exactly as argv: the first element is the entrypoint), its
-///   cpus and memory. It answers the full container id and the daemon's start
+///   cpus and memory (the pool's [`Confinement`] wins where it sets them),
+///   confined (D15): no new privileges, every capability dropped but the
+///   confinement's, its pids limit, a bounded log, never privileged. It answers the full container id and the daemon's start
 ///   time. A refused launch leaves nothing on the daemon. A start the daemon
 ///   refuses for the spec's own sake (`400`: the program is not in the image)
 ///   is [`Error::InvalidSpec`]; refused for any other reason (a network that
@@ -177,6 +180,7 @@ pub struct DockerProvider {
     timeout: Duration,
     pull_timeout: Duration,
     network: Option<String>,
+    confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
     client: Mutex<Option<Docker>>,
@@ -207,6 +211,7 @@ pub struct Builder {
     timeout: Duration,
     pull_timeout: Duration,
     network: Option<String>,
+    confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
 }
@@ -255,6 +260,17 @@ impl Builder {
         self
     }
 
+    /// Confines every container so (D15) instead of [`Confinement::default`]:
+    /// whatever it holds, no container gains privileges, keeps a capability
+    /// beyond its [`cap_add`](Confinement::cap_add), forks past its pids
+    /// limit, writes an unbounded log, or runs privileged. Its CPUs and
+    /// memory, when set, win over each spec's resources. Checked by
+    /// [`build`](Builder::build).
+    pub fn confinement(mut self, confinement: Confinement) -> Self {
+        self.confinement = confinement;
+        self
+    }
+
     /// Whether `launch` pulls an image the daemon lacks; the default is
     /// [`PullPolicy::Never`].
     pub fn pull(mut self, pull: PullPolicy) -> Self {
@@ -269,8 +285,10 @@ impl Builder {
     }
 
     /// The provider. Refuses an owner that is empty or only whitespace with
-    /// [`Error::InvalidOwner`], a zero timeout or pull bound with
-    /// [`Error::InvalidSpec`], and an endpoint it cannot read with
+    /// [`Error::InvalidOwner`], a zero timeout or pull bound, or a
+    /// [`Confinement`] that makes no sense (a zero pids limit, log size or log
+    /// file count, zero or non-finite CPUs, zero memory, a blank user, a blank
+    /// capability or `ALL`), with [`Error::InvalidSpec`], and an endpoint it cannot read with
     /// [`Error::Unavailable`] naming the forms expected. It does not contact
     /// the daemon: a provider may be built before its daemon is up, and every
     /// call connects afresh.
@@ -291,6 +309,9 @@ impl Builder {
                 "the docker provider's image pull bound must be longer than zero",
             ));
         }
+        self.confinement.check().map_err(|reason| {
+            Error::invalid_spec(format!("the docker provider's confinement: {reason}"))
+        })?;
         let endpoint = match &self.endpoint {
             Some(text) => Endpoint::parse(text).map_err(Error::unavailable)?,
             None => Endpoint::default(),
@@ -302,6 +323,7 @@ impl Builder {
             timeout: self.timeout,
             pull_timeout: self.pull_timeout,
             network: self.network,
+            confinement: self.confinement,
             pull: self.pull,
             logger: self.logger,
             client: Mutex::new(None),
@@ -382,9 +404,15 @@ impl DockerProvider {
             timeout: DEFAULT_TIMEOUT,
             pull_timeout: DEFAULT_PULL_TIMEOUT,
             network: None,
+            confinement: Confinement::default(),
             pull: PullPolicy::Never,
             logger: None,
         }
+    }
+
+    /// What every container this provider starts may do (D15).
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
     }
 
     /// The deployment identity written onto every container this provider starts.
@@ -503,20 +531,16 @@ impl DockerProvider {
             (NAME_LABEL.to_owned(), spec.name.clone()),
             (LAUNCH_LABEL.to_owned(), mark.to_owned()),
         ]);
-        let cpus = spec.resources.cpus;
-        let memory = spec.resources.memory_mib;
         ContainerCreateBody {
             image: Some(spec.image.clone()),
             entrypoint: Some(spec.command[..1].to_vec()),
             cmd: Some(spec.command[1..].to_vec()),
             labels: Some(labels),
-            host_config: Some(HostConfig {
-                nano_cpus: (cpus > 0).then(|| i64::from(cpus) * 1_000_000_000),
-                memory: (memory > 0)
-                    .then(|| i64::try_from(memory.saturating_mul(1 << 20)).unwrap_or(i64::MAX)),
-                network_mode: self.network.clone(),
-                ..HostConfig::default()
-            }),
+            user: self.confinement.user.clone(),
+            host_config: Some(
+                self.confinement
+                    .host_config(&spec.resources, self.network.clone()),
+            ),
             ..ContainerCreateBody::default()
         }
     }
@@ -883,7 +907,11 @@ impl DockerProvider {
         let client = self
             .client("create container")
             .map_err(Error::unavailable)?;
-        if spec.resources.cpus > 1 {
+        if self
+            .confinement
+            .nano_cpus(&spec.resources)
+            .is_some_and(|nano| nano > 1_000_000_000)
+        {
             self.check_cpus(&client, deadline, spec).await?;
         }
         self.reclaim_name(&client, deadline, &spec.name).await?;
@@ -986,10 +1014,13 @@ impl DockerProvider {
                 host
             }
         };
-        if spec.resources.cpus > host {
+        let asked = self.confinement.nano_cpus(&spec.resources).unwrap_or(0);
+        if asked > i64::from(host) * 1_000_000_000 {
             return Err(Error::invalid_spec(format!(
                 "{:?} asks for {} CPUs; the host of the docker daemon at {} has {host}",
-                spec.name, spec.resources.cpus, self.endpoint_text
+                spec.name,
+                asked as f64 / 1e9,
+                self.endpoint_text
             )));
         }
         Ok(())

@@ -1,0 +1,383 @@
+//! The checks of a docker pool's confinement settings (D15): `cpus`,
+//! `memory`, `pids_limit`, `user`, `read_only` and `cap_add`, each refused
+//! with its location when it holds nonsense.
+
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroU64};
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
+use serde_saphyr::Spanned;
+
+use crate::config::DockerSettings;
+use crate::error::ConfigError;
+use crate::load::at;
+use crate::raw::RawDocker;
+
+/// Every Linux capability, by its name without the `CAP_` prefix, in the
+/// kernel's order (`CAP_CHOWN` is 0, `CAP_CHECKPOINT_RESTORE` 40).
+pub(crate) const CAPABILITIES: [&str; 41] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// The most CPUs a pool may give one container.
+const MAX_CPUS: f64 = 65_536.0;
+
+/// The fewest CPUs a pool may give one container: 0.01, a quota of 1 ms in
+/// the kernel's 100 ms period, the least docker's daemon accepts.
+const MIN_CPUS: f64 = 0.01;
+
+/// A `memory:` value as written: a number of bytes, or text such as `2GiB`
+/// (anything else the file holds there, read as text, to be refused by
+/// [`parse_size`] with its location).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RawSize {
+    /// A plain whole number: bytes.
+    Bytes(u64),
+    /// Anything else, as text.
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// Reads a [`RawSize`] from whatever scalar the file holds.
+struct SizeVisitor;
+
+impl Visitor<'_> for SizeVisitor {
+    type Value = RawSize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a size such as 2GiB, 512MiB or a number of bytes")
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawSize, E> {
+        Ok(RawSize::Bytes(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawSize, E> {
+        Ok(match u64::try_from(value) {
+            Ok(bytes) => RawSize::Bytes(bytes),
+            Err(_) => RawSize::Text(value.to_string()),
+        })
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawSize, E> {
+        Ok(RawSize::Text(value.to_string()))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSize, E> {
+        Ok(RawSize::Text(value.to_owned()))
+    }
+}
+
+/// The bytes a size names: a whole number, optionally followed (with or
+/// without one space) by a unit in any case: `B`, binary `KiB` `MiB` `GiB`
+/// `TiB`, or decimal `KB` `MB` `GB` `TB`. `Err` says why not.
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (number, unit) = text.split_at(digits);
+    let malformed = || {
+        format!("`memory` must be a size such as 2GiB, 512MiB or a number of bytes, not {text:?}")
+    };
+    let number: u64 = number.parse().map_err(|_| malformed())?;
+    let unit = unit.strip_prefix(' ').unwrap_or(unit);
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => return Err(malformed()),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|bytes| i64::try_from(*bytes).is_ok())
+        .ok_or_else(|| format!("`memory` is too large: {text:?}"))
+}
+
+/// The bytes of a `memory:` value, at least [`DockerSettings::MIN_MEMORY`].
+pub(crate) fn memory_bytes(size: &RawSize) -> Result<NonZeroU64, String> {
+    let bytes = match size {
+        RawSize::Bytes(bytes) if i64::try_from(*bytes).is_err() => {
+            return Err(format!("`memory` is too large: {bytes} bytes"));
+        }
+        RawSize::Bytes(bytes) => *bytes,
+        RawSize::Text(text) => parse_size(text)?,
+    };
+    if bytes < DockerSettings::MIN_MEMORY {
+        return Err(format!(
+            "`memory` must be at least 6MiB (the least docker accepts), not {bytes} bytes"
+        ));
+    }
+    NonZeroU64::new(bytes).ok_or_else(|| "`memory` must be more than 0".to_owned())
+}
+
+/// The billionths of a CPU a `cpus:` value names: from 0.01 to 65536.
+pub(crate) fn nano_cpus(cpus: f64) -> Result<NonZeroU64, String> {
+    if !(MIN_CPUS..=MAX_CPUS).contains(&cpus) {
+        return Err(format!(
+            "`cpus` must be a number from 0.01 to 65536 (fractions allowed), not {cpus}"
+        ));
+    }
+    // In range, so the product is from 10^7 to 6.6 * 10^13: exact enough, and
+    // never zero.
+    NonZeroU64::new((cpus * 1e9).round() as u64)
+        .ok_or_else(|| format!("`cpus` must be more than 0, not {cpus}"))
+}
+
+/// Whether `user` is a user the engine can run a job as: `USER` or
+/// `USER:GROUP`, each a non-blank name or number without whitespace.
+pub(crate) fn check_user(user: &str) -> Result<(), String> {
+    let well_formed = !user.is_empty()
+        && user.split(':').count() <= 2
+        && user.split(':').all(|part| {
+            !part.is_empty() && !part.chars().any(|c| c.is_whitespace() || c.is_control())
+        });
+    if well_formed {
+        Ok(())
+    } else {
+        Err(format!(
+            "`user` must be USER or USER:GROUP (names or numbers, such as 1000:1000), not {user:?}"
+        ))
+    }
+}
+
+/// A capability's canonical name (upper case, no `CAP_` prefix), if `name`
+/// spells one: any case, with or without the prefix, surrounding whitespace
+/// trimmed.
+pub(crate) fn capability(name: &str) -> Option<&'static str> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    CAPABILITIES.iter().copied().find(|known| *known == bare)
+}
+
+/// The docker block of the provider `provider`, at `base` (such as
+/// `providers[0].docker`), checked.
+pub(crate) fn check(
+    base: &str,
+    provider: &str,
+    raw: &RawDocker,
+) -> Result<DockerSettings, ConfigError> {
+    let bad = |value_at: Box<crate::Location>, reason: String| ConfigError::BadSetting {
+        location: value_at,
+        provider: provider.to_owned(),
+        reason,
+    };
+    let nano_cpus = match &raw.cpus {
+        Some(cpus) => Some(
+            nano_cpus(cpus.value)
+                .map_err(|reason| bad(at(cpus, format!("{base}.cpus")), reason))?,
+        ),
+        None => None,
+    };
+    let memory = match &raw.memory {
+        Some(memory) => Some(
+            memory_bytes(&memory.value)
+                .map_err(|reason| bad(at(memory, format!("{base}.memory")), reason))?,
+        ),
+        None => None,
+    };
+    let pids_limit = match &raw.pids_limit {
+        Some(limit) => Some(NonZeroU32::new(limit.value).ok_or_else(|| {
+            bad(
+                at(limit, format!("{base}.pids_limit")),
+                "`pids_limit` must be at least 1".to_owned(),
+            )
+        })?),
+        None => None,
+    };
+    let user = match &raw.user {
+        Some(user) => {
+            check_user(&user.value)
+                .map_err(|reason| bad(at(user, format!("{base}.user")), reason))?;
+            Some(user.value.clone())
+        }
+        None => None,
+    };
+    let mut cap_add: Vec<String> = Vec::new();
+    let entries: &[Spanned<String>] = raw.cap_add.as_ref().map_or(&[], |list| &list.value);
+    for (index, entry) in entries.iter().enumerate() {
+        let Some(name) = capability(&entry.value) else {
+            return Err(ConfigError::UnknownCapability {
+                location: at(entry, format!("{base}.cap_add[{index}]")),
+                provider: provider.to_owned(),
+                given: entry.value.clone(),
+            });
+        };
+        if !cap_add.iter().any(|known| known == name) {
+            cap_add.push(name.to_owned());
+        }
+    }
+    Ok(DockerSettings {
+        image: raw.image.clone(),
+        endpoint: raw.endpoint.clone(),
+        network: raw.network.clone(),
+        nano_cpus,
+        memory,
+        pids_limit,
+        user,
+        read_only: raw.read_only.unwrap_or(false),
+        cap_add,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // D15: sizes are whole numbers with a unit in any case, binary or
+    // decimal; anything else is refused, and so is a size past i64.
+    #[test]
+    fn d15_sizes_parse_by_unit() {
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("512 mib"), Ok(512 << 20));
+        assert_eq!(parse_size(" 3KiB "), Ok(3 << 10));
+        assert_eq!(parse_size("1TiB"), Ok(1 << 40));
+        assert_eq!(parse_size("7"), Ok(7));
+        assert_eq!(parse_size("7B"), Ok(7));
+        assert_eq!(parse_size("2kB"), Ok(2_000));
+        assert_eq!(parse_size("2MB"), Ok(2_000_000));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("2TB"), Ok(2_000_000_000_000));
+        for bad in [
+            "", "GiB", "2 GiB2", "2  GiB", "2g", "1.5GiB", "-1", "two", "2XiB",
+        ] {
+            let error = parse_size(bad).unwrap_err();
+            assert!(error.contains("must be a size"), "{bad:?}: {error}");
+        }
+        assert_eq!(parse_size("8388607TiB"), Ok(8_388_607 << 40));
+        assert!(parse_size("8388608TiB").unwrap_err().contains("too large"));
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(
+            parse_size("20000000000TB")
+                .unwrap_err()
+                .contains("too large")
+        );
+    }
+
+    // D15: memory is at least 6 MiB and fits docker's i64.
+    #[test]
+    fn d15_memory_has_a_floor_and_a_ceiling() {
+        let min = DockerSettings::MIN_MEMORY;
+        assert_eq!(
+            memory_bytes(&RawSize::Bytes(min)).map(NonZeroU64::get),
+            Ok(min)
+        );
+        assert!(
+            memory_bytes(&RawSize::Bytes(min - 1))
+                .unwrap_err()
+                .contains("at least 6MiB")
+        );
+        assert!(
+            memory_bytes(&RawSize::Bytes(0))
+                .unwrap_err()
+                .contains("at least 6MiB")
+        );
+        assert!(memory_bytes(&RawSize::Text("0GiB".into())).is_err());
+        let max = i64::MAX as u64;
+        assert_eq!(
+            memory_bytes(&RawSize::Bytes(max)).map(NonZeroU64::get),
+            Ok(max)
+        );
+        assert!(
+            memory_bytes(&RawSize::Bytes(max + 1))
+                .unwrap_err()
+                .contains("too large")
+        );
+        assert_eq!(
+            memory_bytes(&RawSize::Text("2GiB".into())).map(NonZeroU64::get),
+            Ok(2 << 30)
+        );
+        assert!(memory_bytes(&RawSize::Text("2 lots".into())).is_err());
+    }
+
+    // D15: cpus from 0.01 to 65536, in billionths.
+    #[test]
+    fn d15_cpus_are_bounded() {
+        assert_eq!(nano_cpus(1.5).map(NonZeroU64::get), Ok(1_500_000_000));
+        assert_eq!(nano_cpus(0.01).map(NonZeroU64::get), Ok(10_000_000));
+        assert_eq!(
+            nano_cpus(65_536.0).map(NonZeroU64::get),
+            Ok(65_536_000_000_000)
+        );
+        for bad in [0.0, -1.0, 0.009, 65_536.5, f64::NAN, f64::INFINITY] {
+            assert!(nano_cpus(bad).unwrap_err().contains("from 0.01"), "{bad}");
+        }
+    }
+
+    // D15: a user is USER or USER:GROUP, no part blank, no whitespace.
+    #[test]
+    fn d15_users_are_well_formed() {
+        for good in ["1000", "1000:1000", "nobody", "runner:ci", "0:0"] {
+            assert_eq!(check_user(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "", ":", "1000:", ":1000", "a:b:c", "run ner", "a\tb", "a\u{7}",
+        ] {
+            assert!(check_user(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    // D15: capability names in any case, with or without the prefix.
+    #[test]
+    fn d15_capabilities_are_linux_names() {
+        assert_eq!(capability("NET_RAW"), Some("NET_RAW"));
+        assert_eq!(capability("cap_net_raw"), Some("NET_RAW"));
+        assert_eq!(capability(" Cap_Sys_Ptrace "), Some("SYS_PTRACE"));
+        assert_eq!(capability("chown"), Some("CHOWN"));
+        assert_eq!(capability("checkpoint_restore"), Some("CHECKPOINT_RESTORE"));
+        for bad in ["", "CAP_", "ALL", "NET_RAWX", "CAP_CAP_NET_RAW", "FLY"] {
+            assert_eq!(capability(bad), None, "{bad:?}");
+        }
+    }
+}
