@@ -752,3 +752,20 @@ impl State {
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // L14: a hung inventory read is said after the reconcile interval, but
+    // never before 2 s nor after 10 s.
+    #[test]
+    fn l14_the_stall_bound_follows_the_reconcile_interval() {
+        let secs = Duration::from_secs;
+        assert_eq!(stall_bound(Duration::from_millis(500)), secs(2));
+        assert_eq!(stall_bound(secs(2)), secs(2));
+        assert_eq!(stall_bound(secs(5)), secs(5));
+        assert_eq!(stall_bound(secs(10)), secs(10));
+        assert_eq!(stall_bound(secs(60)), secs(10));
+    }
+}

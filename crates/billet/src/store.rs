@@ -717,6 +717,128 @@ mod tests {
         assert_eq!(records.len(), 1);
     }
 
+    // L10: a store gets an identity when it is made, keeps it across opens,
+    // and two stores never share one; a store in memory has none.
+    #[test]
+    fn l10_a_store_keeps_the_identity_it_was_made_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(dir.path()).unwrap();
+        let made = store.identity().cloned().expect("an identity");
+        assert_eq!(made.as_str().len(), 16);
+        assert_eq!(store.unnamed_through(), None);
+        drop(store);
+        let (again, _) = Store::open(dir.path()).unwrap();
+        assert_eq!(again.identity(), Some(&made));
+        let other = tempfile::tempdir().unwrap();
+        let (second, _) = Store::open(other.path()).unwrap();
+        assert_ne!(second.identity(), Some(&made));
+        assert_eq!(Store::memory().identity(), None);
+        assert_eq!(Store::memory().unnamed_through(), None);
+    }
+
+    /// A database as the release before identities made it: layout 1.
+    fn layout_one(dir: &Path, jobs: u64) {
+        let conn = Connection::open(dir.join(DATABASE_FILE)).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch("PRAGMA user_version = 1;").unwrap();
+        for id in 1..=jobs {
+            conn.execute(
+                "INSERT INTO jobs (id, command, labels, trust, state, submitted_at)
+                 VALUES (?1, '[\"true\"]', '[]', 'trusted', 'queued', 0)",
+                params![id as i64],
+            )
+            .unwrap();
+        }
+    }
+
+    // L10: a store of layout 1 is brought up to date when opened: it gets
+    // an identity, and its jobs so far keep their names without one.
+    #[test]
+    fn l10_a_store_from_before_identities_gets_one() {
+        let dir = tempfile::tempdir().unwrap();
+        layout_one(dir.path(), 3);
+        let (store, records) = Store::open(dir.path()).unwrap();
+        assert_eq!(records.len(), 3);
+        let identity = store.identity().cloned().expect("an identity");
+        assert_eq!(store.unnamed_through(), Some(JobId(3)));
+        drop(store);
+        let (again, _) = Store::open(dir.path()).unwrap();
+        assert_eq!(again.identity(), Some(&identity));
+        assert_eq!(again.unnamed_through(), Some(JobId(3)));
+        // One with no jobs has no names to keep.
+        let empty = tempfile::tempdir().unwrap();
+        layout_one(empty.path(), 0);
+        let (store, _) = Store::open(empty.path()).unwrap();
+        assert!(store.identity().is_some());
+        assert_eq!(store.unnamed_through(), None);
+        // A layout newer than this release's is refused, untouched.
+        let newer = tempfile::tempdir().unwrap();
+        layout_one(newer.path(), 0);
+        let conn = Connection::open(newer.path().join(DATABASE_FILE)).unwrap();
+        conn.execute_batch("PRAGMA user_version = 3;").unwrap();
+        drop(conn);
+        let error = Store::open(newer.path()).unwrap_err();
+        assert!(error.to_string().contains("layout version 3"), "{error}");
+    }
+
+    // L13: the directory 0700 and the store's files 0600, whatever the
+    // umask and whatever they were.
+    #[cfg(unix)]
+    #[test]
+    fn l13_the_state_and_the_store_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let (mut store, _) = Store::open(&state).unwrap();
+        store
+            .commit(&[Change::Accepted(Box::new(record(1, None)))])
+            .unwrap();
+        assert_eq!(mode(&state), 0o700);
+        for file in [DATABASE_FILE, "billet.db-wal", "billet.db-shm"] {
+            assert_eq!(mode(&state.join(file)), 0o600, "{file}");
+        }
+        drop(store);
+        // Loosened by hand: set back at the next open.
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for file in [DATABASE_FILE, "billet.db-wal"] {
+            let path = state.join(file);
+            if path.exists() {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        }
+        let _ = Store::open(&state).unwrap();
+        assert_eq!(mode(&state), 0o700);
+        assert_eq!(mode(&state.join(DATABASE_FILE)), 0o600);
+    }
+
+    // L10: one lock per state directory; released when dropped (a crash
+    // drops it too: the OS releases the lock with the process).
+    #[test]
+    fn l10_the_state_directory_is_locked() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let first = StateLock::acquire(&state).unwrap();
+        match StateLock::acquire(&state) {
+            Err(StoreError::InUse { path }) => assert_eq!(path, state),
+            other => panic!("a second lock: {other:?}"),
+        }
+        let text = StateLock::acquire(&state).unwrap_err().to_string();
+        assert!(text.contains("in use by another billet serve"), "{text}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(state.join(LOCK_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        drop(first);
+        let again = StateLock::acquire(&state).unwrap();
+        drop(again);
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(matches!(StateLock::acquire(&file), Err(StoreError::Io { .. })));
+    }
+
     // The memory store commits anything and keeps nothing.
     #[test]
     fn a_memory_store_keeps_nothing() {
