@@ -163,20 +163,38 @@ impl Drop for Cleanup {
     }
 }
 
-fn is_hex_id(word: &str) -> bool {
-    word.len() == 64 && word.bytes().all(|b| b.is_ascii_hexdigit())
+/// `text` with what differs from run to run masked: every run of exactly 16
+/// lower-case hex digits (a store's identity, L10, in instance and container
+/// names) as `<store>`, of 32 (a container name's hash, which the identity
+/// changes) as `<hash>`, and of 64 (a container id) as `<id>`.
+fn mask(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        match run.len() {
+            16 => out.push_str("<store>"),
+            32 => out.push_str("<hash>"),
+            64 => out.push_str("<id>"),
+            _ => out.push_str(run),
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if matches!(c, '0'..='9' | 'a'..='f') {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
-/// A log line without its timestamp, container ids as `<id>`.
+/// A log line without its timestamp, what differs between runs masked.
 fn normal_log(line: &str) -> String {
     let body = line.split_once(' ').map_or(line, |(_, rest)| rest).trim();
-    body.split(' ')
-        .map(|word| match word.split_once('=') {
-            Some((key, value)) if is_hex_id(value) => format!("{key}=<id>"),
-            _ => word.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    mask(body)
 }
 
 /// Whether `actual` is what `expected` shows: JSON compared field by field,
@@ -202,9 +220,24 @@ fn same(expected: &[String], actual: &str) -> bool {
                         Some(other) => other == value,
                     })
             }
-            _ => want == got,
+            _ => mask(want) == mask(got),
         }
     })
+}
+
+// The mask keeps what is the same in every run, and only that.
+#[test]
+fn the_mask_hides_identities_hashes_and_ids_only() {
+    let id = "7648f9cd534b1d17d2cd95afe2f0d67bea80ef786a39f54cf18b3d912816ea40";
+    assert_eq!(
+        mask(&format!("id={id} name=0a1b2c3d4e5f6071.job-1.linux")),
+        "id=<id> name=<store>.job-1.linux"
+    );
+    assert_eq!(
+        mask("billet-0a1b2c3d4e5f6071.job-1.l-e6c5f257613d38b29b40e4496ccdea2c"),
+        "billet-<store>.job-1.l-<hash>"
+    );
+    assert_eq!(mask("exit code 3, deadbeef, job-12"), "exit code 3, deadbeef, job-12");
 }
 
 // L9 and the README: the session runs as written and prints what it shows.
