@@ -167,11 +167,6 @@ impl Store {
             path: path.clone(),
             detail,
         };
-        if !exists {
-            // Made by billet, owner-only, before SQLite opens it: SQLite
-            // gives its -wal and -shm files the database's mode.
-            private_file(&path, true)?;
-        }
         let conn = Connection::open(&path).map_err(sqlite)?;
         let version = if exists {
             // Read before writing anything: a damaged or foreign file fails
@@ -189,12 +184,14 @@ impl Store {
                 "its identity {identity:?} is not 8 to 32 hex digits"
             ))
         })?;
+        // Owner-only before any job is written (what SQLite wrote so far is
+        // the layout): SQLite gives files it makes later the database's mode.
         for file in [
             path.clone(),
             dir.join(format!("{DATABASE_FILE}-wal")),
             dir.join(format!("{DATABASE_FILE}-shm")),
         ] {
-            private_file(&file, false)?;
+            private_file(&file)?;
         }
         let records = load(&conn).map_err(|e| corrupt(e.to_string()))?;
         Ok((
@@ -289,34 +286,24 @@ fn private_dir(dir: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Leaves `path` readable and writable by its owner only: made so when
-/// `create` and missing; set so when it exists; nothing when it does not.
-fn private_file(path: &Path, create: bool) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io {
-        path: path.to_owned(),
-        source,
-    };
+/// Leaves `path` readable and writable by its owner only; nothing when it
+/// does not exist (SQLite's `-shm` may not, yet).
+fn private_file(path: &Path) -> Result<(), StoreError> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        if create {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(path)
-                .map_err(io)?;
-        }
+        use std::os::unix::fs::PermissionsExt;
         match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Ok(()),
-            Err(e) => Err(io(e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(StoreError::Io {
+                path: path.to_owned(),
+                source,
+            }),
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (create, io);
+        let _ = path;
         Ok(())
     }
 }
@@ -812,6 +799,27 @@ mod tests {
         assert_eq!(mode(&state.join(DATABASE_FILE)), 0o600);
     }
 
+    // L13: making a file private: set 0600, nothing for a file that is not
+    // there (SQLite's -shm may not be), an error for any other failure.
+    #[cfg(unix)]
+    #[test]
+    fn l13_private_files_are_set_so() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
+        private_file(&file).unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        private_file(&dir.path().join("absent")).unwrap();
+        assert!(!dir.path().join("absent").exists());
+        assert!(matches!(
+            private_file(&file.join("x")),
+            Err(StoreError::Io { .. })
+        ));
+    }
+
     // L10: one lock per state directory; released when dropped (a crash
     // drops it too: the OS releases the lock with the process).
     #[test]
@@ -828,7 +836,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(state.join(LOCK_FILE)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(state.join(LOCK_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         drop(first);
@@ -836,7 +847,10 @@ mod tests {
         drop(again);
         let file = dir.path().join("a-file");
         std::fs::write(&file, "x").unwrap();
-        assert!(matches!(StateLock::acquire(&file), Err(StoreError::Io { .. })));
+        assert!(matches!(
+            StateLock::acquire(&file),
+            Err(StoreError::Io { .. })
+        ));
     }
 
     // The memory store commits anything and keeps nothing.

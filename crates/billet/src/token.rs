@@ -89,13 +89,8 @@ pub struct Grants(u8);
 impl Grants {
     /// Every grant: what a token alone on its line holds.
     pub const fn all() -> Grants {
-        Grants(
-            Grant::Submit.bit()
-                | Grant::SubmitUntrusted.bit()
-                | Grant::Read.bit()
-                | Grant::Cancel.bit()
-                | Grant::Metrics.bit(),
-        )
+        // One bit a grant, numbered in declaration order.
+        Grants((1 << Grant::ALL.len()) - 1)
     }
 
     /// No grant.
@@ -514,6 +509,10 @@ mod tests {
             ["submit", "submit-untrusted", "read", "cancel", "metrics"]
         );
         assert!(!Grants::none().has(Grant::Read));
+        let every = Grant::ALL
+            .into_iter()
+            .fold(Grants::none(), |grants, grant| grants.with(grant));
+        assert_eq!(Grants::all(), every);
         for grant in Grant::ALL {
             assert!(Grants::all().has(grant));
             let one = Grants::none().with(grant);
