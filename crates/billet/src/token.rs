@@ -261,14 +261,9 @@ impl Credentials {
         bool::from(matched).then_some(found)
     }
 
-    /// How many credentials there are.
-    pub fn len(&self) -> usize {
+    /// How many credentials there are (at least one, once parsed).
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether there are none (never, once parsed).
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 
@@ -435,7 +430,6 @@ mod tests {
         );
         let credentials = Credentials::parse(&text, &path()).unwrap();
         assert_eq!(credentials.len(), 3);
-        assert!(!credentials.is_empty());
         assert_eq!(credentials.grants(A), Some(Grants::all()));
         let metrics = credentials.grants(B).unwrap();
         assert_eq!(metrics, Grants::none().with(Grant::Metrics));
@@ -513,6 +507,10 @@ mod tests {
             .into_iter()
             .fold(Grants::none(), |grants, grant| grants.with(grant));
         assert_eq!(Grants::all(), every);
+        // Adding a grant held already changes nothing.
+        assert_eq!(Grants::all().with(Grant::Read), Grants::all());
+        let read = Grants::none().with(Grant::Read);
+        assert_eq!(read.with(Grant::Read), read);
         for grant in Grant::ALL {
             assert!(Grants::all().has(grant));
             let one = Grants::none().with(grant);
