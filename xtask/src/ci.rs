@@ -6,12 +6,14 @@
 //! podman's Docker-compatible service: [`podman_socket`]), `c5` (billet-clock's
 //! C5 run under the shuttle checker), `benches`,
 //! `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`, see
-//! [`crate::mutants`], run in-process).
+//! [`crate::mutants`], run in-process). Before the first, the cargo tools the
+//! steps run are installed at their pinned versions when missing
+//! ([`crate::tools`]).
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use crate::{deps, mutants, workspace};
+use crate::{deps, mutants, tools, workspace};
 
 /// One step of the CI run: a name people read, and what it runs.
 struct Step {
@@ -210,6 +212,12 @@ const STEPS: &[Step] = &[
 pub fn run() -> ExitCode {
     let root = workspace::root();
     let cargo = workspace::cargo();
+    // The cargo tools the steps run, at their pinned versions, before the
+    // first step: a machine with only the toolchain needs nothing else here.
+    if let Err(why) = tools::ensure(&cargo) {
+        eprintln!("xtask ci: {why}");
+        return ExitCode::FAILURE;
+    }
     for (i, step) in STEPS.iter().enumerate() {
         println!("==> [{}/{}] {}", i + 1, STEPS.len(), step.name);
         let outcome = match &step.action {

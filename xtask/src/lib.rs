@@ -5,6 +5,8 @@
 //!   `billet-simulated`. A test in `billet-simulated` calls [`deps::check`] over
 //!   the real workspace (SPEC clause X4).
 //! * [`mutants`]: `cargo xtask mutants`, mutation testing (cargo-mutants) as a gate.
+//! * [`tools`]: the cargo tools `ci` runs, installed at their pinned versions
+//!   when missing.
 //!
 //! The `xtask` binary (`src/main.rs`) only parses the command line and calls in here.
 
@@ -13,4 +15,5 @@
 pub mod ci;
 pub mod deps;
 pub mod mutants;
+pub mod tools;
 mod workspace;
