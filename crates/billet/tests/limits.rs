@@ -12,7 +12,7 @@ use billet::jobs::JobRecord;
 use billet::listener::HEAD_TIMEOUT;
 use billet::token::Credentials;
 use billet::{Limits, Service, Store};
-use billet_clock::{Clock, SystemClock};
+use billet_clock::{Clock, ManualClock, SystemClock};
 use billet_config::Config;
 use billet_scheduler::{Pools, Settings};
 use billet_simulated::{Host, SimulatedProvider, run_for};
@@ -443,4 +443,86 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
         .await;
     assert_eq!(status, StatusCode::OK);
     running.service.abort();
+}
+
+/// A provider whose inventory never answers: a daemon that hangs.
+#[derive(Debug)]
+struct Hung;
+
+#[async_trait::async_trait]
+impl billet_provider::Provider for Hung {
+    fn kind(&self) -> billet_provider::ProviderKind {
+        billet_provider::ProviderKind::Docker
+    }
+    fn accepts(&self, trust: billet_provider::TrustClass) -> Result<(), billet_provider::Error> {
+        billet_provider::accepts_trust(
+            billet_provider::ProviderKind::Docker,
+            billet_provider::Isolation::NoBoundary,
+            trust,
+        )
+    }
+    async fn launch(
+        &self,
+        _: billet_provider::Spec,
+    ) -> Result<billet_provider::Instance, billet_provider::Error> {
+        std::future::pending().await
+    }
+    async fn find(
+        &self,
+        _: &str,
+    ) -> Result<Option<billet_provider::Instance>, billet_provider::Error> {
+        std::future::pending().await
+    }
+    async fn list(&self) -> Result<Vec<billet_provider::Instance>, billet_provider::Error> {
+        std::future::pending().await
+    }
+    async fn destroy(
+        &self,
+        _: &billet_provider::InstanceId,
+    ) -> Result<billet_provider::Teardown, billet_provider::Error> {
+        std::future::pending().await
+    }
+}
+
+// L14: an inventory read outstanding for longer than the stall bound (2 s at
+// a 50 ms reconcile interval) makes the pool unreadable in `/healthz`; not
+// at the bound itself, nor before; long before the call deadline (60 s).
+// On a manual clock, so the bound is hit exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l14_an_inventory_read_that_hangs_is_said_past_the_stall_bound() {
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let manual = Arc::new(ManualClock::new(start));
+    let clock: Arc<dyn Clock> = manual.clone();
+    let pools = Pools::builder(config())
+        .provider(
+            "linux",
+            Arc::new(Hung) as Arc<dyn billet_provider::Provider>,
+        )
+        .settings(Settings {
+            reconcile_every: Duration::from_millis(50),
+            call_timeout: Duration::from_secs(60),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let service = Service::start(&pools, Store::memory(), Vec::new(), clock, ALL, listener)
+        .await
+        .unwrap();
+    let url = format!("http://{}/healthz", service.addr());
+    let health = || async {
+        let response = reqwest::get(&url).await.unwrap();
+        let status = response.status();
+        (status, response.json::<Value>().await.unwrap())
+    };
+    // Let the engine ask for the first inventory.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(health().await.0, StatusCode::OK);
+    manual.advance(Duration::from_secs(2)).unwrap();
+    assert_eq!(health().await.0, StatusCode::OK, "not at the bound itself");
+    manual.advance(Duration::from_millis(1)).unwrap();
+    let (status, body) = health().await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body, json!({"status": "degraded", "unreadable": ["linux"]}));
+    service.abort();
 }
