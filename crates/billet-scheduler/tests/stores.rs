@@ -245,7 +245,10 @@ fn l14_a_list_from_before_the_give_up_settles_nothing() {
     // A list and a retried launch are asked for; the launch fails first.
     world.wait(secs(15));
     let calls = world.calls();
-    assert!(calls.iter().any(|a| matches!(a.call, Call::List)), "{calls:?}");
+    assert!(
+        calls.iter().any(|a| matches!(a.call, Call::List)),
+        "{calls:?}"
+    );
     for action in calls.iter().filter(|a| matches!(a.call, Call::Launch(_))) {
         let answer = world.fake.answer(action, world.now);
         world.pending.remove(&action.id);

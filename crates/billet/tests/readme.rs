@@ -237,7 +237,10 @@ fn the_mask_hides_identities_hashes_and_ids_only() {
         mask("billet-0a1b2c3d4e5f6071.job-1.l-e6c5f257613d38b29b40e4496ccdea2c"),
         "billet-<store>.job-1.l-<hash>"
     );
-    assert_eq!(mask("exit code 3, deadbeef, job-12"), "exit code 3, deadbeef, job-12");
+    assert_eq!(
+        mask("exit code 3, deadbeef, job-12"),
+        "exit code 3, deadbeef, job-12"
+    );
 }
 
 // L9 and the README: the session runs as written and prints what it shows.
