@@ -95,10 +95,7 @@ pub fn installed(cargo: &str, tool: &Tool, lookup: &Lookup) -> Option<String> {
 }
 
 /// The tools of `tools` whose pinned version `version_of` does not report.
-pub fn missing<'a>(
-    tools: &'a [Tool],
-    version_of: impl Fn(&Tool) -> Option<String>,
-) -> Vec<&'a Tool> {
+pub fn missing(tools: &[Tool], version_of: impl Fn(&Tool) -> Option<String>) -> Vec<&Tool> {
     tools
         .iter()
         .filter(|tool| version_of(tool).as_deref() != Some(tool.expected().as_str()))

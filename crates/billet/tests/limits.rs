@@ -178,6 +178,15 @@ async fn l11_each_credential_does_what_its_grants_allow() {
             403,
             Some("submit"),
         ),
+        // Refused before its body is read: even a malformed one.
+        (
+            METRICS,
+            "POST",
+            "/v1/jobs",
+            Some(json!("not a job")),
+            403,
+            Some("submit"),
+        ),
         (METRICS, "DELETE", "/v1/jobs/1", None, 403, Some("cancel")),
         // Past the grant check: no pool here takes untrusted work (the
         // simulated backend refuses it, as docker does), so 422, not 403.
