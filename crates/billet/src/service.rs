@@ -257,13 +257,9 @@ impl Service {
     }
 }
 
-/// `billet serve`: reads the configuration, builds every pool, opens the
-/// store and the token, listens, and serves until `shutdown` completes.
-pub async fn serve(
-    options: ServeOptions,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
-    let config = Config::load(&options.config)?;
+/// The scheduler's settings from the flags; an error when they contradict
+/// each other (a default timeout longer than the maximum).
+fn scheduler_settings(options: &ServeOptions) -> Result<Settings, ServeError> {
     if options.jobs.default_timeout > options.jobs.max_timeout {
         return Err(ServeError::Flags(format!(
             "--default-timeout ({}s) is longer than --max-timeout ({}s)",
@@ -271,15 +267,26 @@ pub async fn serve(
             options.jobs.max_timeout.as_secs()
         )));
     }
-    let providers = backends::build(&config, options.call_timeout)?;
-    let deployment = config.deployment().id().to_owned();
-    let mut builder = Pools::builder(config).settings(Settings {
+    Ok(Settings {
         reconcile_every: options.reconcile_every,
         call_timeout: options.call_timeout,
         orphan_grace: options.orphan_grace,
         give_up_after: options.give_up_after,
         ..Settings::default()
-    });
+    })
+}
+
+/// `billet serve`: reads the configuration, builds every pool, opens the
+/// store and the token, listens, and serves until `shutdown` completes.
+pub async fn serve(
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let config = Config::load(&options.config)?;
+    let settings = scheduler_settings(&options)?;
+    let providers = backends::build(&config, options.call_timeout)?;
+    let deployment = config.deployment().id().to_owned();
+    let mut builder = Pools::builder(config).settings(settings);
     for (name, provider) in providers {
         builder = builder.provider(name, provider);
     }
@@ -336,4 +343,54 @@ pub async fn serve(
         tracing::info!("stopped; instances still running are adopted at the next start");
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> ServeOptions {
+        let secs = Duration::from_secs;
+        ServeOptions {
+            config: PathBuf::from("billet.yaml"),
+            state: PathBuf::from("state"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token_file: None,
+            reconcile_every: secs(7),
+            call_timeout: secs(11),
+            orphan_grace: secs(13),
+            shutdown_grace: secs(17),
+            give_up_after: secs(19),
+            jobs: JobLimits {
+                default_timeout: secs(60),
+                max_timeout: secs(60),
+            },
+            max_connections: 5,
+        }
+    }
+
+    // L14, L3: every timing flag reaches the scheduler; a default timeout
+    // longer than the maximum stops the start (exit 2), an equal one does
+    // not.
+    #[test]
+    fn l14_the_flags_become_the_schedulers_settings() {
+        let settings = scheduler_settings(&options()).unwrap();
+        let secs = Duration::from_secs;
+        assert_eq!(settings.reconcile_every, secs(7));
+        assert_eq!(settings.call_timeout, secs(11));
+        assert_eq!(settings.orphan_grace, secs(13));
+        assert_eq!(settings.give_up_after, secs(19));
+        assert_eq!(settings.backoff_base, Settings::default().backoff_base);
+        let mut longer = options();
+        longer.jobs.default_timeout = secs(61);
+        let error = scheduler_settings(&longer).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert_eq!(
+            error.to_string(),
+            "--default-timeout (61s) is longer than --max-timeout (60s)"
+        );
+        let mut shorter = options();
+        shorter.jobs.default_timeout = secs(59);
+        assert!(scheduler_settings(&shorter).is_ok());
+    }
 }
