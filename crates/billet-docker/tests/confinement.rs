@@ -37,17 +37,33 @@ const SEE: &str = "busybox grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/stat
      echo uid=$(busybox id -u); \
      echo pids.max=$(busybox cat /sys/fs/cgroup/pids.max 2>/dev/null || busybox cat /sys/fs/cgroup/pids/pids.max)";
 
-/// The scopes a test runs in: docker's daemon, and podman's service when one
-/// answers.
+/// The scopes a test runs in: the daemon `DOCKER_HOST` names, and podman's
+/// service when one answers; each with the engine that answers on it, asked
+/// of the engine itself (the `podman` step of `cargo xtask ci` points
+/// `DOCKER_HOST` at podman).
 fn engines(test: &str) -> Vec<(&'static str, Scope)> {
     let mut scopes = Vec::new();
     if let Some(scope) = daemon(test) {
-        scopes.push(("docker", scope));
+        scopes.push((engine_of(&scope), scope));
     }
     if let Some(scope) = podman(&format!("{test}-podman")) {
         scopes.push(("podman", scope));
     }
     scopes
+}
+
+/// `podman` when the engine behind `scope` says it is podman, else `docker`.
+fn engine_of(scope: &Scope) -> &'static str {
+    let client = scope.client();
+    let version = support::block(async move { client.version().await });
+    let podman = version.ok().is_some_and(|version| {
+        version
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|component| component.name.to_lowercase().contains("podman"))
+    });
+    if podman { "podman" } else { "docker" }
 }
 
 /// A trusted spec on the test image running `script` in busybox's shell.
