@@ -249,12 +249,7 @@ fn l14_a_list_from_before_the_give_up_settles_nothing() {
         calls.iter().any(|a| matches!(a.call, Call::List)),
         "{calls:?}"
     );
-    for action in calls.iter().filter(|a| matches!(a.call, Call::Launch(_))) {
-        let answer = world.fake.answer(action, world.now);
-        world.pending.remove(&action.id);
-        world.core.handle_answer(action.id, answer, world.now);
-    }
-    world.collect();
+    world.answer_only(|call| matches!(call, Call::Launch(_)));
     gave_up(world.outcome(1));
     assert_eq!(world.core.stats().pools[0].unsettled, 1);
     // The list, asked before, answers without the name: still unsettled.
@@ -276,14 +271,7 @@ fn l14_an_unknown_destroy_is_given_up_on() {
     world.settle();
     // The next inventory shows it stopped; every call after it fails.
     world.wait(secs(10));
-    for action in world.calls() {
-        if matches!(action.call, Call::List) {
-            let answer = world.fake.answer(&action, world.now);
-            world.pending.remove(&action.id);
-            world.core.handle_answer(action.id, answer, world.now);
-        }
-    }
-    world.collect();
+    world.answer_only(|call| matches!(call, Call::List));
     world.fake.down.insert(0, true);
     assert!(
         world

@@ -287,6 +287,19 @@ impl World {
     }
 
     /// The pending calls, in order.
+    /// Answers the pending calls `which` picks, as the fake would, leaving
+    /// the others pending.
+    pub fn answer_only(&mut self, which: impl Fn(&Call) -> bool) {
+        for action in self.calls() {
+            if which(&action.call) {
+                let answer = self.fake.answer(&action, self.now);
+                self.pending.remove(&action.id);
+                self.core.handle_answer(action.id, answer, self.now);
+            }
+        }
+        self.collect();
+    }
+
     pub fn calls(&self) -> Vec<Action> {
         self.pending.values().cloned().collect()
     }

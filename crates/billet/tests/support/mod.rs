@@ -307,40 +307,36 @@ impl Service {
     /// A deployment (not started yet) with one docker pool.
     pub fn new(tag: &str, pool: &Pool) -> Service {
         let id = unique_id(tag);
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("billet-{tag}-"))
-            .tempdir()
-            .expect("a temporary directory");
-        let config = dir.path().join("billet.yaml");
-        std::fs::write(&config, docker_config(&id, pool)).expect("write billet.yaml");
-        let state = dir.path().join("state");
-        Service {
-            id,
-            config,
-            state,
-            token_file: None,
-            timing: Timing::default(),
-            child: None,
-            port: 0,
-            logs: Vec::new(),
-            api: None,
-            dir,
-        }
+        let yaml = docker_config(&id, pool);
+        Service::with_config(id, tag, |path| std::fs::write(path, yaml))
     }
 
     /// Another service of the same deployment (the same `billet.yaml`, the
     /// same containers' owner) on a state directory of its own: a fresh
     /// store, as when `serve` is started from another directory (L10).
     pub fn beside(&self, tag: &str) -> Service {
+        let from = self.config.clone();
+        Service::with_config(self.id.clone(), tag, |path| {
+            std::fs::copy(&from, path).map(drop)
+        })
+    }
+
+    /// A service of deployment `id` in a directory of its own, its
+    /// `billet.yaml` written there by `write`.
+    fn with_config(
+        id: String,
+        tag: &str,
+        write: impl FnOnce(&Path) -> std::io::Result<()>,
+    ) -> Service {
         let dir = tempfile::Builder::new()
             .prefix(&format!("billet-{tag}-"))
             .tempdir()
             .expect("a temporary directory");
         let config = dir.path().join("billet.yaml");
-        std::fs::copy(&self.config, &config).expect("copy billet.yaml");
+        write(&config).expect("write billet.yaml");
         let state = dir.path().join("state");
         Service {
-            id: self.id.clone(),
+            id,
             config,
             state,
             token_file: None,
