@@ -1,4 +1,22 @@
 //! [`Core`]: the scheduler's every decision, made without I/O (B1).
+//!
+//! This file holds the type and its state (pools, jobs and their stages,
+//! calls waited for, counts), its constructor and builders, the dispatch of
+//! each input and the outputs drained after it. The rest of its `impl` is
+//! split by concern, one file each under `core/`:
+//!
+//! * `queue`: submitting and cancelling jobs, their queues, placement (B3, B4);
+//! * `leases`: a job's lease from taking it to the job's end (B9);
+//! * `calls`: asking for provider calls and reading the answers to a job's
+//!   launch, find and destroy (B5);
+//! * `retries`: backoff and giving up on a call whose effect stays unknown
+//!   (B5, L14);
+//! * `reconcile`: listing the pools and deciding on each inventory (B6);
+//! * `orphans`: instances no lease holds, and their collection (B7);
+//! * `identity`: instance names and whose they are (L10);
+//! * `restore`: what a restarted core is told of, or learns about, an earlier
+//!   life (B8);
+//! * `trace`: the `tracing` event of each decision (B11).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::SystemTime;
@@ -7,11 +25,17 @@ use billet_config::{Config, Settings as PoolSettings};
 use billet_provider::{Error, ErrorKind, Instance, InstanceId, Resources, Spec, State, Teardown};
 use rustc_hash::FxHashMap;
 
-use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
+use crate::job::{FailReason, Identity, Job, JobId, Outcome};
 use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 use crate::routing::{PoolId, PoolInfo, Refusal, Target, target, trust_index};
 use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
+
+mod identity;
+mod trace;
+
+use identity::Whose;
+use trace::trace;
 
 /// The scheduler's every decision, made without I/O (B1).
 ///
@@ -361,35 +385,6 @@ impl Core {
     pub fn with_unnamed_through(mut self, last: JobId) -> Core {
         self.unnamed_through = Some(last);
         self
-    }
-
-    /// The identity instance names carry, if any.
-    pub fn identity(&self) -> Option<&Identity> {
-        self.identity.as_ref()
-    }
-
-    /// The name of `job`'s instance in `pool`.
-    pub fn instance_name(&self, job: JobId, pool: PoolId) -> String {
-        job.instance_name_in(self.identity.as_ref(), &self.infos[pool.0].name)
-    }
-
-    /// Whose instance a name is: this core's (a job, a pool), another
-    /// store's (its pool), or no job's.
-    fn whose<'a>(&self, name: &'a str) -> Whose<'a> {
-        let Some(parsed) = InstanceName::parse(name) else {
-            return Whose::Nobody;
-        };
-        let ours = match (parsed.store, &self.identity) {
-            (Some(store), Some(identity)) => store == identity.as_str(),
-            (None, None) => true,
-            (None, Some(_)) => self.unnamed_through.is_some_and(|last| parsed.job <= last),
-            (Some(_), None) => false,
-        };
-        if ours {
-            Whose::Ours(parsed.job, parsed.pool)
-        } else {
-            Whose::Foreign(parsed.pool)
-        }
     }
 
     /// Tells a new core that `job`, handed over again, first took a lease
@@ -777,8 +772,6 @@ impl Core {
         }
     }
 
-    // ---- inputs, in detail ----
-
     fn advance(&mut self, now: SystemTime) {
         self.now = self.now.max(now);
         self.epoch += 1;
@@ -1003,8 +996,6 @@ impl Core {
             Stage::Queued { .. } | Stage::Running { .. } => {}
         }
     }
-
-    // ---- reconciliation ----
 
     fn reconcile(&mut self) {
         self.next_reconcile = self
@@ -1320,8 +1311,6 @@ impl Core {
             }
         }
     }
-
-    // ---- transitions ----
 
     /// Makes `instance` back `job`'s lease on `pool`: running, or stopping
     /// when it has stopped already.
@@ -1781,17 +1770,6 @@ impl Core {
     }
 }
 
-/// Whose instance a name is (L10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Whose<'a> {
-    /// This core's: the job's, in the pool so named.
-    Ours(JobId, &'a str),
-    /// A job's of another store, in the pool so named.
-    Foreign(&'a str),
-    /// No job's at all.
-    Nobody,
-}
-
 /// Which call a backoff retries.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -1846,74 +1824,5 @@ fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo
         accepts,
         image,
         resources,
-    }
-}
-
-/// The `tracing` event of one decision, naming the job and the pool (B11).
-fn trace(pools: &[PoolInfo], decision: &Decision) {
-    let name = |pool: &PoolId| pools.get(pool.0).map_or("?", |p| p.name.as_str());
-    match decision {
-        Decision::Placed { job, pool } => {
-            tracing::debug!(target: "billet_scheduler", job = job.0, pool = name(pool), "placed");
-        }
-        Decision::Launched {
-            job,
-            pool,
-            instance,
-        } => tracing::debug!(
-            target: "billet_scheduler",
-            job = job.0, pool = name(pool), instance = instance.as_str(), "launched"
-        ),
-        Decision::Adopted {
-            job,
-            pool,
-            instance,
-        } => tracing::info!(
-            target: "billet_scheduler",
-            job = job.0, pool = name(pool), instance = instance.as_str(), "adopted"
-        ),
-        Decision::Retrying {
-            job, pool, attempt, ..
-        } => tracing::info!(
-            target: "billet_scheduler",
-            job = job.0, pool = name(pool), attempt, "retrying"
-        ),
-        Decision::Ending {
-            job,
-            pool,
-            instance,
-            outcome,
-        } => tracing::debug!(
-            target: "billet_scheduler",
-            job = job.0, pool = name(pool), instance = instance.as_str(), %outcome, "ending"
-        ),
-        Decision::Ended { job, pool, outcome } => tracing::debug!(
-            target: "billet_scheduler",
-            job = job.0, pool = pool.as_ref().map_or("-", name), %outcome, "ended"
-        ),
-        Decision::Orphan {
-            pool,
-            instance,
-            name: instance_name,
-            fate,
-        } => tracing::info!(
-            target: "billet_scheduler",
-            pool = name(pool), instance = instance.as_str(), name = instance_name.as_str(),
-            fate = ?fate, "orphan"
-        ),
-        Decision::Foreign {
-            pool,
-            instance,
-            name: instance_name,
-            live,
-        } => tracing::warn!(
-            target: "billet_scheduler",
-            pool = name(pool), instance = instance.as_str(), name = instance_name.as_str(), live,
-            "another store's instance: never adopted"
-        ),
-        Decision::InventoryError { pool, error } => tracing::warn!(
-            target: "billet_scheduler",
-            pool = name(pool), error = error.as_str(), "inventory unavailable; nothing freed"
-        ),
     }
 }
