@@ -32,6 +32,7 @@ use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
 
 mod identity;
+mod restore;
 mod trace;
 
 use identity::Whose;
@@ -387,16 +388,6 @@ impl Core {
         self
     }
 
-    /// Tells a new core that `job`, handed over again, first took a lease
-    /// at `at` in an earlier life (a durable store knows): its timeout runs
-    /// from `at`, not from a placement or adoption in this life (L14). Call
-    /// it after the job's [`submit`](Core::submit).
-    pub fn started_before(&mut self, job: JobId, at: SystemTime) {
-        if let Some(rec) = self.jobs.get_mut(&job) {
-            rec.started = Some(at);
-        }
-    }
-
     /// The pools, in configuration order; a [`PoolId`] indexes this.
     pub fn pools(&self) -> impl ExactSizeIterator<Item = &PoolInfo> {
         self.infos.iter()
@@ -507,30 +498,6 @@ impl Core {
             queue: VecDeque::new(),
         });
         class
-    }
-
-    /// Tells a new core that `job` ended in an earlier life of this
-    /// deployment (a durable store knows): an instance named after it found by
-    /// the first inventories is an orphan to collect, not a job to learn (B8).
-    /// Only the first inventories consult it; it is forgotten once every pool
-    /// has answered.
-    pub fn ended_before(&mut self, job: JobId) {
-        if self.pools.iter().any(|pool| !pool.ready) {
-            self.ended_before.insert(job);
-        }
-    }
-
-    /// Tells a new core that `job`, handed over again, held a lease on
-    /// `pool` in an earlier life of this deployment (a durable store knows):
-    /// it is not placed anywhere before `pool`'s first inventory has answered,
-    /// so that an instance it may still have there is adopted rather than
-    /// doubled on another pool (B8). It keeps its place in its queue, and the
-    /// jobs behind it wait behind it. Only the first inventories consult it;
-    /// it is forgotten once every pool has answered.
-    pub fn held_before(&mut self, job: JobId, pool: PoolId) {
-        if self.pools.get(pool.0).is_some_and(|p| !p.ready) {
-            self.held_before.insert(job, pool);
-        }
     }
 
     /// Cancels `job` at `now` (B9). A queued job is removed and ends
@@ -1257,24 +1224,6 @@ impl Core {
         });
     }
 
-    fn learn(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
-        self.counts.learned += 1;
-        self.jobs.insert(
-            id,
-            Rec {
-                job: Job::new(id, Vec::<String>::new()),
-                stage: Stage::Queued { class: 0, seq: 0 },
-                ending: None,
-                deadline: None,
-                learned: Some(instance.started_at),
-                started: Some(instance.started_at),
-                unsettled_since: None,
-            },
-        );
-        self.pools[pool.0].leases.insert(id);
-        self.adopt(id, pool, instance);
-    }
-
     fn orphan(&mut self, pool: PoolId, instance: &Instance) {
         let now = self.now;
         let grace = self.settings.orphan_grace;
@@ -1314,7 +1263,7 @@ impl Core {
 
     /// Makes `instance` back `job`'s lease on `pool`: running, or stopping
     /// when it has stopped already.
-    fn adopt(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
+    pub(super) fn adopt(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
         self.counts.adopted += 1;
         self.decide(Decision::Adopted {
             job: id,
