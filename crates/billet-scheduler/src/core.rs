@@ -32,6 +32,7 @@ use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
 
 mod identity;
+mod leases;
 mod queue;
 mod restore;
 mod trace;
@@ -398,46 +399,6 @@ impl Core {
         &self.settings
     }
 
-    /// Ends `job` early with `outcome` (a cancel or a timeout).
-    fn end_early(&mut self, id: JobId, outcome: Outcome) -> bool {
-        let Some(rec) = self.jobs.get_mut(&id) else {
-            return false;
-        };
-        if rec.ending.is_some() {
-            return false;
-        }
-        match rec.stage.clone() {
-            Stage::Queued { .. } => {
-                self.unqueue(id);
-                self.end(id, outcome);
-            }
-            Stage::Launching {
-                pool,
-                attempt,
-                call,
-                ..
-            } => {
-                rec.ending = Some(outcome);
-                if call.is_none() {
-                    // Waiting to retry: the effect of the last attempt is
-                    // unknown, so settle it by name first.
-                    self.find(id, pool, attempt);
-                }
-            }
-            Stage::Finding { .. } => rec.ending = Some(outcome),
-            Stage::Running {
-                pool,
-                instance,
-                since,
-            } => {
-                self.stop(id, pool, instance, since, outcome);
-            }
-            Stage::Stopping { .. } => return false,
-        }
-        self.place();
-        true
-    }
-
     /// Hands in the answer to call `id`, at `now`. An answer to a call the
     /// core no longer waits for (past its deadline, or answered already) is
     /// ignored; so is an answer of the wrong type, which is treated as lost.
@@ -552,18 +513,6 @@ impl Core {
                     && pool.orphans.is_empty()
                     && pool.unsettled.is_empty()
             })
-    }
-
-    /// Leases `pool` holds now, launches in flight included.
-    pub fn leases(&self, pool: PoolId) -> u32 {
-        self.pools
-            .get(pool.0)
-            .map_or(0, |pool| pool.leases.len() as u32)
-    }
-
-    /// The pool whose lease `job` holds, if it holds one.
-    pub fn lease_of(&self, job: JobId) -> Option<PoolId> {
-        self.jobs.get(&job).and_then(|rec| rec.stage.pool())
     }
 
     /// Whether `job` is accepted and has not ended.
@@ -1129,76 +1078,6 @@ impl Core {
         }
     }
 
-    /// Makes `instance` back `job`'s lease on `pool`: running, or stopping
-    /// when it has stopped already.
-    fn adopt(&mut self, id: JobId, pool: PoolId, instance: &Instance) {
-        self.counts.adopted += 1;
-        self.decide(Decision::Adopted {
-            job: id,
-            pool,
-            instance: instance.id.clone(),
-        });
-        match instance.state {
-            State::Stopped { exit_code } => self.stop(
-                id,
-                pool,
-                instance.id.clone(),
-                self.epoch,
-                Outcome::Finished { exit_code },
-            ),
-            State::Pending | State::Running => self.set_stage(
-                id,
-                Stage::Running {
-                    pool,
-                    instance: instance.id.clone(),
-                    since: self.epoch,
-                },
-            ),
-        }
-    }
-
-    fn stop(
-        &mut self,
-        id: JobId,
-        pool: PoolId,
-        instance: InstanceId,
-        since: u64,
-        outcome: Outcome,
-    ) {
-        self.decide(Decision::Ending {
-            job: id,
-            pool,
-            instance: instance.clone(),
-            outcome: outcome.clone(),
-        });
-        self.destroy(id, pool, instance, since, 0, outcome);
-    }
-
-    fn destroy(
-        &mut self,
-        id: JobId,
-        pool: PoolId,
-        instance: InstanceId,
-        since: u64,
-        attempt: u32,
-        outcome: Outcome,
-    ) {
-        let call = self.call(pool, Call::Destroy(instance.clone()), Purpose::Job(id));
-        self.set_stage(
-            id,
-            Stage::Stopping {
-                pool,
-                instance,
-                since,
-                attempt,
-                call: Some(call),
-                retry_at: None,
-                requested: false,
-                outcome,
-            },
-        );
-    }
-
     /// Asks for `job`'s launch again (a retry), with the spec its placement
     /// built.
     fn launch(&mut self, id: JobId, pool: PoolId, attempt: u32) {
@@ -1375,83 +1254,6 @@ impl Core {
             deadline,
         });
         id
-    }
-
-    /// Moves `job` to `stage`, keeping the pool's launching count true.
-    fn set_stage(&mut self, id: JobId, stage: Stage) {
-        if matches!(stage, Stage::Running { .. })
-            && let Some(rec) = self.jobs.get_mut(&id)
-        {
-            rec.unsettled_since = None;
-        }
-        let Some(rec) = self.jobs.get_mut(&id) else {
-            return;
-        };
-        let was = rec.stage.is_launching().then(|| rec.stage.pool()).flatten();
-        let now = stage.is_launching().then(|| stage.pool()).flatten();
-        if let Some(at) = rec.stage.retry_at() {
-            self.retries.remove(&(at, id));
-        }
-        rec.stage = stage;
-        if let Some(pool) = was {
-            self.pools[pool.0].launching -= 1;
-        }
-        if let Some(pool) = now {
-            self.pools[pool.0].launching += 1;
-        }
-    }
-
-    /// Takes a lease on `pool` for `job` (leaving `stage` for the caller to
-    /// replace), arming the job's timeout.
-    fn take_lease(&mut self, id: JobId, pool: PoolId, stage: Stage) {
-        let now = self.now;
-        let Some(rec) = self.jobs.get_mut(&id) else {
-            return;
-        };
-        let started = *rec.started.get_or_insert(now);
-        rec.deadline = rec.job.timeout.and_then(|t| started.checked_add(t));
-        if let Some(at) = rec.deadline {
-            self.timeouts.insert((at, id));
-        }
-        self.pools[pool.0].leases.insert(id);
-        self.set_stage(id, stage);
-    }
-
-    /// Ends `job` with `outcome`, freeing its lease if it holds one.
-    fn end(&mut self, id: JobId, outcome: Outcome) {
-        let Some(rec) = self.jobs.remove(&id) else {
-            return;
-        };
-        if let Some(at) = rec.stage.retry_at() {
-            self.retries.remove(&(at, id));
-        }
-        if let Some(at) = rec.deadline {
-            self.timeouts.remove(&(at, id));
-        }
-        // Until every first inventory has answered, an instance named after
-        // this job must not be learned as a job again (B8).
-        if self.pools.iter().any(|pool| !pool.ready) {
-            self.ended_before.insert(id);
-        }
-        let pool = rec.stage.pool();
-        if let Some(pool) = pool {
-            let p = &mut self.pools[pool.0];
-            p.leases.remove(&id);
-            if rec.stage.is_launching() {
-                p.launching -= 1;
-            }
-            self.may_place = true;
-        }
-        match outcome {
-            Outcome::Finished { .. } => self.counts.finished += 1,
-            Outcome::Failed { .. } => self.counts.failed += 1,
-            Outcome::Cancelled => self.counts.cancelled += 1,
-        }
-        self.decide(Decision::Ended {
-            job: id,
-            pool,
-            outcome,
-        });
     }
 
     fn decide(&mut self, decision: Decision) {
