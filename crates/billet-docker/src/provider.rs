@@ -6,7 +6,7 @@ use std::time::{Duration, Instant as StdInstant, SystemTime};
 
 use async_trait::async_trait;
 use billet_provider::{
-    Error, Instance, InstanceId, Provider, ProviderKind, Spec, State, Teardown, TrustClass,
+    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
 };
 use bollard::Docker;
 use bollard::models::{
@@ -25,13 +25,16 @@ use crate::daemon::{DaemonError, Deadline, Failure, bounded};
 use crate::dialect;
 use crate::endpoint::Endpoint;
 use crate::naming::{
-    LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, is_launch_mark,
-    new_launch_mark,
+    LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, new_launch_mark,
 };
 use crate::seen::{Seen, as_listed};
 
+mod ownership;
 mod removal;
+mod state;
+use ownership::Claim;
 use removal::Removal;
+use state::{never_started, parse_time};
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.
@@ -159,9 +162,9 @@ pub enum PullPolicy {
 ///   `Pending`, and is tried again at the next look. So no container stays
 ///   `created` for ever, and a job's command runs once.
 ///
-/// States: `created` is [`State::Pending`]; `running`, `paused`, `restarting`
-/// (and `stopping` on newer daemons) are [`State::Running`]; `exited` and
-/// `dead` are [`State::Stopped`] with the container's exit code. A container
+/// States: `created` is [`State::Pending`](billet_provider::State::Pending); `running`, `paused`, `restarting`
+/// (and `stopping` on newer daemons) are [`State::Running`](billet_provider::State::Running); `exited` and
+/// `dead` are [`State::Stopped`](billet_provider::State::Stopped) with the container's exit code. A container
 /// being removed (`removing`: a destroy is under way, here or in another
 /// process) is left out of `list` and `find`, as gone: the kill of a forced
 /// removal is no state its command reached.
@@ -342,16 +345,6 @@ enum CreateFailure {
     Refused(Error),
     /// No answer: the container may or may not exist.
     Lost(Error),
-}
-
-/// What the daemon holds as one of its containers, read by the one rule.
-enum Claim<'a> {
-    /// This deployment's instance: every mark is there.
-    Ours { name: &'a str, mark: &'a str },
-    /// Another deployment's container: every mark is there, for its owner.
-    Theirs { owner: &'a str },
-    /// A container billet did not start: some mark is missing or wrong.
-    Foreign,
 }
 
 /// Marks a launch that may have reached the daemon: unless disarmed (the
@@ -654,76 +647,6 @@ impl DockerProvider {
             Err(err) if dialect::no_such_container(&err) => Ok(None),
             Err(err) => Err(err),
         }
-    }
-
-    /// The one rule (D12, D14) for whose a container is: every mark billet
-    /// puts on a container, together, read from its labels and its name on
-    /// the daemon (`/`-prefixed, as the daemon answers it). `list`, `find` and
-    /// `destroy` all ask it, through an inspect's answer or the list call's
-    /// summary ([`claim_inspected`](Self::claim_inspected),
-    /// [`claim_listed`](Self::claim_listed)).
-    fn claim<'a>(
-        &self,
-        labels: Option<&'a HashMap<String, String>>,
-        daemon_name: Option<&str>,
-    ) -> Claim<'a> {
-        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-        let (Some(owner), Some(name), Some(mark)) =
-            (label(OWNER_LABEL), label(NAME_LABEL), label(LAUNCH_LABEL))
-        else {
-            return Claim::Foreign;
-        };
-        let named = daemon_name
-            .and_then(|n| n.strip_prefix('/'))
-            .is_some_and(|n| n == container_name(owner, name));
-        if owner.trim().is_empty() || name.is_empty() || !is_launch_mark(mark) || !named {
-            return Claim::Foreign;
-        }
-        if owner == &*self.owner {
-            Claim::Ours { name, mark }
-        } else {
-            Claim::Theirs { owner }
-        }
-    }
-
-    /// [`claim`](Self::claim) of an inspected container.
-    fn claim_inspected<'a>(&self, inspected: &'a ContainerInspectResponse) -> Claim<'a> {
-        let labels = inspected.config.as_ref().and_then(|c| c.labels.as_ref());
-        self.claim(labels, inspected.name.as_deref())
-    }
-
-    /// [`claim`](Self::claim) of a container as the list call summarises it;
-    /// `None` when the summary has no names (then only an inspect can tell).
-    /// The summary lists a container's own name and, for legacy links, the
-    /// names it is linked under (`/other/alias`); its own name is the one
-    /// with no `/` past the first.
-    fn claim_listed<'a>(&self, summary: &'a ContainerSummary) -> Option<Claim<'a>> {
-        let names = summary.names.as_ref()?;
-        let own = names
-            .iter()
-            .find(|n| n.strip_prefix('/').is_some_and(|rest| !rest.contains('/')));
-        Some(self.claim(summary.labels.as_ref(), own.map(String::as_str)))
-    }
-
-    /// The instance an inspected container is, if it is this deployment's.
-    fn instance(&self, inspected: &ContainerInspectResponse) -> Result<Option<Instance>, String> {
-        let Claim::Ours { name, .. } = self.claim_inspected(inspected) else {
-            return Ok(None);
-        };
-        let id = inspected
-            .id
-            .clone()
-            .ok_or("the daemon answered a container without an id")?;
-        read_state(&id, inspected).map(|(state, started_at)| {
-            Some(Instance {
-                id: InstanceId::from(id),
-                name: name.to_owned(),
-                owner: String::from(&*self.owner),
-                kind: ProviderKind::Docker,
-                state,
-                started_at,
-            })
-        })
     }
 
     /// Whether the launch that left a container with this mark was given up.
@@ -1222,28 +1145,6 @@ fn daemon_message(err: &DaemonError) -> String {
     }
 }
 
-/// Whether an inspected container was never started: still `created`, and
-/// with no start time.
-fn never_started(container: &ContainerInspectResponse) -> bool {
-    let state = container.state.as_ref();
-    state.and_then(|state| state.status) == Some(ContainerStateStatusEnum::CREATED)
-        && state
-            .and_then(|state| state.started_at.as_deref())
-            .is_none_or(|at| matches!(parse_time(at), Ok(None)))
-}
-
-/// A daemon timestamp (RFC 3339, UTC, up to nanoseconds): `Ok(None)` for
-/// docker's zero time (`0001-01-01T00:00:00Z`, "never"), an error for anything
-/// unreadable.
-fn parse_time(text: &str) -> Result<Option<SystemTime>, String> {
-    if text.starts_with("0001-01-01T00:00:00") {
-        return Ok(None);
-    }
-    humantime::parse_rfc3339(text)
-        .map(Some)
-        .map_err(|err| format!("unreadable time {text:?}: {err}"))
-}
-
 /// The image and tag a pull asks for: an image named without a tag or digest
 /// is pulled as `latest` (the daemon would pull every tag of it).
 fn pull_reference(image: &str) -> (&str, Option<&str>) {
@@ -1253,83 +1154,6 @@ fn pull_reference(image: &str) -> (&str, Option<&str>) {
     } else {
         (image, Some("latest"))
     }
-}
-
-/// The state and start time of an inspected container (D5, D13): anything
-/// billet cannot read is an error, never a guess.
-fn read_state(
-    id: &str,
-    inspected: &ContainerInspectResponse,
-) -> Result<(State, SystemTime), String> {
-    let state = inspected
-        .state
-        .as_ref()
-        .ok_or_else(|| format!("the daemon answered container {id} without a state"))?;
-    let exit_code = || -> Result<i32, String> {
-        let code = state.exit_code.ok_or_else(|| {
-            format!("the daemon answered stopped container {id} without an exit code")
-        })?;
-        i32::try_from(code).map_err(|_| {
-            format!("the daemon answered container {id} with exit code {code}, out of range")
-        })
-    };
-    let status = state
-        .status
-        .ok_or_else(|| format!("the daemon answered container {id} with no status"))?;
-    let (instance_state, has_run) = match status {
-        ContainerStateStatusEnum::CREATED => (State::Pending, false),
-        ContainerStateStatusEnum::RUNNING
-        | ContainerStateStatusEnum::PAUSED
-        | ContainerStateStatusEnum::RESTARTING
-        | ContainerStateStatusEnum::STOPPING => (State::Running, true),
-        ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD => (
-            State::Stopped {
-                exit_code: exit_code()?,
-            },
-            false,
-        ),
-        ContainerStateStatusEnum::REMOVING => {
-            if state.running == Some(true) {
-                (State::Running, true)
-            } else {
-                (
-                    State::Stopped {
-                        exit_code: exit_code()?,
-                    },
-                    false,
-                )
-            }
-        }
-        ContainerStateStatusEnum::EMPTY => {
-            return Err(format!("the daemon answered container {id} with no status"));
-        }
-    };
-    let started = match state.started_at.as_deref() {
-        Some(text) => parse_time(text)
-            .map_err(|err| format!("the daemon answered container {id} with an {err}"))?,
-        None => None,
-    };
-    let started = match started {
-        Some(at) => at,
-        None if has_run => {
-            return Err(format!(
-                "the daemon answered running container {id} without a start time"
-            ));
-        }
-        // A container that never started has the zero time as its start; its
-        // creation time stands in until it starts.
-        None => inspected
-            .created
-            .as_deref()
-            .map(parse_time)
-            .transpose()
-            .map_err(|err| format!("the daemon answered container {id} with an {err}"))?
-            .flatten()
-            .ok_or_else(|| {
-                format!("the daemon answered container {id} without a start or creation time")
-            })?,
-    };
-    Ok((instance_state, started))
 }
 
 impl fmt::Debug for DockerProvider {
@@ -1563,91 +1387,6 @@ impl Provider for DockerProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bollard::models::{ContainerConfig, ContainerState};
-
-    /// A container as the daemon would answer it for blue's launch of `job`,
-    /// every mark present, in `state`.
-    fn answered(state: ContainerState) -> ContainerInspectResponse {
-        ContainerInspectResponse {
-            id: Some("a".repeat(64)),
-            name: Some(format!("/{}", container_name("blue", "job"))),
-            created: Some("2026-01-02T03:04:05.123456789Z".to_owned()),
-            config: Some(ContainerConfig {
-                labels: Some(HashMap::from([
-                    (OWNER_LABEL.to_owned(), "blue".to_owned()),
-                    (NAME_LABEL.to_owned(), "job".to_owned()),
-                    (
-                        LAUNCH_LABEL.to_owned(),
-                        "0123456789abcdef0123456789abcdef".to_owned(),
-                    ),
-                ])),
-                ..ContainerConfig::default()
-            }),
-            state: Some(state),
-            ..ContainerInspectResponse::default()
-        }
-    }
-
-    fn exited(exit_code: Option<i64>, started_at: &str) -> ContainerState {
-        ContainerState {
-            status: Some(ContainerStateStatusEnum::EXITED),
-            running: Some(false),
-            exit_code,
-            started_at: Some(started_at.to_owned()),
-            ..ContainerState::default()
-        }
-    }
-
-    // D13: what billet cannot read in the daemon's answer is an error, never
-    // a guess: a stopped container without an exit code (not 0), an exit code
-    // out of range, an unreadable start time, a running container with no
-    // start time. What it can read is read exactly.
-    #[test]
-    fn d13_unreadable_answers_are_errors_never_guesses() {
-        let blue = DockerProvider::new("blue").unwrap();
-        let good = blue
-            .instance(&answered(exited(Some(3), "2026-01-02T03:04:06Z")))
-            .unwrap()
-            .unwrap();
-        assert_eq!(good.state, State::Stopped { exit_code: 3 });
-        assert_eq!(
-            good.started_at,
-            humantime::parse_rfc3339("2026-01-02T03:04:06Z").unwrap()
-        );
-
-        let err = blue
-            .instance(&answered(exited(None, "2026-01-02T03:04:06Z")))
-            .unwrap_err();
-        assert!(err.contains("without an exit code"), "{err}");
-        let err = blue
-            .instance(&answered(exited(Some(1 << 40), "2026-01-02T03:04:06Z")))
-            .unwrap_err();
-        assert!(err.contains("out of range"), "{err}");
-        let err = blue
-            .instance(&answered(exited(Some(0), "yesterday")))
-            .unwrap_err();
-        assert!(err.contains("yesterday"), "{err}");
-        let running = ContainerState {
-            status: Some(ContainerStateStatusEnum::RUNNING),
-            running: Some(true),
-            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
-            ..ContainerState::default()
-        };
-        let err = blue.instance(&answered(running)).unwrap_err();
-        assert!(err.contains("without a start time"), "{err}");
-        // Never started: its creation time stands in, exactly.
-        let created = ContainerState {
-            status: Some(ContainerStateStatusEnum::CREATED),
-            started_at: Some("0001-01-01T00:00:00Z".to_owned()),
-            ..ContainerState::default()
-        };
-        let pending = blue.instance(&answered(created)).unwrap().unwrap();
-        assert_eq!(pending.state, State::Pending);
-        assert_eq!(
-            pending.started_at,
-            humantime::parse_rfc3339("2026-01-02T03:04:05.123456789Z").unwrap()
-        );
-    }
 
     // D13: an untagged image is pulled as `latest` (the daemon would pull
     // every tag); a tag or digest is kept, and a registry's port is no tag.
