@@ -8,7 +8,7 @@ use crate::job::{FailReason, JobId, Outcome};
 use crate::protocol::{Action, Call, CallId, Decision};
 use crate::routing::PoolId;
 
-use super::{Core, Kind, Purpose, Stage, queue::spec_for};
+use super::{Core, Purpose, Stage, queue::spec_for, retries::Kind};
 
 impl Core {
     pub(super) fn on_launch(&mut self, id: JobId, call: CallId, result: Result<Instance, Error>) {
