@@ -22,11 +22,11 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::SystemTime;
 
 use billet_config::{Config, Settings as PoolSettings};
-use billet_provider::{Error, Instance, InstanceId, Resources, Teardown};
+use billet_provider::{InstanceId, Resources};
 use rustc_hash::FxHashMap;
 
 use crate::job::{FailReason, Identity, Job, JobId, Outcome};
-use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
+use crate::protocol::{Action, Answer, CallId, Decision};
 use crate::routing::{PoolId, PoolInfo, Refusal, Target};
 use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
@@ -34,12 +34,14 @@ use crate::stats::{PoolStats, Stats};
 mod calls;
 mod identity;
 mod leases;
+mod orphans;
 mod queue;
 mod reconcile;
 mod restore;
 mod retries;
 mod trace;
 
+use orphans::Orphan;
 use queue::Class;
 use trace::trace;
 
@@ -188,13 +190,6 @@ struct Pool {
     /// with the epoch they were given up at: counted against room until an
     /// inventory asked for later lacks that name.
     unsettled: BTreeMap<String, u64>,
-}
-
-#[derive(Debug)]
-struct Orphan {
-    name: String,
-    first_seen: SystemTime,
-    collecting: Option<CallId>,
 }
 
 #[derive(Debug)]
@@ -553,77 +548,6 @@ impl Core {
     fn advance(&mut self, now: SystemTime) {
         self.now = self.now.max(now);
         self.epoch += 1;
-    }
-
-    fn on_collect(
-        &mut self,
-        pool: PoolId,
-        instance: &InstanceId,
-        result: &Result<Teardown, Error>,
-    ) {
-        let Some(orphan) = self.pools[pool.0].orphans.get_mut(instance) else {
-            return;
-        };
-        orphan.collecting = None;
-        match result {
-            Ok(Teardown::Stopped) => {
-                let Some(orphan) = self.pools[pool.0].orphans.remove(instance) else {
-                    return;
-                };
-                self.counts.orphans_collected += 1;
-                self.may_place = true;
-                self.decide(Decision::Orphan {
-                    pool,
-                    instance: instance.clone(),
-                    name: orphan.name,
-                    fate: OrphanFate::Collected,
-                });
-            }
-            // Confirmed gone, but not by this call (pools sharing one
-            // inventory each try): forgotten, counted once by whoever removed it.
-            Ok(Teardown::Absent) => {
-                self.pools[pool.0].orphans.remove(instance);
-                self.may_place = true;
-            }
-            Ok(Teardown::Requested) | Err(_) => {}
-        }
-    }
-
-    fn orphan(&mut self, pool: PoolId, instance: &Instance) {
-        let now = self.now;
-        let grace = self.settings.orphan_grace;
-        let orphans = &mut self.pools[pool.0].orphans;
-        let seen = orphans.contains_key(&instance.id);
-        let orphan = orphans
-            .entry(instance.id.clone())
-            .or_insert_with(|| Orphan {
-                name: instance.name.clone(),
-                first_seen: now,
-                collecting: None,
-            });
-        let due = orphan.collecting.is_none()
-            && now.duration_since(orphan.first_seen).unwrap_or_default() >= grace;
-        if !seen {
-            self.decide(Decision::Orphan {
-                pool,
-                instance: instance.id.clone(),
-                name: instance.name.clone(),
-                fate: OrphanFate::Seen,
-            });
-        }
-        if due {
-            let call = self.call(
-                pool,
-                Call::Destroy(instance.id.clone()),
-                Purpose::Collect {
-                    pool,
-                    instance: instance.id.clone(),
-                },
-            );
-            if let Some(orphan) = self.pools[pool.0].orphans.get_mut(&instance.id) {
-                orphan.collecting = Some(call);
-            }
-        }
     }
 
     fn decide(&mut self, decision: Decision) {
