@@ -1,0 +1,226 @@
+//! The recorded history of a concurrent run: the deployments and provider
+//! objects called, each call made and its answer ([`Record`]), what a call
+//! says of one name ([`Record::about`]), and one fixture's whole history
+//! ([`Recorded`]).
+
+use billet_provider::{ErrorKind, InstanceId, Teardown};
+
+use super::faults::{Excuse, Window};
+use super::specification::NameOp;
+
+/// One of the fixture's deployments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Dep {
+    Blue,
+    Green,
+}
+
+/// A provider object: a deployment's own, or the second object of `blue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Via {
+    Blue,
+    Blue2,
+    Green,
+}
+
+impl Via {
+    pub(super) fn dep(self) -> Dep {
+        match self {
+            Via::Blue | Via::Blue2 => Dep::Blue,
+            Via::Green => Dep::Green,
+        }
+    }
+}
+
+/// What a destroy or launch answered, as the sequential model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Answer {
+    Launched(InstanceId),
+    Failed(ErrorKind),
+    Torn(Teardown),
+    Found(Option<InstanceId>),
+    Listed(Vec<(usize, InstanceId)>),
+}
+
+/// A call made.
+#[derive(Debug, Clone)]
+pub(super) enum Call {
+    Launch(usize),
+    Destroy(usize, InstanceId),
+    Find(usize),
+    List,
+}
+
+/// One recorded call of a history.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    pub(super) task: usize,
+    pub(super) via: Via,
+    pub(super) call: Call,
+    pub(super) invoked: u64,
+    pub(super) answered: u64,
+    pub(super) answer: Answer,
+    /// The instances it saw `Pending`, each with whether that was right
+    /// when it was seen (the backend declares a pending window, or a launch
+    /// of the name was under way): one that was not is right only for an
+    /// instance no launch answered (one a lost launch made).
+    pub(super) pending: Vec<(InstanceId, bool)>,
+    /// How a fault window excuses an error it answered.
+    pub(super) excuse: Excuse,
+    /// The global order by which what it did has surely landed: its answer;
+    /// for a call a fault cut short that may have reached the daemon
+    /// ([`Excuse::Maybe`]), the end of the last fault it overlapped, since
+    /// a request the daemon received may still be at work after its caller
+    /// saw the error (a fixture ends an outage only once everything it
+    /// delivered has been answered).
+    pub(super) settled: u64,
+}
+
+impl Record {
+    /// Whether it saw `id` `Pending`.
+    pub(super) fn saw_pending(&self, id: &InstanceId) -> bool {
+        self.pending.iter().any(|(p, _)| p == id)
+    }
+
+    /// The name this call concerns, projected for the per-name check: `None`
+    /// if it says nothing about `name`.
+    pub(super) fn about(&self, name: usize) -> Option<NameOp> {
+        let op = match (&self.call, &self.answer) {
+            (Call::Launch(n), Answer::Launched(id)) if *n == name => {
+                NameOp::Launched(id.as_str().to_owned())
+            }
+            (Call::Launch(n), Answer::Failed(kind)) if *n == name => {
+                NameOp::LaunchFailed(*kind, self.excuse)
+            }
+            (Call::Destroy(n, id), answer) if *n == name => NameOp::Destroy(
+                id.as_str().to_owned(),
+                match answer {
+                    Answer::Torn(t) => Ok(*t),
+                    Answer::Failed(kind) => Err((*kind, self.excuse)),
+                    _ => return None,
+                },
+            ),
+            (Call::Find(n), Answer::Found(found)) if *n == name => {
+                NameOp::Sees(found.as_ref().map(|id| self.sighting(id)))
+            }
+            (Call::Find(n), Answer::Failed(kind)) if *n == name => {
+                NameOp::Failed(*kind, self.excuse)
+            }
+            (Call::List, Answer::Listed(all)) => NameOp::Sees(
+                all.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, id)| self.sighting(id)),
+            ),
+            (Call::List, Answer::Failed(kind)) => NameOp::Failed(*kind, self.excuse),
+            _ => return None,
+        };
+        Some(op)
+    }
+
+    fn sighting(&self, id: &InstanceId) -> (String, bool) {
+        (id.as_str().to_owned(), self.saw_pending(id))
+    }
+}
+
+/// A recorded history of one fixture.
+#[derive(Debug, Clone)]
+pub(super) struct Recorded {
+    pub(super) names: Vec<String>,
+    pub(super) blue: Vec<Record>,
+    pub(super) green: Vec<Record>,
+    /// The faults made, in order.
+    pub(super) windows: Vec<Window>,
+    /// A wrong answer found while recording (an instance that is not what
+    /// was asked for), with the record that carries it.
+    pub(super) wrong: Option<(String, Record)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use billet_provider::Teardown;
+
+    use super::*;
+    use crate::concurrent::linearizability::linearizable;
+    use crate::concurrent::test_support::{LOST, id, record, sees};
+
+    // H12: each call is read for one name as what it says of that name, and
+    // as nothing when it concerns another: a list as a sighting (or not) of
+    // every name, a failed list as a failure for every name.
+    #[test]
+    fn h12_each_call_says_what_it_says_of_one_name_only() {
+        let excused = |mut r: Record, excuse| {
+            r.excuse = excuse;
+            r
+        };
+        let launched = record(0, 0, 1, Call::Launch(0), Answer::Launched(id("a")));
+        assert_eq!(launched.about(0), Some(NameOp::Launched("a".to_owned())));
+        assert_eq!(launched.about(1), None);
+        let refused = excused(
+            record(
+                0,
+                0,
+                1,
+                Call::Launch(0),
+                Answer::Failed(ErrorKind::Conflict),
+            ),
+            Excuse::Maybe,
+        );
+        assert_eq!(
+            refused.about(0),
+            Some(NameOp::LaunchFailed(ErrorKind::Conflict, Excuse::Maybe))
+        );
+        assert_eq!(refused.about(1), None);
+        let stopped = record(
+            0,
+            0,
+            1,
+            Call::Destroy(0, id("a")),
+            Answer::Torn(Teardown::Stopped),
+        );
+        assert_eq!(
+            stopped.about(0),
+            Some(NameOp::Destroy("a".to_owned(), Ok(Teardown::Stopped)))
+        );
+        assert_eq!(stopped.about(1), None);
+        let cut = excused(
+            record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(
+            cut.about(0),
+            Some(NameOp::Destroy(
+                "a".to_owned(),
+                Err((LOST, Excuse::Nothing))
+            ))
+        );
+        assert_eq!(cut.about(1), None);
+        let odd = record(0, 0, 1, Call::Destroy(0, id("a")), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let mut seen = record(0, 0, 1, Call::Find(0), Answer::Found(Some(id("a"))));
+        seen.pending = vec![(id("a"), false)];
+        assert_eq!(seen.about(0), Some(sees("a", true)));
+        assert_eq!(seen.about(1), None);
+        let none = record(0, 0, 1, Call::Find(0), Answer::Found(None));
+        assert_eq!(none.about(0), Some(NameOp::Sees(None)));
+        let lost = excused(
+            record(0, 0, 1, Call::Find(0), Answer::Failed(LOST)),
+            Excuse::Nothing,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Nothing)));
+        assert_eq!(lost.about(1), None);
+        let odd = record(0, 0, 1, Call::Launch(0), Answer::Found(None));
+        assert_eq!(odd.about(0), None);
+        let list = record(0, 0, 1, Call::List, Answer::Listed(vec![(1, id("b"))]));
+        assert_eq!(list.about(0), Some(NameOp::Sees(None)));
+        assert_eq!(list.about(1), Some(sees("b", false)));
+        let lost = excused(
+            record(0, 0, 1, Call::List, Answer::Failed(LOST)),
+            Excuse::Maybe,
+        );
+        assert_eq!(lost.about(0), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        assert_eq!(lost.about(1), Some(NameOp::Failed(LOST, Excuse::Maybe)));
+        // A list that failed with no fault to excuse it fails the history.
+        let unexcused = record(0, 0, 1, Call::List, Answer::Failed(LOST));
+        assert!(!linearizable(&[&unexcused], 0, Teardown::Absent));
+    }
+}
