@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::time::{Duration, Instant as StdInstant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use billet_provider::{
@@ -29,9 +29,11 @@ use crate::naming::{
 };
 use crate::seen::{Seen, as_listed};
 
+mod given_up;
 mod ownership;
 mod removal;
 mod state;
+use given_up::{Abandoned, LaunchGuard};
 use ownership::Claim;
 use removal::Removal;
 use state::{never_started, parse_time};
@@ -197,15 +199,6 @@ pub struct DockerProvider {
     host_cpus: Mutex<Option<u32>>,
 }
 
-/// A launch this provider gave up on after its create may have reached the
-/// daemon: its container, if any, is removed at the next chance.
-#[derive(Debug, Clone)]
-struct Abandoned {
-    name: String,
-    mark: String,
-    since: StdInstant,
-}
-
 /// Builds a [`DockerProvider`]; start from [`DockerProvider::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct Builder {
@@ -345,41 +338,6 @@ enum CreateFailure {
     Refused(Error),
     /// No answer: the container may or may not exist.
     Lost(Error),
-}
-
-/// Marks a launch that may have reached the daemon: unless disarmed (the
-/// launch answered, or it is known to have left nothing), dropping it records
-/// the launch as abandoned, so its container is removed at the next chance
-/// if it never started (one that started is reported as it is).
-/// Dropped also when the caller drops the launch's future.
-struct LaunchGuard<'a> {
-    provider: &'a DockerProvider,
-    name: String,
-    mark: String,
-    armed: bool,
-}
-
-impl Drop for LaunchGuard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.provider.abandoned.lock().push(Abandoned {
-            name: self.name.clone(),
-            mark: self.mark.clone(),
-            since: StdInstant::now(),
-        });
-        self.provider.log(|| {
-            tracing::warn!(
-                target: "billet_docker",
-                deployment = %self.provider.owner,
-                id = tracing::field::Empty,
-                name = %self.name,
-                launch = %self.mark,
-                "a launch was given up after the daemon may have created its container; at the next look it is removed if it never started, else reported as it is"
-            );
-        });
-    }
 }
 
 impl DockerProvider {
@@ -649,15 +607,6 @@ impl DockerProvider {
         }
     }
 
-    /// Whether the launch that left a container with this mark was given up.
-    fn is_abandoned(&self, mark: &str) -> bool {
-        self.abandoned.lock().iter().any(|a| a.mark == mark)
-    }
-
-    fn forget(&self, mark: &str) {
-        self.abandoned.lock().retain(|a| a.mark != mark);
-    }
-
     /// One `list containers` call over containers in every state, filtered
     /// by the daemon's `filter` (`label`, `name`) equal to `value`.
     async fn list_filtered(
@@ -678,57 +627,6 @@ impl DockerProvider {
             dialect::list_containers(client, Some(options)),
         )
         .await
-    }
-
-    /// A launch given up on whose container did start: no longer given up,
-    /// an instance like any other from now on (D11).
-    fn adopt_abandoned(&self, id: &str, name: &str, mark: &str) {
-        self.settle_abandoned(
-            id,
-            name,
-            mark,
-            "the container of a launch that was given up had started; reported as it is",
-        );
-    }
-
-    /// A launch given up on is settled: forgotten, and said so.
-    fn settle_abandoned(&self, id: &str, name: &str, mark: &str, what: &str) {
-        self.forget(mark);
-        self.log(|| {
-            tracing::info!(
-                target: "billet_docker",
-                deployment = %self.owner,
-                id,
-                name,
-                "{what}"
-            );
-        });
-    }
-
-    /// Removes the container of a launch this provider gave up on (D11).
-    async fn remove_abandoned(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        id: &str,
-        name: &str,
-        mark: &str,
-    ) -> Result<(), String> {
-        match self.remove_exact(client, deadline, id).await {
-            Ok(Removal::Removed | Removal::Gone) => {}
-            Ok(Removal::InProgress) => self
-                .await_removal(client, deadline, id)
-                .await
-                .map_err(|err| err.to_string())?,
-            Err(err) => return Err(err.describe(id)),
-        }
-        self.settle_abandoned(
-            id,
-            name,
-            mark,
-            "removed the container of a launch that was given up",
-        );
-        Ok(())
     }
 
     /// What the inventory answers for one inspected container: the one path
@@ -780,49 +678,6 @@ impl DockerProvider {
         };
         self.instance(&container)
             .map_err(Error::inventory_unavailable)
-    }
-
-    /// Before a launch of `name`: removes the container of a launch of that
-    /// name this provider gave up on, so that the relaunch is not refused
-    /// because of it (D11). No daemon call when there is none.
-    async fn reclaim_name(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        name: &str,
-    ) -> Result<(), Error> {
-        let given_up: Vec<Abandoned> = self
-            .abandoned
-            .lock()
-            .iter()
-            .filter(|a| a.name == name)
-            .cloned()
-            .collect();
-        if given_up.is_empty() {
-            return Ok(());
-        }
-        let Some(container) = self
-            .inspect(client, deadline, &container_name(&self.owner, name))
-            .await
-            .map_err(Error::unavailable)?
-        else {
-            return Ok(());
-        };
-        if let (Claim::Ours { mark, .. }, Some(id)) =
-            (self.claim_inspected(&container), &container.id)
-            && given_up.iter().any(|a| a.mark == mark)
-        {
-            let mark = mark.to_owned();
-            if never_started(&container) {
-                self.remove_abandoned(client, deadline, id, name, &mark)
-                    .await
-                    .map_err(Error::unavailable)?;
-            } else {
-                // Started: it holds the name, and the relaunch is a conflict.
-                self.adopt_abandoned(id, name, &mark);
-            }
-        }
-        Ok(())
     }
 
     async fn launch_checked(&self, spec: &Spec) -> Result<Instance, Error> {
