@@ -1,205 +1,326 @@
-//! [`Scheduler`]: the core driven as a tokio task, its provider calls made
-//! concurrently, its timing from a [`Clock`].
+//! [`Driver`]: the one loop that drives a [`Core`] on tokio, its provider
+//! calls made concurrently, its timing from a [`Clock`]. Its owner plugs in
+//! through [`Hooks`]: its own inputs, a tap on every decision, and a gate in
+//! front of every call. The task driver ([`Scheduler`](crate::Scheduler))
+//! and the service's engine both run this loop.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use billet_clock::Clock;
 use billet_provider::Provider;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use tokio::sync::{Mutex, mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 use crate::build::Pools;
 use crate::core::Core;
 use crate::inline::perform;
-use crate::job::{Job, JobId};
-use crate::protocol::{Answer, CallId, Decision};
-use crate::routing::Refusal;
-use crate::stats::Stats;
+use crate::protocol::{Action, Answer, Call, CallId, Decision};
+use crate::routing::PoolId;
 
-/// The scheduler's task has stopped: it was shut down, or its runtime ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the scheduler has stopped")]
-pub struct Stopped;
-
-enum Command {
-    Submit(Job, oneshot::Sender<Result<(), Refusal>>),
-    Cancel(JobId, oneshot::Sender<bool>),
+/// What a gate says of a call the core asks for ([`Hooks::gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Make the call now.
+    Go,
+    /// Hold the call until [`Flow::Release`] (or [`Driver::release`]) names
+    /// a ticket at least this one. Held calls go out in the order they were
+    /// asked for.
+    Hold(u64),
 }
 
-/// A running scheduler: a task on the current tokio runtime that owns a
-/// [`Core`] and performs its calls on the pools' providers, concurrently.
-///
-/// # Guarantees
-///
-/// * Inputs reach the core in the order the task receives them, each with
-///   the clock's time; the task drains every output after every input and
-///   re-reads [`Core::poll_timeout`] before it waits again.
-/// * Provider calls run concurrently, each bounded by its action's deadline:
-///   a call still running then is dropped, and the core, which has treated it
-///   as lost, lets the next inventory settle what it did.
-/// * Every decision is delivered by [`next_decision`](Scheduler::next_decision),
-///   in order, none dropped.
-/// * [`stats`](Scheduler::stats) is the core's counts after its last input.
-/// * [`shutdown`](Scheduler::shutdown) stops the task; instances keep
-///   running, and a scheduler built again over the same pools counts and
-///   adopts them (B8).
+/// What the loop does after one of its owner's inputs ([`Hooks::on_input`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Make every held call whose ticket is at most this one, in order.
+    Release(u64),
+    /// Stop: from now on no call goes out and no timer reaches the core;
+    /// the answers of calls in flight still do, until none is left or the
+    /// time given is reached (calls still running then are dropped). The
+    /// loop then steps once more and returns.
+    Drain(SystemTime),
+}
+
+/// A call that ended: answered, or dropped at its deadline.
 #[derive(Debug)]
-pub struct Scheduler {
-    commands: mpsc::UnboundedSender<Command>,
-    decisions: Mutex<mpsc::UnboundedReceiver<Decision>>,
-    stats: Arc<parking_stats::Shared>,
-    task: JoinHandle<()>,
+pub struct CallEnded {
+    /// The call, as the core numbered it.
+    pub id: CallId,
+    /// The pool it was made on.
+    pub pool: PoolId,
+    /// Whether it was an inventory read ([`Call::List`]).
+    pub list: bool,
+    /// What the provider answered; `None` when the call was still running
+    /// at its deadline and was dropped.
+    pub answer: Option<Answer>,
 }
 
-/// The shared copy of the counts, behind a plain mutex held only to copy.
-mod parking_stats {
-    use std::sync::Mutex;
-
-    use crate::stats::Stats;
-
-    #[derive(Debug, Default)]
-    pub(super) struct Shared(Mutex<Stats>);
-
-    impl Shared {
-        pub(super) fn set(&self, stats: Stats) {
-            match self.0.lock() {
-                Ok(mut held) => *held = stats,
-                Err(poisoned) => *poisoned.into_inner() = stats,
-            }
-        }
-
-        pub(super) fn get(&self) -> Stats {
-            match self.0.lock() {
-                Ok(held) => held.clone(),
-                Err(poisoned) => poisoned.into_inner().clone(),
-            }
-        }
-    }
+/// What an owner's input is handed along with: the core, to feed it.
+#[derive(Debug)]
+pub struct Turn<'a> {
+    /// The core the loop drives.
+    pub core: &'a mut Core,
+    /// The clock's time as the input is handled.
+    pub now: SystemTime,
+    /// Calls made and not yet ended.
+    pub in_flight: usize,
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = Option<(CallId, Answer)>> + Send>>;
+/// How the owner of a [`Driver`] plugs into its loop.
+///
+/// # What the loop guarantees
+///
+/// * **Order.** Each turn of the loop handles one event: first an owner's
+///   input ([`next_input`](Hooks::next_input)) if one is ready, then a call
+///   that ended, then the core's timer. After every event it *steps*:
+///   [`observe`](Hooks::observe), then every decision to
+///   [`decided`](Hooks::decided) in the order made, then
+///   [`decided_all`](Hooks::decided_all), then every call the core asks for
+///   through [`gate`](Hooks::gate).
+/// * **The tap.** Every decision reaches [`decided`](Hooks::decided)
+///   exactly once, in order, none dropped.
+/// * **The gate.** No call is made before its gate says [`Gate::Go`] or a
+///   release names its ticket; [`calling`](Hooks::calling) is told of each
+///   call just before it is made.
+/// * **Deadlines.** A call still running at its action's deadline is dropped
+///   ([`CallEnded::answer`] is `None`); the core's timer, which includes
+///   every call's deadline, then treats it as lost, and the next inventory
+///   settles what it did.
+pub trait Hooks: Send {
+    /// The owner's own inputs.
+    type Input: Send;
+    /// Why the owner stops the loop.
+    type Error;
 
-impl Pools {
-    /// Starts the scheduler as a task on the current tokio runtime, timed by
-    /// `clock`. Must be called from inside a runtime.
-    pub fn spawn(&self, clock: Arc<dyn Clock>) -> Scheduler {
-        let core = self.core(clock.now());
-        let providers = self.providers().to_vec();
-        let (commands, inbox) = mpsc::unbounded_channel();
-        let (decided, decisions) = mpsc::unbounded_channel();
-        let stats = Arc::new(parking_stats::Shared::default());
-        stats.set(core.stats());
-        let task = tokio::spawn(run(
-            core,
-            providers,
-            clock,
-            inbox,
-            decided,
-            Arc::clone(&stats),
-        ));
-        Scheduler {
-            commands,
-            decisions: Mutex::new(decisions),
-            stats,
-            task,
-        }
-    }
-}
+    /// The owner's next input; `None` when there will be none (the loop then
+    /// drains until now: see [`Flow::Drain`]). Must be cancel-safe: the loop
+    /// drops it when a call ends or the timer fires first.
+    fn next_input(&mut self) -> impl Future<Output = Option<Self::Input>> + Send;
 
-impl Scheduler {
-    /// Submits `job`: `Ok` once accepted (queued or placed), or the reason
-    /// it is refused (B3).
-    pub async fn submit(&self, job: Job) -> Result<Result<(), Refusal>, Stopped> {
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Submit(job, reply))
-            .map_err(|_| Stopped)?;
-        answer.await.map_err(|_| Stopped)
-    }
+    /// Handles one input, feeding the core as it needs.
+    fn on_input(&mut self, input: Self::Input, turn: Turn<'_>) -> Result<Flow, Self::Error>;
 
-    /// Cancels `job` (B9); `false` when it is unknown, ended or ending.
-    pub async fn cancel(&self, job: JobId) -> Result<bool, Stopped> {
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Cancel(job, reply))
-            .map_err(|_| Stopped)?;
-        answer.await.map_err(|_| Stopped)
+    /// The core's counts are about to be read with the step's decisions:
+    /// counts read here include every decision [`decided`](Hooks::decided)
+    /// is told next.
+    fn observe(&mut self, core: &Core) {
+        let _ = core;
     }
 
-    /// The next decision, in the order made; `None` once the task stopped and
-    /// every decision was read.
-    pub async fn next_decision(&self) -> Option<Decision> {
-        self.decisions.lock().await.recv().await
+    /// The tap: one decision, at the time of the step that delivers it.
+    fn decided(&mut self, decision: Decision, now: SystemTime);
+
+    /// Every decision of this step was told; its calls come next.
+    fn decided_all(&mut self, now: SystemTime) {
+        let _ = now;
     }
 
-    /// The counts after the core's last input (B11).
-    pub fn stats(&self) -> Stats {
-        self.stats.get()
+    /// The gate in front of one call; by default every call goes at once.
+    fn gate(&mut self, action: &Action) -> Gate {
+        let _ = action;
+        Gate::Go
     }
 
-    /// Stops the task and waits for it; calls in flight are dropped.
-    pub async fn shutdown(self) {
-        drop(self.commands);
-        let _ = self.task.await;
+    /// `action` is about to be made, at `now`.
+    fn calling(&mut self, action: &Action, now: SystemTime) {
+        let _ = (action, now);
+    }
+
+    /// A call ended, before its answer reaches the core.
+    fn ended(&mut self, call: &CallEnded) {
+        let _ = call;
     }
 }
 
-async fn run(
-    mut core: Core,
+type CallFuture = Pin<Box<dyn Future<Output = CallEnded> + Send>>;
+
+/// A [`Core`], the pools' providers and a clock: the loop ([`Driver::run`])
+/// and the pieces it is made of, for an owner that must step before the loop
+/// starts (the service commits what a restart decided first).
+pub struct Driver {
+    core: Core,
     providers: Vec<Arc<dyn Provider>>,
     clock: Arc<dyn Clock>,
-    mut inbox: mpsc::UnboundedReceiver<Command>,
-    decided: mpsc::UnboundedSender<Decision>,
-    stats: Arc<parking_stats::Shared>,
-) {
-    let mut calls: FuturesUnordered<CallFuture> = FuturesUnordered::new();
-    loop {
-        while let Some(action) = core.poll_action() {
-            let provider = Arc::clone(&providers[action.pool.0]);
-            let deadline = clock.sleep_until(action.deadline);
+    calls: FuturesUnordered<CallFuture>,
+    held: std::collections::VecDeque<(u64, Action)>,
+    draining: bool,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("core", &self.core)
+            .field("in_flight", &self.calls.len())
+            .field("held", &self.held.len())
+            .field("draining", &self.draining)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    /// A driver over `pools`, its core made at the clock's time.
+    pub fn new(pools: &Pools, clock: Arc<dyn Clock>) -> Driver {
+        Driver::with_core(pools.core(clock.now()), pools, clock)
+    }
+
+    /// A driver of `core` (made from `pools`, then configured) over `pools`'
+    /// providers.
+    pub fn with_core(core: Core, pools: &Pools, clock: Arc<dyn Clock>) -> Driver {
+        Driver {
+            core,
+            providers: pools.providers().to_vec(),
+            clock,
+            calls: FuturesUnordered::new(),
+            held: std::collections::VecDeque::new(),
+            draining: false,
+        }
+    }
+
+    /// The core, to feed it before the loop starts.
+    pub fn core_mut(&mut self) -> &mut Core {
+        &mut self.core
+    }
+
+    /// Calls made and not yet ended.
+    pub fn in_flight(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Calls held by the gate.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// One step: the decisions to the tap, then the calls through the gate
+    /// (see [`Hooks`]). While draining, the calls asked for are dropped.
+    pub fn step<H: Hooks>(&mut self, hooks: &mut H) {
+        let now = self.clock.now();
+        hooks.observe(&self.core);
+        while let Some(decision) = self.core.poll_decision() {
+            hooks.decided(decision, now);
+        }
+        hooks.decided_all(now);
+        while let Some(action) = self.core.poll_action() {
+            if self.draining {
+                // Not made while stopping: its effect is decided again at
+                // the next start.
+                continue;
+            }
+            match hooks.gate(&action) {
+                Gate::Go => self.perform(action, hooks),
+                Gate::Hold(ticket) => self.held.push_back((ticket, action)),
+            }
+        }
+    }
+
+    /// Makes every held call whose ticket is at most `through`, in the order
+    /// held; while draining they are dropped instead.
+    pub fn release<H: Hooks>(&mut self, through: u64, hooks: &mut H) {
+        while self
+            .held
+            .front()
+            .is_some_and(|(ticket, _)| *ticket <= through)
+        {
+            if let Some((_, action)) = self.held.pop_front()
+                && !self.draining
+            {
+                self.perform(action, hooks);
+            }
+        }
+    }
+
+    /// Runs the loop until the owner's inputs end or it asks to drain, and
+    /// the drain is over; or until [`Hooks::on_input`] fails.
+    pub async fn run<H: Hooks>(&mut self, hooks: &mut H) -> Result<(), H::Error> {
+        let mut drain_until: Option<SystemTime> = None;
+        loop {
+            self.step(hooks);
+            if let Some(until) = drain_until
+                && (self.calls.is_empty() || self.clock.now() >= until)
+            {
+                // Calls still running are dropped: their effect is settled
+                // by the next start's inventories.
+                return Ok(());
+            }
+            let wake = match drain_until {
+                Some(until) => Some(until),
+                None => self.core.poll_timeout(),
+            };
+            let clock = Arc::clone(&self.clock);
+            let sleep = async move {
+                match wake {
+                    Some(at) => clock.sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                input = hooks.next_input() => {
+                    let now = self.clock.now();
+                    let flow = match input {
+                        Some(input) => {
+                            let turn = Turn {
+                                core: &mut self.core,
+                                now,
+                                in_flight: self.calls.len(),
+                            };
+                            hooks.on_input(input, turn)?
+                        }
+                        None => Flow::Drain(now),
+                    };
+                    match flow {
+                        Flow::Continue => {}
+                        Flow::Release(through) => self.release(through, hooks),
+                        Flow::Drain(until) => {
+                            self.draining = true;
+                            drain_until = Some(until);
+                        }
+                    }
+                }
+                Some(ended) = self.calls.next(), if !self.calls.is_empty() => {
+                    self.on_ended(ended, hooks);
+                }
+                () = sleep => {
+                    if drain_until.is_none() {
+                        self.core.handle_timeout(self.clock.now());
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_ended<H: Hooks>(&mut self, ended: CallEnded, hooks: &mut H) {
+        hooks.ended(&ended);
+        // A call dropped at its deadline needs nothing more: the core's timer
+        // includes every call's deadline, so the loop hands it that time.
+        if let Some(answer) = ended.answer {
+            self.core.handle_answer(ended.id, answer, self.clock.now());
+        }
+    }
+
+    fn perform<H: Hooks>(&mut self, action: Action, hooks: &mut H) {
+        hooks.calling(&action, self.clock.now());
+        let provider = Arc::clone(&self.providers[action.pool.0]);
+        let deadline = self.clock.sleep_until(action.deadline);
+        let list = matches!(action.call, Call::List);
+        let (id, pool) = (action.id, action.pool);
+        self.calls.push(Box::pin(async move {
             // A call still running at its deadline is dropped: the core has
             // treated it as lost, and its effect, if any, happened by then.
-            calls.push(Box::pin(async move {
-                tokio::select! {
-                    answer = perform(&*provider, action.call) => Some((action.id, answer)),
-                    () = deadline => None,
-                }
-            }));
-        }
-        // The counts first: whoever reads a decision reads counts that
-        // include it.
-        stats.set(core.stats());
-        while let Some(decision) = core.poll_decision() {
-            let _ = decided.send(decision);
-        }
-        let wake = core.poll_timeout();
-        let sleep = async {
-            match wake {
-                Some(at) => clock.sleep_until(at).await,
-                None => std::future::pending().await,
+            let answer = tokio::select! {
+                answer = perform(&*provider, action.call) => Some(answer),
+                () = deadline => None,
+            };
+            CallEnded {
+                id,
+                pool,
+                list,
+                answer,
             }
-        };
-        tokio::select! {
-            biased;
-            command = inbox.recv() => match command {
-                Some(Command::Submit(job, reply)) => {
-                    let _ = reply.send(core.submit(job, clock.now()));
-                }
-                Some(Command::Cancel(job, reply)) => {
-                    let _ = reply.send(core.cancel(job, clock.now()));
-                }
-                None => return,
-            },
-            Some(answered) = calls.next(), if !calls.is_empty() => {
-                if let Some((id, answer)) = answered {
-                    core.handle_answer(id, answer, clock.now());
-                }
-            }
-            () = sleep => core.handle_timeout(clock.now()),
-        }
+        }));
     }
 }

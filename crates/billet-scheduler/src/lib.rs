@@ -10,10 +10,13 @@
 //!   decision is testable without a provider, and the same inputs in the same
 //!   order give the same decisions (B10).
 //! * The drivers perform the core's calls on `Arc<dyn Provider>`, with time
-//!   from a [`Clock`](billet_clock::Clock):
-//!   [`Scheduler`] runs as a task on tokio, the calls concurrent, for a
-//!   service; [`Inline`] makes each call in turn, in the order asked for, for
-//!   a caller that steps modelled time (the harness).
+//!   from a [`Clock`](billet_clock::Clock). One loop, [`Driver`], runs the
+//!   core on tokio with the calls concurrent; its owner plugs in its own
+//!   inputs, a tap on every decision and a gate in front of every call
+//!   ([`Hooks`]). [`Scheduler`] is that loop as a task, for a caller that
+//!   only submits and reads decisions; the service's engine runs the same
+//!   loop with its commit gate. [`Inline`] makes each call in turn, in the
+//!   order asked for, for a caller that steps modelled time (the harness).
 //!
 //! Both are built the same way ([`Pools`]): from a [`billet_config::Config`]
 //! and one provider per configured provider name (B2); the deployment id is
@@ -72,13 +75,15 @@ mod protocol;
 mod routing;
 mod settings;
 mod stats;
+mod task;
 
 pub use crate::build::{BuildError, Pools, PoolsBuilder};
 pub use crate::core::Core;
-pub use crate::driver::{Scheduler, Stopped};
+pub use crate::driver::{CallEnded, Driver, Flow, Gate, Hooks, Turn};
 pub use crate::inline::{Inline, perform};
 pub use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
 pub use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 pub use crate::routing::{PoolId, PoolInfo, Refusal, Target};
 pub use crate::settings::Settings;
 pub use crate::stats::{PoolStats, Stats};
+pub use crate::task::{Scheduler, Stopped};

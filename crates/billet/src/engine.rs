@@ -15,24 +15,22 @@
 //!   inventory answered, so that the instance it may still have is adopted,
 //!   never doubled.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use billet_clock::Clock;
-use billet_provider::Provider;
-use billet_scheduler::{Action, Answer, Call, CallId, Core, Decision, Job, JobId, PoolId, Pools};
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
+use billet_scheduler::{
+    Action, Answer, Call, CallEnded, Core, Decision, Driver, Flow, Gate, Hooks, Job, JobId, PoolId,
+    Pools, Turn,
+};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::api::{JobState, JobView, NewJob};
 use crate::commit::{self, Batch, Reply, Written};
-use crate::jobs::{Change, Ending, JobRecord, Jobs};
+use crate::jobs::{Change, JobRecord, Jobs, Verdict};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 
@@ -138,8 +136,9 @@ pub enum Submitted {
 /// How a cancel was answered.
 #[derive(Debug)]
 pub enum Cancelled {
-    /// Cancelled (a queued job) or being cancelled (a running one).
-    Done(JobView),
+    /// The cancel was taken: the job is cancelled (it was queued) or being
+    /// cancelled (it was running; its instance is destroyed next).
+    Requested(JobView),
     /// It had already ended.
     Ended(JobView),
     /// No such job.
@@ -151,34 +150,53 @@ enum Command {
     Cancel(u64, oneshot::Sender<Cancelled>),
 }
 
-/// The engine's task stopped: shut down, or its store failed.
+/// Why the engine did not answer a request: its reply was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the service is stopping")]
-pub struct Stopping;
+pub enum Unanswered {
+    /// An orderly shutdown began: requests are no longer taken.
+    #[error("billet is shutting down")]
+    ShuttingDown,
+    /// The engine stopped without being asked to (its store failed, or it
+    /// panicked): `billet serve` exits with the cause in its log.
+    #[error("billet's engine stopped: see the service's log")]
+    EngineStopped,
+}
 
 /// How the HTTP side talks to the engine.
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
     commands: mpsc::UnboundedSender<Command>,
+    shared: Arc<Shared>,
 }
 
 impl EngineHandle {
     /// Submits a job; answered once committed.
-    pub async fn submit(&self, job: NewJob) -> Result<Submitted, Stopping> {
+    pub async fn submit(&self, job: NewJob) -> Result<Submitted, Unanswered> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command::Submit(job, reply))
-            .map_err(|_| Stopping)?;
-        answer.await.map_err(|_| Stopping)
+            .map_err(|_| self.unanswered())?;
+        answer.await.map_err(|_| self.unanswered())
     }
 
     /// Cancels job `id`; answered once committed.
-    pub async fn cancel(&self, id: u64) -> Result<Cancelled, Stopping> {
+    pub async fn cancel(&self, id: u64) -> Result<Cancelled, Unanswered> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command::Cancel(id, reply))
-            .map_err(|_| Stopping)?;
-        answer.await.map_err(|_| Stopping)
+            .map_err(|_| self.unanswered())?;
+        answer.await.map_err(|_| self.unanswered())
+    }
+
+    /// Why a reply was dropped: the shutdown clears `accepting` before it
+    /// tells the engine, so a reply dropped while it is still set was
+    /// dropped by an engine that stopped unasked.
+    fn unanswered(&self) -> Unanswered {
+        if self.shared.accepting.load(Ordering::SeqCst) {
+            Unanswered::EngineStopped
+        } else {
+            Unanswered::ShuttingDown
+        }
     }
 }
 
@@ -248,38 +266,43 @@ impl Engine {
         let (commands, inbox) = mpsc::unbounded_channel();
         let (stop, stopped) = oneshot::channel();
         let now = clock.now();
+        let mut driver = Driver::with_core(core, pools, clock);
         let mut state = State {
-            core,
-            providers: pools.providers().to_vec(),
             names,
-            clock,
             shared: Arc::clone(&shared),
             batches: Some(batches),
             written,
+            inbox,
+            stop: stopped,
             changes: Vec::new(),
             replies: Vec::new(),
             sent: 0,
             committed: 0,
-            held: VecDeque::new(),
             keys: HashMap::new(),
             next_id: 1,
-            calls: FuturesUnordered::new(),
             draining: false,
             read: vec![false; pools.providers().len()],
         };
-        state.restore(now);
-        state.step();
+        state.restore(driver.core_mut(), now);
+        driver.step(&mut state);
         // The restart's own changes are committed before anything is served.
-        state.wait_committed().await?;
+        state.wait_committed(&mut driver).await?;
         let task = tokio::spawn(async move {
-            let result = state.run(inbox, stopped).await;
+            let mut result = driver.run(&mut state).await;
+            if result.is_ok() {
+                // Whatever the last answers decided is committed.
+                result = state.wait_committed(&mut driver).await;
+            }
             let batches = state.batches.take();
             drop(batches);
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             result
         });
         Ok(Engine {
-            handle: EngineHandle { commands },
+            handle: EngineHandle {
+                commands,
+                shared: Arc::clone(&shared),
+            },
             shared,
             task,
             stop: Some(stop),
@@ -297,36 +320,27 @@ impl Engine {
     }
 }
 
-type CallFuture = Pin<Box<dyn Future<Output = Finished> + Send>>;
-
-/// A call that ended: answered, or dropped at its deadline.
-struct Finished {
-    id: CallId,
-    pool: PoolId,
-    list: bool,
-    answer: Option<Answer>,
-}
-
+/// The engine's side of the scheduler's loop ([`Driver`]): requests, commits
+/// and the stop come in as inputs; decisions become changes (the tap); a
+/// call waits at the gate until what was decided before it is committed.
 struct State {
-    core: Core,
-    providers: Vec<Arc<dyn Provider>>,
     names: Vec<String>,
-    clock: Arc<dyn Clock>,
     shared: Arc<Shared>,
     batches: Option<std::sync::mpsc::Sender<Batch>>,
     written: mpsc::UnboundedReceiver<Written>,
+    inbox: mpsc::UnboundedReceiver<Command>,
+    stop: oneshot::Receiver<Duration>,
     /// The batch being gathered in this step.
     changes: Vec<Change>,
     replies: Vec<Reply>,
     /// The last batch sent, and the last committed.
     sent: u64,
     committed: u64,
-    /// Calls waiting for the commit of the batch numbered with them.
-    held: VecDeque<(u64, Action)>,
     /// Every idempotency key, committed or not yet.
     keys: HashMap<String, u64>,
     next_id: u64,
-    calls: FuturesUnordered<CallFuture>,
+    /// Set once the stop is asked or the requests end: no request is read
+    /// from then on.
     draining: bool,
     /// Whether each pool's inventory has been read once since the start.
     read: Vec<bool>,
@@ -342,9 +356,19 @@ fn to_job(record: &JobRecord) -> Job {
     }
 }
 
+/// An input of the engine's own, beside the calls and timers the loop waits
+/// on: a commit, the stop, a request.
+enum Input {
+    Written(Option<Written>),
+    Stop(Duration),
+    Command(Command),
+    /// Every handle is gone: no request will come.
+    Closed,
+}
+
 impl State {
     /// Hands the stored jobs to the new core (L6, B8).
-    fn restore(&mut self, now: SystemTime) {
+    fn restore(&mut self, core: &mut Core, now: SystemTime) {
         let jobs = Arc::clone(&self.shared.jobs);
         let jobs = jobs.read();
         self.next_id = jobs.last_id() + 1;
@@ -354,19 +378,19 @@ impl State {
             }
             let id = JobId(record.id);
             if record.state.has_ended() {
-                self.core.ended_before(id);
+                core.ended_before(id);
                 continue;
             }
-            if let Some(ending) = &record.ending {
+            if let Some(verdict) = &record.verdict {
                 // Decided and committed before the crash: its instance, if
                 // still there, is collected as an orphan.
-                self.core.ended_before(id);
+                core.ended_before(id);
                 self.changes.push(Change::Ended {
                     id: record.id,
-                    ending: ending.clone(),
+                    verdict: verdict.clone(),
                     at: now,
                 });
-                self.shared.metrics.ended(ending.state.as_str());
+                self.shared.metrics.ended(verdict.state.as_str());
                 continue;
             }
             if record.state == JobState::Running {
@@ -381,33 +405,33 @@ impl State {
                 .as_ref()
                 .and_then(|pool| self.names.iter().position(|name| name == pool));
             if let Some(pool) = held_on {
-                self.core.held_before(id, PoolId(pool));
+                core.held_before(id, PoolId(pool));
             }
             // Every unfinished job goes back in submission order, before any
             // inventory answers, so none overtakes another.
-            self.hand_over(to_job(record), record.cancel_requested, now);
+            self.hand_over(core, to_job(record), record.cancel_requested, now);
             // Its timeout still runs from its first start (L14).
             if let Some(started) = record.started_at {
-                self.core.started_before(id, started);
+                core.started_before(id, started);
             }
         }
     }
 
     /// Submits a stored job to the core again; one it now refuses (the
     /// configuration changed) ends failed, saying why.
-    fn hand_over(&mut self, job: Job, cancel: bool, now: SystemTime) {
+    fn hand_over(&mut self, core: &mut Core, job: Job, cancel: bool, now: SystemTime) {
         let id = job.id;
-        match self.core.submit(job, now) {
+        match core.submit(job, now) {
             Ok(()) => {
                 if cancel {
-                    self.core.cancel(id, now);
+                    core.cancel(id, now);
                 }
             }
             Err(refusal) => {
                 tracing::warn!(job = id.0, %refusal, "a stored job is refused at restart; it ends failed");
                 self.changes.push(Change::Ended {
                     id: id.0,
-                    ending: Ending {
+                    verdict: Verdict {
                         state: JobState::Failed,
                         exit_code: None,
                         reason: Some(format!("refused at restart: {refusal}")),
@@ -419,102 +443,36 @@ impl State {
         }
     }
 
-    async fn run(
-        &mut self,
-        mut inbox: mpsc::UnboundedReceiver<Command>,
-        mut stop: oneshot::Receiver<Duration>,
-    ) -> Result<(), EngineError> {
-        let mut drain_until: Option<SystemTime> = None;
-        loop {
-            if let Some(until) = drain_until
-                && (self.calls.is_empty() || self.clock.now() >= until)
-            {
-                // Whatever the last answers decided is committed; calls still
-                // running are dropped (their effect is settled by the next
-                // start's inventories).
-                self.step();
-                self.wait_committed().await?;
-                return Ok(());
-            }
-            let wake = if self.draining {
-                drain_until
-            } else {
-                self.core.poll_timeout()
-            };
-            let clock = Arc::clone(&self.clock);
-            let sleep = async move {
-                match wake {
-                    Some(at) => clock.sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                written = self.written.recv() => self.on_written(written)?,
-                grace = &mut stop, if !self.draining => {
-                    let grace = grace.unwrap_or_default();
-                    tracing::info!(calls = self.calls.len(), "shutting down: finishing the calls in flight");
-                    self.draining = true;
-                    drain_until = Some(self.clock.now() + grace);
-                    inbox.close();
-                }
-                command = inbox.recv(), if !self.draining => match command {
-                    Some(command) => self.on_command(command),
-                    None => {
-                        self.draining = true;
-                        drain_until = Some(self.clock.now());
-                    }
-                },
-                Some(finished) = self.calls.next(), if !self.calls.is_empty() => {
-                    self.on_finished(finished);
-                }
-                () = sleep => {
-                    if !self.draining {
-                        self.core.handle_timeout(self.clock.now());
-                    }
-                }
-            }
-            self.step();
-        }
-    }
-
-    /// Waits until every batch sent is committed.
-    async fn wait_committed(&mut self) -> Result<(), EngineError> {
+    /// Waits until every batch sent is committed, releasing the calls each
+    /// commit lets go.
+    async fn wait_committed(&mut self, driver: &mut Driver) -> Result<(), EngineError> {
         while self.committed < self.sent {
             let written = self.written.recv().await;
-            self.on_written(written)?;
+            let through = self.on_written(written)?;
+            driver.release(through, self);
         }
         Ok(())
     }
 
-    fn on_written(&mut self, written: Option<Written>) -> Result<(), EngineError> {
+    /// Takes a commit: answers the batch committed through.
+    fn on_written(&mut self, written: Option<Written>) -> Result<u64, EngineError> {
         match written {
             Some(Written::Committed(seq)) => {
                 self.committed = seq;
-                while let Some((gate, _)) = self.held.front() {
-                    if *gate > self.committed {
-                        break;
-                    }
-                    if let Some((_, action)) = self.held.pop_front() {
-                        self.perform(action);
-                    }
-                }
-                Ok(())
+                Ok(seq)
             }
             Some(Written::Failed(error)) => Err(error.into()),
             None => Err(EngineError::Writer("its channel closed".to_owned())),
         }
     }
 
-    fn on_command(&mut self, command: Command) {
-        let now = self.clock.now();
-        match command {
-            Command::Submit(job, reply) => self.submit(job, reply, now),
-            Command::Cancel(id, reply) => self.cancel(id, reply, now),
-        }
-    }
-
-    fn submit(&mut self, new: NewJob, reply: oneshot::Sender<Submitted>, now: SystemTime) {
+    fn submit(
+        &mut self,
+        core: &mut Core,
+        new: NewJob,
+        reply: oneshot::Sender<Submitted>,
+        now: SystemTime,
+    ) {
         if let Some(&id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
                 let answer = match jobs.get(id) {
@@ -527,7 +485,7 @@ impl State {
         }
         let id = self.next_id;
         let record = JobRecord::accepted(id, new, now);
-        match self.core.submit(to_job(&record), now) {
+        match core.submit(to_job(&record), now) {
             Err(refusal) => {
                 let _ = reply.send(Submitted::Refused(refusal.to_string()));
             }
@@ -547,8 +505,14 @@ impl State {
         }
     }
 
-    fn cancel(&mut self, id: u64, reply: oneshot::Sender<Cancelled>, now: SystemTime) {
-        let asked = self.core.cancel(JobId(id), now);
+    fn cancel(
+        &mut self,
+        core: &mut Core,
+        id: u64,
+        reply: oneshot::Sender<Cancelled>,
+        now: SystemTime,
+    ) {
+        let asked = core.cancel(JobId(id), now);
         if asked {
             self.changes.push(Change::CancelRequested { id });
         }
@@ -558,99 +522,10 @@ impl State {
                 Some(record) if !asked && record.state.has_ended() => {
                     Cancelled::Ended(record.view())
                 }
-                Some(record) => Cancelled::Done(record.view()),
+                Some(record) => Cancelled::Requested(record.view()),
             };
             let _ = reply.send(answer);
         }));
-    }
-
-    fn on_finished(&mut self, finished: Finished) {
-        let pool = &self.names[finished.pool.0];
-        if finished.list {
-            self.shared.listing.lock()[finished.pool.0] = None;
-            let listed = match &finished.answer {
-                Some(Answer::Listed(Ok(instances))) => Some(instances.len()),
-                _ => None,
-            };
-            let mut unreadable = self.shared.unreadable.lock();
-            match listed {
-                Some(instances) => {
-                    unreadable.remove(pool);
-                    if !std::mem::replace(&mut self.read[finished.pool.0], true) {
-                        tracing::info!(%pool, instances, "first inventory read; placing from now on");
-                    }
-                }
-                None => {
-                    unreadable.insert(pool.clone());
-                }
-            }
-        }
-        if self.draining {
-            // Answers still reach the core, so what they decide is committed.
-            if let Some(answer) = finished.answer {
-                self.core
-                    .handle_answer(finished.id, answer, self.clock.now());
-            }
-            return;
-        }
-        match finished.answer {
-            Some(answer) => self
-                .core
-                .handle_answer(finished.id, answer, self.clock.now()),
-            // Dropped at its deadline: the core treats it as lost at that
-            // deadline; hand it the time.
-            None => self.core.handle_timeout(self.clock.now()),
-        }
-    }
-
-    /// After every input: decisions become changes, the batch goes to the
-    /// writer, and calls go out once what was decided before them is
-    /// committed.
-    fn step(&mut self) {
-        let now = self.clock.now();
-        while let Some(decision) = self.core.poll_decision() {
-            self.on_decision(decision, now);
-        }
-        if !self.changes.is_empty() || !self.replies.is_empty() {
-            self.sent += 1;
-            let batch = Batch {
-                seq: self.sent,
-                changes: std::mem::take(&mut self.changes),
-                replies: std::mem::take(&mut self.replies),
-            };
-            if let Some(batches) = &self.batches {
-                // A writer that is gone reports why through `written`.
-                let _ = batches.send(batch);
-            }
-        }
-        while let Some(action) = self.core.poll_action() {
-            if self.draining {
-                // Not started while stopping: its effect is decided again
-                // at the next start.
-                continue;
-            }
-            if self.committed < self.sent {
-                self.held.push_back((self.sent, action));
-            } else {
-                self.perform(action);
-            }
-        }
-        let stats = self.core.stats();
-        self.shared.metrics.observe(&stats);
-        *self.shared.pools.write() = stats
-            .pools
-            .iter()
-            .map(|pool| PoolView {
-                name: pool.name.clone(),
-                kind: pool.kind.to_string(),
-                capacity: pool.capacity,
-                held: pool.leases,
-                queued: pool.queued,
-                contested: pool.contested,
-                leftovers: pool.leftovers,
-                unsettled: pool.unsettled,
-            })
-            .collect();
     }
 
     fn on_decision(&mut self, decision: Decision, now: SystemTime) {
@@ -677,17 +552,17 @@ impl State {
                 at: now,
             }),
             Decision::Retrying { .. } => None,
-            Decision::Ending { job, outcome, .. } => Some(Change::Ending {
+            Decision::Ending { job, outcome, .. } => Some(Change::Decided {
                 id: job.0,
-                ending: Ending::from(&outcome),
+                verdict: Verdict::from(&outcome),
             }),
             Decision::Ended { job, outcome, .. } => {
-                let ending = Ending::from(&outcome);
-                self.shared.metrics.ended(ending.state.as_str());
+                let verdict = Verdict::from(&outcome);
+                self.shared.metrics.ended(verdict.state.as_str());
                 tracing::info!(job = job.0, %outcome, "ended");
                 Some(Change::Ended {
                     id: job.0,
-                    ending,
+                    verdict,
                     at: now,
                 })
             }
@@ -729,27 +604,133 @@ impl State {
             self.changes.push(change);
         }
     }
+}
 
-    fn perform(&mut self, action: Action) {
-        let provider = Arc::clone(&self.providers[action.pool.0]);
-        let deadline = self.clock.sleep_until(action.deadline);
-        let list = matches!(action.call, Call::List);
-        let (id, pool) = (action.id, action.pool);
-        if list {
-            self.shared.listing.lock()[pool.0] = Some(self.clock.now());
-        }
-        self.calls.push(Box::pin(async move {
-            let answer = tokio::select! {
-                answer = billet_scheduler::perform(&*provider, action.call) => Some(answer),
-                () = deadline => None,
-            };
-            Finished {
-                id,
-                pool,
-                list,
-                answer,
+/// How the engine plugs into the scheduler's loop. After every input the loop
+/// steps: the counts become the metrics and pool views, decisions become
+/// changes, the batch goes to the writer, and calls go out once what was
+/// decided before them is committed.
+impl Hooks for State {
+    type Input = Input;
+    type Error = EngineError;
+
+    async fn next_input(&mut self) -> Option<Input> {
+        let draining = self.draining;
+        // Commits first, then the stop, then requests (none once stopping).
+        Some(tokio::select! {
+            biased;
+            written = self.written.recv() => Input::Written(written),
+            grace = &mut self.stop, if !draining => Input::Stop(grace.unwrap_or_default()),
+            command = self.inbox.recv(), if !draining => match command {
+                Some(command) => Input::Command(command),
+                None => Input::Closed,
+            },
+        })
+    }
+
+    fn on_input(&mut self, input: Input, turn: Turn<'_>) -> Result<Flow, EngineError> {
+        let now = turn.now;
+        Ok(match input {
+            Input::Written(written) => Flow::Release(self.on_written(written)?),
+            Input::Stop(grace) => {
+                tracing::info!(
+                    calls = turn.in_flight,
+                    "shutting down: finishing the calls in flight"
+                );
+                self.draining = true;
+                self.inbox.close();
+                Flow::Drain(now + grace)
             }
-        }));
+            Input::Command(Command::Submit(job, reply)) => {
+                self.submit(turn.core, job, reply, now);
+                Flow::Continue
+            }
+            Input::Command(Command::Cancel(id, reply)) => {
+                self.cancel(turn.core, id, reply, now);
+                Flow::Continue
+            }
+            Input::Closed => {
+                self.draining = true;
+                Flow::Drain(now)
+            }
+        })
+    }
+
+    fn observe(&mut self, core: &Core) {
+        let stats = core.stats();
+        self.shared.metrics.observe(&stats);
+        *self.shared.pools.write() = stats
+            .pools
+            .iter()
+            .map(|pool| PoolView {
+                name: pool.name.clone(),
+                kind: pool.kind.to_string(),
+                capacity: pool.capacity,
+                held: pool.leases,
+                queued: pool.queued,
+                contested: pool.contested,
+                leftovers: pool.leftovers,
+                unsettled: pool.unsettled,
+            })
+            .collect();
+    }
+
+    fn decided(&mut self, decision: Decision, now: SystemTime) {
+        self.on_decision(decision, now);
+    }
+
+    fn decided_all(&mut self, _: SystemTime) {
+        if !self.changes.is_empty() || !self.replies.is_empty() {
+            self.sent += 1;
+            let batch = Batch {
+                seq: self.sent,
+                changes: std::mem::take(&mut self.changes),
+                replies: std::mem::take(&mut self.replies),
+            };
+            if let Some(batches) = &self.batches {
+                // A writer that is gone reports why through `written`.
+                let _ = batches.send(batch);
+            }
+        }
+    }
+
+    /// A call waits for the commit of the last batch sent before it.
+    fn gate(&mut self, _: &Action) -> Gate {
+        if self.committed < self.sent {
+            Gate::Hold(self.sent)
+        } else {
+            Gate::Go
+        }
+    }
+
+    fn calling(&mut self, action: &Action, now: SystemTime) {
+        if matches!(action.call, Call::List) {
+            self.shared.listing.lock()[action.pool.0] = Some(now);
+        }
+    }
+
+    fn ended(&mut self, call: &CallEnded) {
+        if !call.list {
+            return;
+        }
+        let pool = &self.names[call.pool.0];
+        self.shared.listing.lock()[call.pool.0] = None;
+        let listed = match &call.answer {
+            Some(Answer::Listed(Ok(instances))) => Some(instances.len()),
+            _ => None,
+        };
+        let mut unreadable = self.shared.unreadable.lock();
+        match listed {
+            Some(instances) => {
+                unreadable.remove(pool);
+                if !std::mem::replace(&mut self.read[call.pool.0], true) {
+                    tracing::info!(%pool, instances, "first inventory read; placing from now on");
+                }
+            }
+            None => {
+                unreadable.insert(pool.clone());
+            }
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use axum::routing::get;
 use serde_json::json;
 
 use crate::api::{self, BadRequest, JobView};
-use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Stopping, Submitted};
+use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
 use crate::token::{Credentials, Grant, Grants};
 
 /// The answer of `GET /v1/jobs`.
@@ -117,8 +117,9 @@ fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-fn stopping(_: Stopping) -> Response {
-    error(StatusCode::SERVICE_UNAVAILABLE, "billet is shutting down")
+/// `503` saying why the engine did not answer.
+fn unanswered(why: Unanswered) -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, why.to_string())
 }
 
 /// Refuses every request once shutdown began (503), every request but
@@ -216,7 +217,7 @@ async fn submit(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("no pool can ever take this job: {reason}"),
         ),
-        Err(stop) => stopping(stop),
+        Err(why) => unanswered(why),
     }
 }
 
@@ -286,10 +287,10 @@ async fn cancel(
         return unknown(&id);
     }
     match app.engine.cancel(n).await {
-        Ok(Cancelled::Done(view)) => job(StatusCode::OK, view),
+        Ok(Cancelled::Requested(view)) => job(StatusCode::OK, view),
         Ok(Cancelled::Ended(view)) => job(StatusCode::CONFLICT, view),
         Ok(Cancelled::Unknown) => unknown(&id),
-        Err(stop) => stopping(stop),
+        Err(why) => unanswered(why),
     }
 }
 

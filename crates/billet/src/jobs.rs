@@ -15,7 +15,7 @@ use crate::api::{JobState, JobView, rfc3339, trust_name};
 
 /// How a job ended, as it is stored and shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
+pub struct Verdict {
     /// `finished`, `failed` or `cancelled`.
     pub state: JobState,
     /// The exit code of a finished job.
@@ -24,20 +24,20 @@ pub struct Ending {
     pub reason: Option<String>,
 }
 
-impl From<&Outcome> for Ending {
-    fn from(outcome: &Outcome) -> Ending {
+impl From<&Outcome> for Verdict {
+    fn from(outcome: &Outcome) -> Verdict {
         match outcome {
-            Outcome::Finished { exit_code } => Ending {
+            Outcome::Finished { exit_code } => Verdict {
                 state: JobState::Finished,
                 exit_code: Some(*exit_code),
                 reason: None,
             },
-            Outcome::Failed { reason } => Ending {
+            Outcome::Failed { reason } => Verdict {
                 state: JobState::Failed,
                 exit_code: None,
                 reason: Some(reason_text(reason)),
             },
-            Outcome::Cancelled => Ending {
+            Outcome::Cancelled => Verdict {
                 state: JobState::Cancelled,
                 exit_code: None,
                 reason: None,
@@ -86,7 +86,7 @@ pub struct JobRecord {
     pub cancel_requested: bool,
     /// Its outcome, decided and committed before the instance that shows it
     /// is destroyed (L6); shown once that destroy is confirmed.
-    pub ending: Option<Ending>,
+    pub verdict: Option<Verdict>,
 }
 
 impl JobRecord {
@@ -108,7 +108,7 @@ impl JobRecord {
             started_at: None,
             ended_at: None,
             cancel_requested: false,
-            ending: None,
+            verdict: None,
         }
     }
 
@@ -150,13 +150,13 @@ impl JobRecord {
                 self.started_at.get_or_insert(*at);
             }
             Change::CancelRequested { .. } => self.cancel_requested = true,
-            Change::Ending { ending, .. } => self.ending = Some(ending.clone()),
-            Change::Ended { ending, at, .. } => {
-                self.state = ending.state;
-                self.exit_code = ending.exit_code;
-                self.reason = ending.reason.clone();
+            Change::Decided { verdict, .. } => self.verdict = Some(verdict.clone()),
+            Change::Ended { verdict, at, .. } => {
+                self.state = verdict.state;
+                self.exit_code = verdict.exit_code;
+                self.reason = verdict.reason.clone();
                 self.ended_at = Some(*at);
-                self.ending = None;
+                self.verdict = None;
             }
         }
     }
@@ -201,18 +201,18 @@ pub enum Change {
     },
     /// The job's outcome is decided; its instance is destroyed after this
     /// commit.
-    Ending {
+    Decided {
         /// The job.
         id: u64,
         /// The outcome.
-        ending: Ending,
+        verdict: Verdict,
     },
     /// The job ended.
     Ended {
         /// The job.
         id: u64,
         /// The outcome.
-        ending: Ending,
+        verdict: Verdict,
         /// When.
         at: SystemTime,
     },
@@ -227,7 +227,7 @@ impl Change {
             | Change::Placed { id, .. }
             | Change::Backed { id, .. }
             | Change::CancelRequested { id }
-            | Change::Ending { id, .. }
+            | Change::Decided { id, .. }
             | Change::Ended { id, .. } => *id,
         }
     }
@@ -377,17 +377,17 @@ mod tests {
         let job = jobs.get(1).unwrap();
         assert_eq!(job.instance.as_deref(), Some("c1"));
         assert_eq!(job.started_at, Some(t(3)), "the lease's start is kept");
-        let finished = Ending::from(&Outcome::Finished { exit_code: 3 });
-        jobs.apply(&Change::Ending {
+        let finished = Verdict::from(&Outcome::Finished { exit_code: 3 });
+        jobs.apply(&Change::Decided {
             id: 1,
-            ending: finished.clone(),
+            verdict: finished.clone(),
         });
         let job = jobs.get(1).unwrap();
         assert_eq!(job.state, JobState::Running, "shown once destroyed");
-        assert_eq!(job.ending.as_ref(), Some(&finished));
+        assert_eq!(job.verdict.as_ref(), Some(&finished));
         jobs.apply(&Change::Ended {
             id: 1,
-            ending: finished,
+            verdict: finished,
             at: t(5),
         });
         let view = jobs.get(1).unwrap().view();
@@ -395,12 +395,12 @@ mod tests {
         assert_eq!(view.exit_code, Some(3));
         assert_eq!(view.reason, None);
         assert_eq!(view.ended_at.as_deref(), Some("1970-01-01T00:00:05.000Z"));
-        assert_eq!(jobs.get(1).unwrap().ending, None);
+        assert_eq!(jobs.get(1).unwrap().verdict, None);
         jobs.apply(&Change::CancelRequested { id: 2 });
         assert!(jobs.get(2).unwrap().cancel_requested);
         jobs.apply(&Change::Ended {
             id: 2,
-            ending: Ending::from(&Outcome::Cancelled),
+            verdict: Verdict::from(&Outcome::Cancelled),
             at: t(6),
         });
         assert_eq!(jobs.get(2).unwrap().state, JobState::Cancelled);
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!(job.pool.as_deref(), Some("p"), "where it held a lease");
         assert_eq!(job.instance.as_deref(), Some("i"));
         assert_eq!(job.started_at, Some(t(2)));
-        let failed = Ending::from(&Outcome::Failed {
+        let failed = Verdict::from(&Outcome::Failed {
             reason: FailReason::TimedOut,
         });
         assert_eq!(failed.state, JobState::Failed);

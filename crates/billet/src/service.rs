@@ -107,6 +107,10 @@ pub enum ServeError {
     /// The listener failed.
     #[error("the listener failed: {0}")]
     Listener(String),
+    /// The engine's task ended with no error of its own: it panicked, or
+    /// stopped unasked.
+    #[error("the engine stopped: {0}")]
+    EngineLost(String),
     /// The flags contradict each other.
     #[error("{0}")]
     Flags(String),
@@ -118,7 +122,7 @@ impl ServeError {
     /// address), 1 for a failure while serving.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ServeError::Engine(_) | ServeError::Listener(_) => 1,
+            ServeError::Engine(_) | ServeError::Listener(_) | ServeError::EngineLost(_) => 1,
             _ => 2,
         }
     }
@@ -220,8 +224,8 @@ impl Service {
                 let _ = self.close.send(());
                 return Err(match ended {
                     Ok(Err(error)) => error.into(),
-                    Ok(Ok(())) => ServeError::Listener("the engine stopped unasked".to_owned()),
-                    Err(join) => ServeError::Listener(format!("the engine panicked: {join}")),
+                    Ok(Ok(())) => ServeError::EngineLost("it stopped unasked".to_owned()),
+                    Err(join) => ServeError::EngineLost(format!("it panicked: {join}")),
                 });
             }
         }
@@ -252,7 +256,7 @@ impl Service {
         }
         match ended {
             Ok(result) => result.map_err(ServeError::from),
-            Err(join) => Err(ServeError::Listener(format!("the engine panicked: {join}"))),
+            Err(join) => Err(ServeError::EngineLost(format!("it panicked: {join}"))),
         }
     }
 }

@@ -22,7 +22,7 @@ use billet_scheduler::{Identity, JobId};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::api::{JobState, trust_from_name, trust_name};
-use crate::jobs::{Change, Ending, JobRecord};
+use crate::jobs::{Change, JobRecord, Verdict};
 
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE: &str = "billet.db";
@@ -447,20 +447,20 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
             tx.prepare_cached("UPDATE jobs SET cancel_requested = 1 WHERE id = ?1")?
                 .execute(params![id(*job)])?;
         }
-        Change::Ending { id: job, ending } => {
+        Change::Decided { id: job, verdict } => {
             tx.prepare_cached(
                 "UPDATE jobs SET ending_state = ?2, ending_exit_code = ?3, ending_reason = ?4 WHERE id = ?1",
             )?
             .execute(params![
                 id(*job),
-                ending.state.as_str(),
-                ending.exit_code,
-                ending.reason
+                verdict.state.as_str(),
+                verdict.exit_code,
+                verdict.reason
             ])?;
         }
         Change::Ended {
             id: job,
-            ending,
+            verdict,
             at,
         } => {
             tx.prepare_cached(
@@ -469,9 +469,9 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
             )?
             .execute(params![
                 id(*job),
-                ending.state.as_str(),
-                ending.exit_code,
-                ending.reason,
+                verdict.state.as_str(),
+                verdict.exit_code,
+                verdict.reason,
                 millis(*at)
             ])?;
         }
@@ -500,9 +500,9 @@ fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
             |text: String, column: &str| JobState::parse(&text).map_err(|_| bad(column, &text));
         let trust: String = row.get(4)?;
         let ending_state: Option<String> = row.get(15)?;
-        let ending = match ending_state {
+        let verdict = match ending_state {
             None => None,
-            Some(text) => Some(Ending {
+            Some(text) => Some(Verdict {
                 state: state(text, "ending_state")?,
                 exit_code: row.get(16)?,
                 reason: row.get(17)?,
@@ -526,7 +526,7 @@ fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
             started_at: row.get::<_, Option<i64>>(12)?.map(time),
             ended_at: row.get::<_, Option<i64>>(13)?.map(time),
             cancel_requested: row.get::<_, i64>(14)? != 0,
-            ending,
+            verdict,
         })
     })?;
     rows.collect()
@@ -576,14 +576,14 @@ mod tests {
                 instance: "abc".into(),
                 at,
             },
-            Change::Ending {
+            Change::Decided {
                 id: 1,
-                ending: Ending::from(&Outcome::Finished { exit_code: 3 }),
+                verdict: Verdict::from(&Outcome::Finished { exit_code: 3 }),
             },
             Change::CancelRequested { id: 2 },
             Change::Ended {
                 id: 2,
-                ending: Ending::from(&Outcome::Cancelled),
+                verdict: Verdict::from(&Outcome::Cancelled),
                 at,
             },
             Change::Placed {
@@ -602,7 +602,7 @@ mod tests {
         let (_, records) = Store::open(dir.path()).unwrap();
         let wanted: Vec<JobRecord> = expected.iter().cloned().collect();
         assert_eq!(records, wanted);
-        assert!(records[0].ending.is_some());
+        assert!(records[0].verdict.is_some());
         assert!(records[1].cancel_requested);
         assert_eq!(records[2].state, JobState::Queued);
     }

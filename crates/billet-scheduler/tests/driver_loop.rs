@@ -1,0 +1,421 @@
+//! The one loop ([`Driver`]) with hooks of the test's own: the tap sees every
+//! decision after the counts that include it, the gate holds calls until
+//! released and in order, a drain drops new calls but still hands the core
+//! the answers of calls in flight, and a call past its deadline is dropped.
+//! The provider is scripted: its lists answer empty, or wait until the test
+//! lets them go, and its launches fail as unavailable.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use billet_clock::{Clock, SystemClock};
+use billet_config::Config;
+use billet_provider::{
+    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
+};
+use billet_scheduler::{
+    Action, Answer, Call, CallEnded, Core, Decision, Driver, Flow, Gate, Hooks, Job, JobId, Pools,
+    Settings, Turn,
+};
+use tokio::sync::{Semaphore, mpsc};
+
+const ONE: &str = "
+deployment: {id: blue}
+providers:
+  - {name: linux, kind: docker, capacity: 2, docker: {image: runner}}
+  - {name: big, kind: docker, capacity: 2, docker: {image: runner}}
+routing: {default_kind: docker}
+";
+
+/// Lists answer empty once a permit is there (every list takes one; with
+/// `free`, permits never run out); launches fail as unavailable.
+#[derive(Debug)]
+struct Scripted {
+    lists: Semaphore,
+    listed: AtomicUsize,
+}
+
+impl Scripted {
+    fn new(free: bool) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            lists: Semaphore::new(if free { Semaphore::MAX_PERMITS } else { 0 }),
+            listed: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Scripted {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Docker
+    }
+    fn accepts(&self, _: TrustClass) -> Result<(), Error> {
+        Ok(())
+    }
+    async fn launch(&self, _: Spec) -> Result<Instance, Error> {
+        Err(Error::unavailable("scripted"))
+    }
+    async fn find(&self, _: &str) -> Result<Option<Instance>, Error> {
+        Ok(None)
+    }
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        self.lists.acquire().await.expect("never closed").forget();
+        self.listed.fetch_add(1, Ordering::SeqCst);
+        Ok(Vec::new())
+    }
+    async fn destroy(&self, _: &InstanceId) -> Result<Teardown, Error> {
+        Ok(Teardown::Absent)
+    }
+}
+
+fn pools_of(provider: &Arc<Scripted>, settings: Settings) -> Pools {
+    let provider: Arc<dyn Provider> = provider.clone();
+    Pools::builder(Config::from_yaml_str(ONE).unwrap())
+        .provider("linux", Arc::clone(&provider))
+        .provider("big", provider)
+        .settings(settings)
+        .build()
+        .unwrap()
+}
+
+fn clock() -> Arc<dyn Clock> {
+    Arc::new(SystemClock)
+}
+
+/// What the hooks were told, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Told {
+    /// `observe`, with the accepted count it read.
+    Observed(u64),
+    Decided(String),
+    DecidedAll,
+    Calling(&'static str, usize),
+    Ended(usize, bool, bool),
+}
+
+fn call_name(call: &Call) -> &'static str {
+    match call {
+        Call::Launch(_) => "launch",
+        Call::Find(_) => "find",
+        Call::List => "list",
+        Call::Destroy(_) => "destroy",
+    }
+}
+
+fn decision_name(decision: &Decision) -> String {
+    match decision {
+        Decision::Placed { job, .. } => format!("placed {}", job.0),
+        Decision::Retrying { job, .. } => format!("retrying {}", job.0),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Inputs from the test: a job to submit, a release, a drain, or a permit
+/// for the provider's lists.
+#[derive(Debug)]
+enum In {
+    Submit(u64),
+    Release(u64),
+    Drain(Duration),
+}
+
+struct Recorder {
+    inputs: mpsc::UnboundedReceiver<In>,
+    told: Vec<Told>,
+    /// What the gate answers.
+    gate: Gate,
+    /// Released into the provider's lists when a drain is asked for.
+    on_drain: Option<(Arc<Scripted>, usize)>,
+    in_flight_at_drain: Option<usize>,
+    /// Asks for a drain once this many of pool 0's calls were dropped.
+    drain_after_drops: Option<(usize, mpsc::UnboundedSender<In>)>,
+    /// Asks for a drain once this decision is told.
+    drain_on: Option<(String, mpsc::UnboundedSender<In>)>,
+}
+
+impl Recorder {
+    fn new(gate: Gate) -> (Recorder, mpsc::UnboundedSender<In>) {
+        let (send, inputs) = mpsc::unbounded_channel();
+        let recorder = Recorder {
+            inputs,
+            told: Vec::new(),
+            gate,
+            on_drain: None,
+            in_flight_at_drain: None,
+            drain_after_drops: None,
+            drain_on: None,
+        };
+        (recorder, send)
+    }
+
+    fn calls(&self) -> Vec<(&'static str, usize)> {
+        self.told
+            .iter()
+            .filter_map(|told| match told {
+                Told::Calling(call, pool) => Some((*call, *pool)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+impl Hooks for Recorder {
+    type Input = In;
+    type Error = String;
+
+    async fn next_input(&mut self) -> Option<In> {
+        self.inputs.recv().await
+    }
+
+    fn on_input(&mut self, input: In, turn: Turn<'_>) -> Result<Flow, String> {
+        Ok(match input {
+            In::Submit(id) => {
+                let job = Job::new(JobId(id), ["true"]).with_trust(TrustClass::Trusted);
+                turn.core.submit(job, turn.now).map_err(|r| r.to_string())?;
+                Flow::Continue
+            }
+            In::Release(through) => Flow::Release(through),
+            In::Drain(grace) => {
+                self.in_flight_at_drain = Some(turn.in_flight);
+                if let Some((provider, permits)) = &self.on_drain {
+                    provider.lists.add_permits(*permits);
+                }
+                Flow::Drain(turn.now + grace)
+            }
+        })
+    }
+
+    fn observe(&mut self, core: &Core) {
+        self.told.push(Told::Observed(core.stats().accepted));
+    }
+
+    fn decided(&mut self, decision: Decision, _: SystemTime) {
+        let name = decision_name(&decision);
+        if let Some((wanted, inputs)) = &self.drain_on
+            && *wanted == name
+        {
+            inputs.send(In::Drain(Duration::ZERO)).unwrap();
+        }
+        self.told.push(Told::Decided(name));
+    }
+
+    fn decided_all(&mut self, _: SystemTime) {
+        self.told.push(Told::DecidedAll);
+    }
+
+    fn gate(&mut self, _: &Action) -> Gate {
+        self.gate
+    }
+
+    fn calling(&mut self, action: &Action, _: SystemTime) {
+        self.told
+            .push(Told::Calling(call_name(&action.call), action.pool.0));
+    }
+
+    fn ended(&mut self, call: &CallEnded) {
+        let listed = matches!(call.answer, Some(Answer::Listed(Ok(_))));
+        self.told.push(Told::Ended(call.pool.0, call.list, listed));
+        if let Some((wanted, inputs)) = &self.drain_on
+            && *wanted == format!("ended {}", call.pool.0)
+        {
+            inputs.send(In::Drain(Duration::ZERO)).unwrap();
+        }
+        if call.answer.is_none() && call.pool.0 == 0 {
+            if let Some((left, inputs)) = &mut self.drain_after_drops {
+                *left -= 1;
+                if *left == 0 {
+                    inputs.send(In::Drain(Duration::ZERO)).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Runs the loop, failing the test rather than hanging if it never returns.
+async fn run(driver: &mut Driver, hooks: &mut Recorder) -> Result<(), String> {
+    tokio::time::timeout(Duration::from_secs(20), driver.run(hooks))
+        .await
+        .expect("the loop returned")
+}
+
+// B1, B8: a step tells the counts, then every decision in order, then that
+// the decisions are all told, and only then asks the gate for each call: the
+// first step's calls are one inventory read per pool, in pool order. Held
+// calls go out only when a release names their ticket, in the order held.
+#[tokio::test]
+async fn b1_the_gate_holds_calls_until_their_ticket_is_released() {
+    let provider = Scripted::new(true);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, _inputs) = Recorder::new(Gate::Hold(3));
+    driver.step(&mut hooks);
+    assert_eq!(hooks.told, [Told::Observed(0), Told::DecidedAll]);
+    assert_eq!((driver.held(), driver.in_flight()), (2, 0));
+    driver.release(2, &mut hooks);
+    assert_eq!((driver.held(), driver.in_flight()), (2, 0), "ticket 3 > 2");
+    driver.release(3, &mut hooks);
+    assert_eq!((driver.held(), driver.in_flight()), (0, 2));
+    assert_eq!(hooks.calls(), [("list", 0), ("list", 1)]);
+    assert!(format!("{driver:?}").contains("in_flight: 2"));
+}
+
+// B1: a release the owner's input asks for ([`Flow::Release`]) lets the
+// held calls go from inside the loop.
+#[tokio::test]
+async fn b1_an_input_releases_held_calls_inside_the_loop() {
+    let provider = Scripted::new(true);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Hold(1));
+    inputs.send(In::Release(1)).unwrap();
+    hooks.drain_on = Some(("ended 1".to_owned(), inputs));
+    run(&mut driver, &mut hooks).await.unwrap();
+    assert_eq!(hooks.calls(), [("list", 0), ("list", 1)]);
+    assert!(provider.listed.load(Ordering::SeqCst) >= 1);
+}
+
+// B1: with the gate open, the loop makes each call at once; the tap sees a
+// submitted job's decisions after the counts that include it; an inventory
+// read's end is told to `ended` before the core sees it; when the inputs end,
+// the loop returns.
+#[tokio::test]
+async fn b1_the_tap_sees_each_decision_after_counts_that_include_it() {
+    let provider = Scripted::new(true);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Go);
+    inputs.send(In::Submit(1)).unwrap();
+    hooks.drain_on = Some(("retrying 1".to_owned(), inputs));
+    run(&mut driver, &mut hooks).await.unwrap();
+    let placed = hooks
+        .told
+        .iter()
+        .position(|t| *t == Told::Decided("placed 1".to_owned()));
+    let Some(placed) = placed else {
+        panic!("job 1 was not placed: {:?}", hooks.told)
+    };
+    assert_eq!(
+        hooks.told[placed - 1],
+        Told::Observed(1),
+        "{:?}",
+        hooks.told
+    );
+    assert!(hooks.told[..placed].contains(&Told::Ended(0, true, true)));
+    assert!(
+        hooks.told[placed..].contains(&Told::DecidedAll),
+        "{:?}",
+        hooks.told
+    );
+    // The submission came first (inputs before answers), so it waited for
+    // the inventories (B8) and was placed by the step after the first.
+    let first_calls = &hooks.calls()[..2];
+    assert_eq!(first_calls, [("list", 0), ("list", 1)]);
+    assert!(
+        hooks.calls().contains(&("launch", 0)),
+        "{:?}",
+        hooks.calls()
+    );
+}
+
+// L7 (through the loop): once a drain is asked, no new call goes out, but
+// the answers of calls in flight still reach the core; the loop returns as
+// soon as none is left, long before the drain's end.
+#[tokio::test]
+async fn l7_a_drain_drops_new_calls_and_waits_for_those_in_flight() {
+    let provider = Scripted::new(false);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Go);
+    hooks.on_drain = Some((Arc::clone(&provider), 2));
+    // The lists hang until the drain lets them answer; the submission
+    // leads to a placement only once they have.
+    inputs.send(In::Submit(1)).unwrap();
+    inputs.send(In::Drain(Duration::from_secs(3600))).unwrap();
+    run(&mut driver, &mut hooks).await.unwrap();
+    assert_eq!(hooks.in_flight_at_drain, Some(2));
+    assert_eq!(provider.listed.load(Ordering::SeqCst), 2);
+    let ended: Vec<_> = hooks
+        .told
+        .iter()
+        .filter(|t| matches!(t, Told::Ended(..)))
+        .collect();
+    assert_eq!(ended.len(), 2, "both lists answered: {:?}", hooks.told);
+    assert!(
+        hooks.told.contains(&Told::Decided("placed 1".to_owned())),
+        "the answers reached the core while draining: {:?}",
+        hooks.told
+    );
+    assert_eq!(
+        hooks.calls(),
+        [("list", 0), ("list", 1)],
+        "the launch asked for while draining was never made"
+    );
+    assert_eq!(driver.in_flight(), 0);
+}
+
+// L7: a drain whose calls never answer ends at its deadline, the calls
+// dropped; calls held by the gate are dropped too, even when released.
+#[tokio::test]
+async fn l7_a_drain_ends_at_its_deadline_and_drops_held_calls() {
+    let provider = Scripted::new(false);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Go);
+    inputs.send(In::Drain(Duration::from_millis(50))).unwrap();
+    run(&mut driver, &mut hooks).await.unwrap();
+    assert_eq!(driver.in_flight(), 2, "the hung lists are still there");
+    assert!(!hooks.told.iter().any(|t| matches!(t, Told::Ended(..))));
+
+    let provider = Scripted::new(true);
+    let held = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&held, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Hold(1));
+    inputs.send(In::Drain(Duration::from_secs(3600))).unwrap();
+    // Nothing in flight: the drain is over at once.
+    run(&mut driver, &mut hooks).await.unwrap();
+    assert_eq!(driver.held(), 2);
+    driver.release(1, &mut hooks);
+    assert_eq!(hooks.calls(), [], "held calls are dropped once draining");
+    assert_eq!((driver.held(), driver.in_flight()), (0, 0));
+}
+
+// B5 (through the loop): a call still running at its deadline is dropped
+// and told to `ended` with no answer; the core, timed by its own timer,
+// treats it as lost and asks again.
+#[tokio::test]
+async fn b5_a_call_past_its_deadline_is_dropped_and_asked_again() {
+    let provider = Scripted::new(false);
+    let settings = Settings {
+        call_timeout: Duration::from_millis(20),
+        reconcile_every: Duration::from_millis(20),
+        ..Settings::default()
+    };
+    let pools = pools_of(&provider, settings);
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Go);
+    hooks.drain_after_drops = Some((2, inputs));
+    run(&mut driver, &mut hooks).await.unwrap();
+    let dropped = hooks
+        .told
+        .iter()
+        .filter(|t| **t == Told::Ended(0, true, false))
+        .count();
+    assert_eq!(dropped, 2, "{:?}", hooks.told);
+    let lists = hooks.calls().iter().filter(|c| **c == ("list", 0)).count();
+    assert_eq!(lists, 2, "asked again after the first drop");
+}
+
+// The owner's error stops the loop and is the loop's answer.
+#[tokio::test]
+async fn b1_an_input_that_fails_stops_the_loop_with_its_error() {
+    let provider = Scripted::new(true);
+    let pools = pools_of(&provider, Settings::default());
+    let mut driver = Driver::new(&pools, clock());
+    let (mut hooks, inputs) = Recorder::new(Gate::Go);
+    inputs.send(In::Submit(1)).unwrap();
+    // The same id twice is refused by the core.
+    inputs.send(In::Submit(1)).unwrap();
+    let error = run(&mut driver, &mut hooks).await.unwrap_err();
+    assert!(!error.is_empty());
+}
