@@ -2,18 +2,15 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
 };
 use bollard::Docker;
-use bollard::models::{
-    ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum,
-};
+use bollard::models::{ContainerInspectResponse, ContainerSummary};
 use bollard::query_parameters::ListContainersOptionsBuilder;
-use futures::{StreamExt, TryStreamExt};
 use parking_lot::Mutex;
 use tracing::Dispatch;
 
@@ -22,17 +19,18 @@ use crate::daemon::{DaemonError, Deadline, Failure, bounded};
 use crate::dialect;
 use crate::endpoint::Endpoint;
 use crate::naming::{NAME_LABEL, OWNER_LABEL, container_name, is_full_id};
-use crate::seen::{Seen, as_listed};
+use crate::seen::Seen;
 
 mod given_up;
+mod inventory;
 mod launch;
 mod ownership;
 mod removal;
+mod stale_launch;
 mod state;
+
 use given_up::Abandoned;
 use ownership::Claim;
-use removal::Removal;
-use state::{never_started, parse_time};
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.
@@ -41,9 +39,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
 /// The bound on one image pull (when the provider was built to pull) unless
 /// the builder sets another.
 pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// How many containers `list` inspects at once.
-const INSPECT_CONCURRENCY: usize = 8;
 
 /// Whether `launch` pulls an image the daemon does not have.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -472,196 +467,6 @@ impl DockerProvider {
             dialect::list_containers(client, Some(options)),
         )
         .await
-    }
-
-    /// What the inventory answers for one inspected container: the one path
-    /// both `list` and `find` take (D14). Not this deployment's: nothing. Of
-    /// a launch this provider gave up on: removed, nothing. Stale `created`:
-    /// finished. Else its instance.
-    async fn settle(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        container: ContainerInspectResponse,
-    ) -> Result<Option<Instance>, Error> {
-        let (name, mark) = match self.claim_inspected(&container) {
-            Claim::Ours { name, mark } => (name.to_owned(), mark.to_owned()),
-            Claim::Theirs { .. } | Claim::Foreign => return Ok(None),
-        };
-        let Some(id) = container.id.clone() else {
-            return Err(Error::inventory_unavailable(
-                "the docker daemon answered a container without an id",
-            ));
-        };
-        // Being removed (a destroy under way, here or in another process):
-        // gone as of now. Reporting it killed (`Stopped` with the kill's
-        // code) would show a state its command never reached (H12).
-        if container.state.as_ref().and_then(|state| state.status)
-            == Some(ContainerStateStatusEnum::REMOVING)
-        {
-            return Ok(None);
-        }
-        if self.is_abandoned(&mark) {
-            if never_started(&container) {
-                self.remove_abandoned(client, deadline, &id, &name, &mark)
-                    .await
-                    .map_err(Error::inventory_unavailable)?;
-                return Ok(None);
-            }
-            // Its start reached the daemon: the instance exists and its
-            // command has run or is running. Reported as it is, never
-            // removed behind the caller's back, so a job's command runs once.
-            self.adopt_abandoned(&id, &name, &mark);
-        }
-        let container = if self.is_stale_launch(&container) {
-            match self.finish_launch(client, deadline, container).await? {
-                Some(now) => now,
-                None => return Ok(None),
-            }
-        } else {
-            container
-        };
-        self.instance(&container)
-            .map_err(Error::inventory_unavailable)
-    }
-
-    /// Whether `container` (this deployment's, by the one rule) has stayed
-    /// `created` longer than any live launch takes to start it (twice the
-    /// timeout: a launch's create and start are within one timeout, and the
-    /// daemon's clock may differ from ours).
-    fn is_stale_launch(&self, container: &ContainerInspectResponse) -> bool {
-        let created = container.state.as_ref().and_then(|state| state.status)
-            == Some(ContainerStateStatusEnum::CREATED);
-        let old = container
-            .created
-            .as_deref()
-            .and_then(|at| parse_time(at).ok().flatten())
-            .and_then(|at| SystemTime::now().duration_since(at).ok())
-            .is_some_and(|age| age > self.timeout.saturating_mul(2));
-        created && old
-    }
-
-    /// Finishes a launch that never started its container: starts it and
-    /// answers it as it then is; `None` when the daemon will never start it
-    /// (it is removed) or it is gone. A start that fails for now leaves it as
-    /// it was (`Pending`), to be tried at the next look.
-    async fn finish_launch(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        container: ContainerInspectResponse,
-    ) -> Result<Option<ContainerInspectResponse>, Error> {
-        let Some(id) = container.id.clone() else {
-            return Ok(Some(container));
-        };
-        // The start is handed the full id: never while a container named
-        // like it could take its place (D12).
-        self.refuse_look_alikes(client, deadline, &id)
-            .await
-            .map_err(|err| Error::inventory_unavailable(err.describe(&id)))?;
-        let started = self
-            .call(
-                deadline,
-                "start container",
-                client.start_container(&id, None),
-            )
-            .await;
-        // What the refusal means, on every engine (D18): gone, or never
-        // startable (a `4xx`, or the spec cannot start), else for now.
-        let started = started.as_ref().map_err(|err| {
-            if dialect::no_such_container(err) {
-                Some(404)
-            } else if dialect::spec_cannot_start(err) {
-                Some(400)
-            } else {
-                err.status()
-            }
-        });
-        match started {
-            // Started now, or by someone else in between (304).
-            Ok(()) | Err(Some(304)) => {
-                self.log(|| {
-                    tracing::info!(
-                        target: "billet_docker",
-                        deployment = %self.owner,
-                        id = %id,
-                        "started a container whose launch never finished"
-                    );
-                });
-                self.inspect(client, deadline, &id)
-                    .await
-                    .map_err(Error::inventory_unavailable)
-            }
-            Err(Some(404)) => Ok(None),
-            Err(Some(code)) if (400..500).contains(&code) => {
-                self.log(|| {
-                    tracing::warn!(
-                        target: "billet_docker",
-                        deployment = %self.owner,
-                        id = %id,
-                        status = code,
-                        "a container whose launch never finished cannot start; removed"
-                    );
-                });
-                match self.remove_exact(client, deadline, &id).await {
-                    Ok(Removal::Removed | Removal::Gone) => Ok(None),
-                    Ok(Removal::InProgress) => Ok(None),
-                    Err(err) => Err(Error::inventory_unavailable(err.describe(&id))),
-                }
-            }
-            Err(_) => {
-                self.log(|| {
-                    tracing::warn!(
-                        target: "billet_docker",
-                        deployment = %self.owner,
-                        id = %id,
-                        "a container whose launch never finished could not be started now; tried again at the next look"
-                    );
-                });
-                Ok(Some(container))
-            }
-        }
-    }
-
-    /// Inspects and settles each of `ids`, each with the state the list call
-    /// showed it in (none when its reading may not be kept); the whole answer
-    /// or an error. An instance read in the state the list call showed is
-    /// kept for the next list.
-    async fn inspect_all(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        ids: Vec<(String, Option<ContainerSummaryStateEnum>)>,
-    ) -> Result<Vec<Instance>, Error> {
-        let settled: Vec<Option<Instance>> =
-            futures::stream::iter(ids.into_iter().map(|(id, listed)| {
-                let client = client.clone();
-                async move {
-                    // A container removed between the list and its inspect (404)
-                    // is gone: leaving it out is the exact answer as of now.
-                    let container = match self.inspect(&client, deadline, &id).await {
-                        Ok(Some(container)) => container,
-                        Ok(None) => return Ok(None),
-                        Err(err) => return Err(Error::inventory_unavailable(err)),
-                    };
-                    let read_in = container
-                        .state
-                        .as_ref()
-                        .and_then(|state| state.status)
-                        .map(as_listed);
-                    let instance = self.settle(&client, deadline, container).await?;
-                    if let (Some(instance), Some(state)) = (&instance, listed)
-                        && read_in == Some(state)
-                    {
-                        self.seen.lock().keep(&id, state, instance);
-                    }
-                    Ok(instance)
-                }
-            }))
-            .buffer_unordered(INSPECT_CONCURRENCY)
-            .try_collect()
-            .await?;
-        Ok(settled.into_iter().flatten().collect())
     }
 }
 
