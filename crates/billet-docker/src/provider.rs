@@ -1,4 +1,23 @@
 //! [`DockerProvider`] and its [`Builder`]: one deployment's containers on a docker daemon.
+//!
+//! This file holds the type, its builder and settings, the daemon calls
+//! every part makes (the client, one call bounded by its method's deadline,
+//! an inspect, a filtered list), and the [`Provider`] impl, whose methods
+//! are the entry points. What they do is divided by concern into the
+//! modules below it, each with its own `impl DockerProvider`:
+//!
+//! * [`launch`]: a launch, from the spec's checks to the started container,
+//!   and the undo of one that fails;
+//! * [`inventory`]: what `list` and `find` answer for each container they
+//!   see, and the inspects of a `list`;
+//! * [`ownership`]: the one rule for whose a container is;
+//! * [`state`]: an inspected container read as an instance;
+//! * [`given_up`]: the launches given up on after their create may have
+//!   reached the daemon, and how each is settled (D11);
+//! * [`stale_launch`]: containers left `created` by a launch that will never
+//!   finish, finished by the inventory;
+//! * [`removal`]: how a container is removed, by `destroy` and by the
+//!   settling of launches.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -75,50 +94,29 @@ pub enum PullPolicy {
 ///
 /// * `accepts` passes only [`TrustClass::Trusted`]: containers share the
 ///   host's kernel, so there is no isolation boundary.
-/// * Ownership is proven by every mark together (D12, D14): a container is
-///   this deployment's instance only if it carries this owner's label, a name
-///   label, a well-formed launch mark, and the daemon-side name derived from
-///   that owner and name. One rule decides it for `list`, `find` and
-///   `destroy`, so they never disagree: whatever `list` reports, `find` finds
-///   under its name, and the reverse. A container missing any mark is one
-///   billet did not start: never reported, never removed.
+/// * Ownership is proven by every mark together (D12, D14), by one rule for
+///   `list`, `find` and `destroy`, so they never disagree. A container
+///   missing any mark is one billet did not start: never reported, never
+///   removed.
 /// * `launch` creates and starts one container with the spec's image and
 ///   command (run exactly as argv: the first element is the entrypoint), its
 ///   cpus and memory (the pool's [`Confinement`] wins where it sets them),
 ///   confined (D15): no new privileges, every capability dropped but the
-///   confinement's, its pids limit, a bounded log, never privileged. It answers the full container id and the daemon's start
-///   time. A refused launch leaves nothing on the daemon. A start the daemon
-///   refuses for the spec's own sake (`400`: the program is not in the image)
-///   is [`Error::InvalidSpec`]; refused for any other reason (a network that
+///   confinement's, its pids limit, a bounded log, never privileged. It
+///   answers the full container id and the daemon's start time. A refused
+///   launch leaves nothing on the daemon. A start the daemon refuses for the
+///   spec's own sake (`400`: the program is not in the image) is
+///   [`Error::InvalidSpec`]; refused for any other reason (a network that
 ///   does not exist: `404`) it is [`Error::Unavailable`].
-/// * A launch whose answer is lost (D11: the connection fails after the
-///   daemon received the create or the start, the deadline passes, or the
-///   caller drops the call) leaves nothing once the daemon answers again, or
-///   an instance reported truthfully: the provider remembers each launch it
-///   gave up on after its create may have reached the daemon, and looks at
-///   that launch's container (recognised by its launch mark) at its next
-///   `list`, or at a `find` or `launch` of that name, before it answers. One
-///   never started is removed and never reported, and a relaunch of the name
-///   is not refused because of it. One whose start reached the daemon is an
-///   instance like any other from then on (its command has run, so it is
-///   never removed behind the caller's back: a job's command runs once); it
-///   holds its name until destroyed.
-/// * `list` asks the daemon for this owner's containers in every state (one
-///   list call), decides from its summaries which are this deployment's (the
-///   one rule: labels and name are in the summary), and inspects each of
-///   them for its exit code and start time, except one it inspected at an
-///   earlier list and that the list call shows in the same state since:
-///   what an inspect reads does not change while a container stays running,
-///   paused, exited or dead, so with nothing changed a list is one daemon
-///   call. `created` containers and passing states are inspected at every
-///   list. This relies on billet's containers going through their states
-///   once (billet sets no restart policy and starts no container that has
-///   run): a container started again by hand and seen in the same state at
-///   two lists keeps the start time first read (an exit code that differs
-///   from the one read shows in the list call's status text, and has the
-///   container inspected again). What is kept is only for containers the
-///   last list call showed. If any part of the answer cannot be had, the
-///   whole call is [`Error::InventoryUnavailable`], never a short answer.
+/// * A launch whose answer is lost or that its caller drops (D11) leaves
+///   nothing once the daemon answers again, or an instance reported
+///   truthfully: a container it never started is removed at the next `list`,
+///   or `find` or `launch` of its name, and never reported; one it started
+///   is an instance like any other (its command runs once).
+/// * `list` answers every container of this deployment, in every state, or
+///   [`Error::InventoryUnavailable`], never a short answer; unchanged
+///   containers are not inspected again, so one started again by hand and
+///   seen in the same state at two lists keeps the start time first read.
 ///   `find` inspects, and compares names exactly.
 /// * `destroy` answers only to a full container id, compared by the provider
 ///   itself (the daemon would also resolve id prefixes and container names);
@@ -126,18 +124,9 @@ pub enum PullPolicy {
 ///   an id the daemon does not hold, and refuses, untouched, another
 ///   deployment's container ([`Error::NotOwned`] with its owner) or one billet
 ///   did not start ([`Error::NotOwned`] with an empty owner: no deployment).
-///   The daemon resolves the id it is handed as a full id first, then as a
-///   container name: so that a container removed in between (two destroys at
-///   once) never lets the removal fall through to a container *named* like
-///   that id, `destroy` refuses with [`Error::Unavailable`], removing
-///   nothing, while the daemon holds a container of that name.
-///   Of two destroys of one id at once, exactly one answers
-///   [`Teardown::Stopped`] on every engine: a container that is not running
-///   is removed without force (the engine removes it once and answers the
-///   other call `404`); a running one is claimed by pausing it (only one call
-///   can), and the call that paused it force-removes it while the other waits
-///   for it to be gone. One found paused with nobody removing it is removed
-///   after a quarter of the timeout.
+///   While the daemon holds a container *named* like the id, it refuses with
+///   [`Error::Unavailable`], removing nothing. Of two destroys of one id at
+///   once, exactly one answers [`Teardown::Stopped`], on every engine.
 /// * Each call answers within its own deadline, the provider's timeout
 ///   ([`Builder::timeout`]), however many daemon calls it makes; a daemon
 ///   that is gone or hung answers an error of the right kind within it. An
@@ -145,30 +134,29 @@ pub enum PullPolicy {
 /// * What the daemon answers that billet cannot read (a stopped container
 ///   without an exit code, a start or creation time it cannot parse, a state
 ///   it does not know) fails the call; it is never taken as success or as 0.
+/// * A container left `created` (never started) longer than twice the
+///   timeout by a process that died mid-launch is started by `list` and
+///   `find`, or removed if the daemon will never start it, so none stays
+///   `created` for ever.
 ///
-/// * A container of this owner still `created` (never started) longer than
-///   twice the timeout after its creation, and not of a launch this provider
-///   gave up on, is a launch that will never finish: the process making it
-///   died between the create and the start. `list` and `find` finish it: they
-///   start it and report what it then is. One the daemon will never start (a
-///   `4xx`) is removed and left out; one that cannot be started now stays
-///   `Pending`, and is tried again at the next look. So no container stays
-///   `created` for ever, and a job's command runs once.
+/// States: `created` is [`State::Pending`](billet_provider::State::Pending);
+/// `running`, `paused`, `restarting` (and `stopping` on newer daemons) are
+/// [`State::Running`](billet_provider::State::Running); `exited` and `dead`
+/// are [`State::Stopped`](billet_provider::State::Stopped) with the
+/// container's exit code. A container being removed (`removing`: a destroy
+/// is under way, here or in another process) is left out of `list` and
+/// `find`, as gone.
 ///
-/// States: `created` is [`State::Pending`](billet_provider::State::Pending); `running`, `paused`, `restarting`
-/// (and `stopping` on newer daemons) are [`State::Running`](billet_provider::State::Running); `exited` and
-/// `dead` are [`State::Stopped`](billet_provider::State::Stopped) with the container's exit code. A container
-/// being removed (`removing`: a destroy is under way, here or in another
-/// process) is left out of `list` and `find`, as gone: the kill of a forced
-/// removal is no state its command reached.
+/// Docker's daemon and podman's Docker-compatible service are read alike
+/// (D18): an answer worded otherwise is read by what it means
+/// ([`dialect`](crate::dialect)). Launches, destroys and refusals emit
+/// `tracing` events (target `billet_docker`) carrying `deployment`, `id` and
+/// `name`.
 ///
-/// The same code reads docker's daemon and podman's Docker-compatible
-/// service (D18): where the two answer in other words (podman's `stopped`
-/// state, its `500`s for a name in use or a program that cannot run), the
-/// answer is read by what it means ([`dialect`](crate::dialect)).
-///
-/// Launches, destroys and refusals emit `tracing` events (target
-/// `billet_docker`) carrying `deployment`, `id` and `name`.
+/// How each of these is kept is told in the module docs beside the code, in
+/// `src/provider/`: `launch.rs`, `inventory.rs` (`list` and `find`),
+/// `ownership.rs`, `state.rs`, `given_up.rs`, `stale_launch.rs`, and
+/// `removal.rs` (`destroy`).
 pub struct DockerProvider {
     owner: std::sync::Arc<str>,
     endpoint: Endpoint,
