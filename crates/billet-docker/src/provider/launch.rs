@@ -7,12 +7,13 @@
 //! CPU (D18), and reclaims the name from a launch of it given up on
 //! ([`given_up`](super::given_up)). The create is tried again, within the
 //! deadline, while the daemon refuses the name but shows no holder of it,
-//! or only one being removed (H12). One whose image is missing pulls it when the provider pulls
-//! ([`PullPolicy::IfMissing`]), under the pull's own bound, and then runs a
-//! new deadline. A launch that fails after its create removes its container
-//! within what is left of the deadline, but only one that never started: one
-//! whose start reached the daemon has run its command (D11). Everything else
-//! a launch leaves is in the hands of its [`LaunchGuard`].
+//! or only one being removed (H12). A create that finds the image missing
+//! pulls it when the provider pulls ([`PullPolicy::IfMissing`]), under the
+//! pull's own bound, and the launch's deadline then runs anew. A launch that
+//! fails after its create removes its container within what is left of the
+//! deadline, but only one that never started: one whose start reached the
+//! daemon has run its command (D11). What it cannot look at or undo now is
+//! left to its [`LaunchGuard`], settled at the next look.
 
 use std::collections::HashMap;
 use std::time::Duration;
