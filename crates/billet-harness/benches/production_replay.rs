@@ -17,18 +17,15 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use async_trait::async_trait;
-use billet_clock::Clock;
 use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
-use billet_harness::scheduler::{Change, Scheduler, SchedulerContext, Step};
+use billet_harness::scheduler::{Change, Scheduler, SchedulerContext, Step, Tap};
 use billet_harness::trace::Trace;
-use billet_harness::workload::{Job, JobId};
+use billet_harness::workload::JobId;
 use support::{full_run, size};
 
 #[global_allocator]
@@ -60,43 +57,18 @@ fn measure<S: Scheduler>(
     (report, median(walls.clone()), walls)
 }
 
-/// A scheduler that writes down every placement: (job, deployment, modelled time).
-struct Placements<S> {
-    inner: S,
-    clock: Arc<dyn Clock>,
-    log: Arc<Mutex<Vec<(JobId, usize, SystemTime)>>>,
-}
+/// Writes down every placement, (job, deployment, modelled time), as the
+/// run's tap.
+#[derive(Default)]
+struct Placements(Vec<(JobId, usize, SystemTime)>);
 
-#[async_trait]
-impl<S: Scheduler> Scheduler for Placements<S> {
-    async fn submit(&mut self, job: Job) -> bool {
-        self.inner.submit(job).await
-    }
-    async fn tick(&mut self) -> Step {
-        let step = self.inner.tick().await;
-        let now = self.clock.now();
-        let mut log = self.log.lock().expect("not poisoned");
+impl Tap for Placements {
+    fn stepped(&mut self, step: &Step, now: SystemTime) {
         for change in &step.changes {
             if let Change::Placed(p) = change {
-                log.push((p.job, p.deployment, now));
+                self.0.push((p.job, p.deployment, now));
             }
         }
-        step
-    }
-    fn next_wakeup(&mut self) -> Option<SystemTime> {
-        self.inner.next_wakeup()
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn leases(&self) -> Vec<usize> {
-        self.inner.leases()
-    }
-    fn pool_leases(&self) -> Vec<Vec<usize>> {
-        self.inner.pool_leases()
-    }
-    fn name(&self) -> Option<&'static str> {
-        self.inner.name()
     }
 }
 
@@ -104,17 +76,11 @@ fn placements<S: Scheduler>(
     scenario: &Scenario,
     build: impl FnOnce(SchedulerContext) -> S,
 ) -> (Report, Vec<(JobId, usize, SystemTime)>) {
-    let log = Arc::new(Mutex::new(Vec::new()));
-    let shared = Arc::clone(&log);
+    let mut tap = Placements::default();
     let report = scenario
-        .run(move |ctx: SchedulerContext| Placements {
-            clock: Arc::clone(&ctx.clock),
-            inner: build(ctx),
-            log: shared,
-        })
+        .run_tapped(build, &mut tap)
         .unwrap_or_else(|f| panic!("{f}"));
-    let placed = std::mem::take(&mut *log.lock().expect("not poisoned"));
-    (report, placed)
+    (report, tap.0)
 }
 
 fn main() {

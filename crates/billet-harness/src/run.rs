@@ -14,7 +14,8 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::report::{Human, Outcomes, Report, Sample, WaitHistogram};
 use crate::scenario::Scenario;
 use crate::scheduler::{
-    Change, DeploymentHandle, FreeReason, OrphanFate, PoolHandle, Scheduler, SchedulerContext, Step,
+    Change, DeploymentHandle, FreeReason, OrphanFate, PoolHandle, Scheduler, SchedulerContext,
+    Step, Tap,
 };
 use crate::trace::{TraceError, TraceJobs};
 use crate::workload::{Arrivals, Job, JobId};
@@ -330,6 +331,20 @@ impl Scenario {
         self.run_observed(build, &mut |_| {})
     }
 
+    /// [`Scenario::run`], telling `tap` of every job as it is submitted and
+    /// of every step's changes as the scheduler reports them: how an observer
+    /// records what a scheduler did without wrapping it.
+    pub fn run_tapped<S, F>(&self, build: F, tap: &mut dyn Tap) -> Result<Report, RunFailure>
+    where
+        S: Scheduler,
+        F: FnOnce(SchedulerContext) -> S,
+    {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|err| self.invalid(format!("cannot start a runtime: {err}")))?;
+        runtime.block_on(self.run_with(build, &mut |_| {}, tap))
+    }
+
     /// [`Scenario::run`], calling `progress` now and then with how far it got.
     pub fn run_observed<S, F>(
         &self,
@@ -362,6 +377,19 @@ impl Scenario {
         &self,
         build: F,
         progress: &mut dyn FnMut(Progress),
+    ) -> Result<Report, RunFailure>
+    where
+        S: Scheduler,
+        F: FnOnce(SchedulerContext) -> S,
+    {
+        self.run_with(build, progress, &mut ()).await
+    }
+
+    async fn run_with<S, F>(
+        &self,
+        build: F,
+        progress: &mut dyn FnMut(Progress),
+        tap: &mut dyn Tap,
     ) -> Result<Report, RunFailure>
     where
         S: Scheduler,
@@ -508,7 +536,7 @@ impl Scenario {
             )),
             None => Source::Generated(Box::new(self.workload.arrivals(self.seed, self.start))),
         };
-        let source = driver.drive(&mut scheduler, source, progress).await?;
+        let source = driver.drive(&mut scheduler, source, progress, tap).await?;
         driver.report.scheduler = scheduler.name().unwrap_or("custom").to_owned();
         let mut report = driver.report;
         if let Source::Trace(jobs) = &source {
@@ -527,6 +555,7 @@ impl Driver<'_> {
         scheduler: &mut S,
         mut source: Source,
         progress: &mut dyn FnMut(Progress),
+        tap: &mut dyn Tap,
     ) -> Result<Source, RunFailure> {
         let mut pending = source
             .next_job()
@@ -618,6 +647,7 @@ impl Driver<'_> {
                     },
                 );
                 self.record(Event::Submit, id, 0, 0);
+                tap.submitted(&job);
                 if !scheduler.submit(job).await {
                     self.jobs.remove(&id);
                     self.report.refused += 1;
@@ -625,6 +655,7 @@ impl Driver<'_> {
                 }
             }
             let step = scheduler.tick().await;
+            tap.stepped(&step, self.clock.now());
             self.check(&step, scheduler).await?;
             if self.step.is_multiple_of(4096) {
                 progress(Progress {

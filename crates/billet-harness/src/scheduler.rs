@@ -140,6 +140,26 @@ pub trait Scheduler: Send {
     }
 }
 
+/// An observer of a run ([`Scenario::run_tapped`](crate::scenario::Scenario::run_tapped)):
+/// told of every job as it is submitted and of every step's changes, in
+/// the order the run sees them, so that a test or a bench records what a
+/// scheduler did without wrapping it. Both methods do nothing by default.
+pub trait Tap {
+    /// `job` is about to be submitted (also when the scheduler then refuses
+    /// it).
+    fn submitted(&mut self, job: &Job) {
+        let _ = job;
+    }
+
+    /// The scheduler reported `step` at the modelled time `now`.
+    fn stepped(&mut self, step: &Step, now: SystemTime) {
+        let _ = (step, now);
+    }
+}
+
+/// Taps nothing.
+impl Tap for () {}
+
 /// What a scheduler did in one tick, in the order it did it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {

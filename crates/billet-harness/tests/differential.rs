@@ -12,16 +12,13 @@
 //! 2,000 leases) is compared the same way by the `production_replay` bench
 //! under `cargo bench -p billet-harness --bench production_replay`.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
-use billet_clock::Clock;
 use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
-use billet_harness::scheduler::{Change, RestartUnsupported, Scheduler, SchedulerContext, Step};
+use billet_harness::scheduler::{Change, Step, Tap};
 use billet_harness::trace::Trace;
 use billet_harness::workload::{Job, JobId};
 use rustc_hash::FxHashMap;
@@ -36,76 +33,28 @@ struct Placements {
     waits: Vec<(JobId, Duration)>,
 }
 
-/// A scheduler that passes everything through to `inner` and writes down
-/// what it placed, and when.
-struct Recording<S> {
-    inner: S,
-    clock: Arc<dyn Clock>,
+/// Writes down what a run placed, and when, as the run's tap.
+struct Recording {
     start: SystemTime,
     arrived: FxHashMap<JobId, SystemTime>,
-    log: Arc<Mutex<Placements>>,
+    log: Placements,
 }
 
-impl<S: Scheduler> Recording<S> {
-    fn wrap(
-        build: impl FnOnce(SchedulerContext) -> S,
-        log: Arc<Mutex<Placements>>,
-    ) -> impl FnOnce(SchedulerContext) -> Recording<S> {
-        move |ctx| {
-            let clock = Arc::clone(&ctx.clock);
-            let start = clock.now();
-            Recording {
-                inner: build(ctx),
-                clock,
-                start,
-                arrived: FxHashMap::default(),
-                log,
-            }
-        }
-    }
-}
-
-#[async_trait]
-impl<S: Scheduler> Scheduler for Recording<S> {
-    async fn submit(&mut self, job: Job) -> bool {
+impl Tap for Recording {
+    fn submitted(&mut self, job: &Job) {
         self.arrived.insert(job.id, job.submitted_at);
-        self.inner.submit(job).await
     }
-    async fn tick(&mut self) -> Step {
-        let step = self.inner.tick().await;
-        let now = self.clock.now();
-        let mut log = self.log.lock().unwrap();
+    fn stepped(&mut self, step: &Step, now: SystemTime) {
         for change in &step.changes {
             if let Change::Placed(p) = change {
                 let at = now.duration_since(self.start).unwrap();
-                log.placed.push((p.job, p.deployment, at));
+                self.log.placed.push((p.job, p.deployment, at));
                 let arrived = self.arrived.remove(&p.job).unwrap();
-                log.waits
+                self.log
+                    .waits
                     .push((p.job, now.duration_since(arrived).unwrap()));
             }
         }
-        step
-    }
-    fn next_wakeup(&mut self) -> Option<SystemTime> {
-        self.inner.next_wakeup()
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn leases(&self) -> Vec<usize> {
-        self.inner.leases()
-    }
-    fn pool_leases(&self) -> Vec<Vec<usize>> {
-        self.inner.pool_leases()
-    }
-    async fn restart(&mut self, deployment: usize) -> Result<(), RestartUnsupported> {
-        self.inner.restart(deployment).await
-    }
-    fn name(&self) -> Option<&'static str> {
-        self.inner.name()
-    }
-    fn collects_orphans(&self) -> bool {
-        self.inner.collects_orphans()
     }
 }
 
@@ -113,15 +62,18 @@ impl<S: Scheduler> Scheduler for Recording<S> {
 /// each placed.
 fn both(scenario: &Scenario) -> [(Report, Placements); 2] {
     let run = |production: bool| {
-        let log = Arc::new(Mutex::new(Placements::default()));
+        let mut tap = Recording {
+            start: scenario.start,
+            arrived: FxHashMap::default(),
+            log: Placements::default(),
+        };
         let report = if production {
-            scenario.run(Recording::wrap(ProductionScheduler::new, Arc::clone(&log)))
+            scenario.run_tapped(ProductionScheduler::new, &mut tap)
         } else {
-            scenario.run(Recording::wrap(ReferenceScheduler::new, Arc::clone(&log)))
+            scenario.run_tapped(ReferenceScheduler::new, &mut tap)
         };
         let report = report.unwrap_or_else(|failure| panic!("{failure}"));
-        let placements = std::mem::take(&mut *log.lock().unwrap());
-        (report, placements)
+        (report, tap.log)
     };
     [run(true), run(false)]
 }

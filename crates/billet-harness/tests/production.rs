@@ -4,7 +4,7 @@
 //! trust; restarts and strays; and every invariant checked at every step,
 //! each shown to catch a scheduler or provider that breaks it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -12,7 +12,7 @@ use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::run::Violation;
 use billet_harness::scenario::{Fleet, Layout, PoolLayout, Restart, Scenario, Stray, Which};
-use billet_harness::scheduler::{Change, RestartUnsupported, Scheduler, SchedulerContext, Step};
+use billet_harness::scheduler::{Change, Scheduler, SchedulerContext, Step, Tap};
 use billet_harness::workload::{Job, JobId};
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
@@ -98,48 +98,23 @@ fn h4_h10_production_is_deterministic_by_seed() {
     assert_ne!(a.digest, c.digest);
 }
 
-/// Each placed job's labels and the pool it was placed on.
-type RouteLog = Arc<Mutex<Vec<(Vec<String>, usize)>>>;
-
-/// A scheduler that passes everything through and writes down, per job, its
-/// labels and the pool it was placed on.
-struct Routes<S> {
-    inner: S,
+/// Writes down, per placed job, its labels and the pool it was placed on,
+/// as the run's tap.
+#[derive(Default)]
+struct Routes {
     labels: FxHashMap<JobId, Vec<String>>,
-    log: RouteLog,
+    log: Vec<(Vec<String>, usize)>,
 }
 
-#[async_trait]
-impl<S: Scheduler> Scheduler for Routes<S> {
-    async fn submit(&mut self, job: Job) -> bool {
+impl Tap for Routes {
+    fn submitted(&mut self, job: &Job) {
         self.labels.insert(job.id, job.labels.clone());
-        self.inner.submit(job).await
     }
-    async fn tick(&mut self) -> Step {
-        let step = self.inner.tick().await;
+    fn stepped(&mut self, step: &Step, _: SystemTime) {
         for placed in step.placed() {
             let labels = self.labels.remove(&placed.job).unwrap();
-            self.log.lock().unwrap().push((labels, placed.pool));
+            self.log.push((labels, placed.pool));
         }
-        step
-    }
-    fn next_wakeup(&mut self) -> Option<SystemTime> {
-        self.inner.next_wakeup()
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn leases(&self) -> Vec<usize> {
-        self.inner.leases()
-    }
-    fn pool_leases(&self) -> Vec<Vec<usize>> {
-        self.inner.pool_leases()
-    }
-    async fn restart(&mut self, deployment: usize) -> Result<(), RestartUnsupported> {
-        self.inner.restart(deployment).await
-    }
-    fn collects_orphans(&self) -> bool {
-        self.inner.collects_orphans()
     }
 }
 
@@ -149,7 +124,6 @@ impl<S: Scheduler> Scheduler for Routes<S> {
 // unlabelled jobs on the docker pool `linux` only (default_kind).
 #[test]
 fn h10_jobs_are_placed_by_their_labels() {
-    let log = Arc::new(Mutex::new(Vec::new()));
     let scenario = Scenario::fleet(Fleet {
         seed: 5,
         jobs: 4_000,
@@ -161,15 +135,11 @@ fn h10_jobs_are_placed_by_their_labels() {
         strays: 0,
         ..Fleet::production()
     });
-    let shared = Arc::clone(&log);
+    let mut routes = Routes::default();
     let report = scenario
-        .run(move |ctx| Routes {
-            inner: ProductionScheduler::new(ctx),
-            labels: FxHashMap::default(),
-            log: shared,
-        })
+        .run_tapped(ProductionScheduler::new, &mut routes)
         .unwrap();
-    let log = log.lock().unwrap();
+    let log = &routes.log;
     assert_eq!(log.len() as u64, report.finished);
     let (linux, vm, mac) = (0, 1, 2);
     let mut linux_on_vm = 0;
