@@ -105,7 +105,9 @@ impl Deployment {
                         instance,
                     }));
                 }
-                Decision::Retrying { .. } | Decision::Ending { .. } | Decision::Foreign { .. } => {}
+                Decision::Retrying { .. }
+                | Decision::OutcomeDecided { .. }
+                | Decision::Foreign { .. } => {}
                 Decision::Ended { job, pool, outcome } => {
                     let reason = reason(&outcome);
                     changes.push(match pool {

@@ -197,7 +197,7 @@ struct Rec {
     job: Job,
     stage: Stage,
     /// An end asked for (cancel, timeout) while the launch was unsettled.
-    ending: Option<Outcome>,
+    end_requested: Option<Outcome>,
     /// When the job times out, if it has a timeout and holds a lease.
     deadline: Option<SystemTime>,
     /// Learned from an inventory (B8) and not handed over since: when its

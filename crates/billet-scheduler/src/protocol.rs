@@ -118,7 +118,7 @@ pub enum Decision {
     /// shows it is gone. [`Ended`](Decision::Ended) follows, with the same
     /// outcome, once the destroy is confirmed; the job holds its lease until
     /// then.
-    Ending {
+    OutcomeDecided {
         /// The job.
         job: JobId,
         /// The pool holding its lease.

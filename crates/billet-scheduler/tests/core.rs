@@ -1437,13 +1437,13 @@ fn b7_a_retry_adopts_only_from_its_own_pool() {
     assert_eq!(world.core.stats().pools[1].launching, 1);
 }
 
-/// The `Ending` decisions of `job`, with their outcomes, in order.
+/// The `OutcomeDecided` decisions of `job`, with their outcomes, in order.
 fn endings(world: &World, job: u64) -> Vec<(PoolId, InstanceId, Outcome)> {
     world
         .log
         .iter()
         .filter_map(|d| match d {
-            Decision::Ending {
+            Decision::OutcomeDecided {
                 job: j,
                 pool,
                 instance,
@@ -1455,7 +1455,7 @@ fn endings(world: &World, job: u64) -> Vec<(PoolId, InstanceId, Outcome)> {
 }
 
 // B6 (and L6, which a durable service builds on it): a job's outcome is
-// decided, as `Ending`, before the destroy of the instance that shows it is
+// decided, as `OutcomeDecided`, before the destroy of the instance that shows it is
 // asked for, once however often that destroy is retried; `Ended` follows with
 // the same outcome once the destroy is confirmed.
 #[test]
@@ -1491,16 +1491,16 @@ fn b6_the_outcome_is_announced_before_its_instance_is_destroyed() {
     let ending = world
         .log
         .iter()
-        .position(|d| matches!(d, Decision::Ending { .. }));
+        .position(|d| matches!(d, Decision::OutcomeDecided { .. }));
     let ended = world
         .log
         .iter()
         .position(|d| matches!(d, Decision::Ended { .. }));
-    assert!(ending < ended, "Ending comes before Ended");
+    assert!(ending < ended, "OutcomeDecided comes before Ended");
 }
 
-// B9: cancelling a running job announces `Ending` with the cancel before its
-// destroy; a queued job has no instance and ends at once, with no `Ending`.
+// B9: cancelling a running job announces `OutcomeDecided` with the cancel before its
+// destroy; a queued job has no instance and ends at once, with no `OutcomeDecided`.
 #[test]
 fn b9_a_cancel_announces_ending_only_for_a_job_with_an_instance() {
     let mut world = World::new(one_pool(1));

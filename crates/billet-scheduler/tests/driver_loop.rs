@@ -221,12 +221,13 @@ impl Hooks for Recorder {
         {
             inputs.send(In::Drain(Duration::ZERO)).unwrap();
         }
-        if call.answer.is_none() && call.pool.0 == 0 {
-            if let Some((left, inputs)) = &mut self.drain_after_drops {
-                *left -= 1;
-                if *left == 0 {
-                    inputs.send(In::Drain(Duration::ZERO)).unwrap();
-                }
+        if call.answer.is_none()
+            && call.pool.0 == 0
+            && let Some((left, inputs)) = &mut self.drain_after_drops
+        {
+            *left -= 1;
+            if *left == 0 {
+                inputs.send(In::Drain(Duration::ZERO)).unwrap();
             }
         }
     }

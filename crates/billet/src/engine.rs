@@ -552,7 +552,7 @@ impl State {
                 at: now,
             }),
             Decision::Retrying { .. } => None,
-            Decision::Ending { job, outcome, .. } => Some(Change::Decided {
+            Decision::OutcomeDecided { job, outcome, .. } => Some(Change::Decided {
                 id: job.0,
                 verdict: Verdict::from(&outcome),
             }),

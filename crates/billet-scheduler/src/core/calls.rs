@@ -27,9 +27,9 @@ impl Core {
         if waiting != call {
             return;
         }
-        let ending = rec.ending.clone();
+        let end_requested = rec.end_requested.clone();
         match result {
-            Ok(instance) => match ending {
+            Ok(instance) => match end_requested {
                 Some(outcome) => self.stop(id, pool, instance.id, self.epoch, outcome),
                 None => {
                     self.set_stage(
@@ -50,14 +50,14 @@ impl Core {
             Err(err) if err.kind() == ErrorKind::Conflict => self.find(id, pool, attempt),
             Err(err) if effect_unknown(&err) => {
                 self.mark_dirty(pool);
-                if ending.is_some() {
+                if end_requested.is_some() {
                     self.find(id, pool, attempt);
                 } else {
                     self.back_off(id, pool, attempt + 1, Kind::Launch, &err.to_string());
                 }
             }
             Err(err) => {
-                let outcome = ending.unwrap_or(Outcome::Failed {
+                let outcome = end_requested.unwrap_or(Outcome::Failed {
                     reason: match err.kind() {
                         ErrorKind::InvalidSpec => FailReason::Invalid(err.to_string()),
                         _ => FailReason::Refused(err.to_string()),
@@ -89,8 +89,8 @@ impl Core {
         if waiting != call {
             return;
         }
-        let ending = rec.ending.clone();
-        match (result, ending) {
+        let end_requested = rec.end_requested.clone();
+        match (result, end_requested) {
             (Ok(Some(instance)), Some(outcome)) => {
                 self.stop(id, pool, instance.id, self.epoch, outcome);
             }

@@ -16,7 +16,7 @@ impl Core {
         let Some(rec) = self.jobs.get_mut(&id) else {
             return false;
         };
-        if rec.ending.is_some() {
+        if rec.end_requested.is_some() {
             return false;
         }
         match rec.stage.clone() {
@@ -30,14 +30,14 @@ impl Core {
                 call,
                 ..
             } => {
-                rec.ending = Some(outcome);
+                rec.end_requested = Some(outcome);
                 if call.is_none() {
                     // Waiting to retry: the effect of the last attempt is
                     // unknown, so settle it by name first.
                     self.find(id, pool, attempt);
                 }
             }
-            Stage::Finding { .. } => rec.ending = Some(outcome),
+            Stage::Finding { .. } => rec.end_requested = Some(outcome),
             Stage::Running {
                 pool,
                 instance,
@@ -99,7 +99,7 @@ impl Core {
         since: u64,
         outcome: Outcome,
     ) {
-        self.decide(Decision::Ending {
+        self.decide(Decision::OutcomeDecided {
             job: id,
             pool,
             instance: instance.clone(),

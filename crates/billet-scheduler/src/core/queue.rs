@@ -69,7 +69,7 @@ impl Core {
             Rec {
                 job,
                 stage: Stage::Queued { class, seq },
-                ending: None,
+                end_requested: None,
                 deadline: None,
                 learned: None,
                 started: None,

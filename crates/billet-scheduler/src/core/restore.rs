@@ -53,7 +53,7 @@ impl Core {
             Rec {
                 job: Job::new(id, Vec::<String>::new()),
                 stage: Stage::Queued { class: 0, seq: 0 },
-                ending: None,
+                end_requested: None,
                 deadline: None,
                 learned: Some(instance.started_at),
                 started: Some(instance.started_at),

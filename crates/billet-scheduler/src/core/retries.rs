@@ -27,7 +27,7 @@ impl Core {
         }
         match rec.stage.clone() {
             Stage::Launching { pool, attempt, .. } => {
-                if rec.ending.is_some() {
+                if rec.end_requested.is_some() {
                     self.find(id, pool, attempt);
                 } else {
                     self.launch(id, pool, attempt);
@@ -61,7 +61,7 @@ impl Core {
         let since = *rec.unsettled_since.get_or_insert(now);
         let tried = now.duration_since(since).unwrap_or_default();
         if tried >= self.settings.give_up_after {
-            let outcome = rec.ending.clone().or_else(|| match &rec.stage {
+            let outcome = rec.end_requested.clone().or_else(|| match &rec.stage {
                 Stage::Stopping { outcome, .. } => Some(outcome.clone()),
                 _ => None,
             });

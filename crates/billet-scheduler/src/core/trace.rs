@@ -32,14 +32,14 @@ pub(super) fn trace(pools: &[PoolInfo], decision: &Decision) {
             target: "billet_scheduler",
             job = job.0, pool = name(pool), attempt, "retrying"
         ),
-        Decision::Ending {
+        Decision::OutcomeDecided {
             job,
             pool,
             instance,
             outcome,
         } => tracing::debug!(
             target: "billet_scheduler",
-            job = job.0, pool = name(pool), instance = instance.as_str(), %outcome, "ending"
+            job = job.0, pool = name(pool), instance = instance.as_str(), %outcome, "outcome decided"
         ),
         Decision::Ended { job, pool, outcome } => tracing::debug!(
             target: "billet_scheduler",
