@@ -1,0 +1,156 @@
+//! Tidy checks over the whole workspace's sources, as ordinary tests:
+//!
+//! * no source file outside tests is past [`MAX_LINES`] lines, a unit-test
+//!   module at the file's end not counted: a longer file is a folder waiting
+//!   to happen;
+//! * one loop drives the scheduler's core: outside `billet-scheduler`, no
+//!   production source asks the core for its calls (`poll_action`), so every
+//!   call goes out through the scheduler's `Driver` (or `Inline`), with the
+//!   owner's gate in front of it.
+//!
+//! Each check is a function over file texts, and a test proves it fails on a
+//! text that breaks it.
+
+use std::path::{Path, PathBuf};
+
+/// The most lines a source file may have before its trailing test module.
+const MAX_LINES: usize = 1_000;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace")
+        .to_path_buf()
+}
+
+/// Every `.rs` file under `dir`, recursively, in a stable order.
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The `src/` folders of every crate in the workspace, xtask's included.
+fn source_dirs() -> Vec<PathBuf> {
+    let root = workspace();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .expect("crates/ is readable")
+        .flatten()
+        .map(|entry| entry.path().join("src"))
+        .filter(|src| src.is_dir())
+        .collect();
+    dirs.push(root.join("xtask").join("src"));
+    dirs.sort();
+    dirs
+}
+
+/// The lines of `text` before its last top-level `#[cfg(test)]` (all of
+/// them when it has none).
+fn lines_before_tests(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .iter()
+        .rposition(|line| *line == "#[cfg(test)]")
+        .unwrap_or(lines.len())
+}
+
+/// Each file of `files` (path, text) longer than [`MAX_LINES`] before its
+/// trailing test module, with that count.
+fn too_long<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(String, usize)> {
+    files
+        .into_iter()
+        .map(|(path, text)| (path.to_owned(), lines_before_tests(text)))
+        .filter(|(_, lines)| *lines > MAX_LINES)
+        .collect()
+}
+
+/// The files of `files` (path, text) that ask a scheduler core for its calls
+/// themselves, by line.
+fn drive_the_core_themselves<'a>(
+    files: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains(".poll_action(") {
+                found.push(format!("{path}:{}", n + 1));
+            }
+        }
+    }
+    found
+}
+
+fn read_all(paths: &[PathBuf]) -> Vec<(String, String)> {
+    let root = workspace();
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).expect("a source is readable");
+            let shown = path.strip_prefix(&root).unwrap_or(path);
+            (shown.display().to_string(), text)
+        })
+        .collect()
+}
+
+#[test]
+fn no_source_file_outside_tests_is_over_a_thousand_lines() {
+    let paths: Vec<PathBuf> = source_dirs().iter().flat_map(|d| sources(d)).collect();
+    assert!(paths.len() > 50, "found the sources: {}", paths.len());
+    let files = read_all(&paths);
+    let long = too_long(files.iter().map(|(p, t)| (p.as_str(), t.as_str())));
+    assert!(
+        long.is_empty(),
+        "make these folders of modules (lines before the trailing test module): {long:?}"
+    );
+}
+
+#[test]
+fn the_length_check_catches_a_long_file_and_spares_its_tests() {
+    let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+    let fits = format!(
+        "{}#[cfg(test)]\nmod tests {{\n{}}}\n",
+        "fn f() {}\n".repeat(MAX_LINES),
+        "    fn g() {}\n".repeat(500)
+    );
+    let found = too_long([("long.rs", long.as_str()), ("fits.rs", fits.as_str())]);
+    assert_eq!(found, [("long.rs".to_owned(), MAX_LINES + 1)]);
+}
+
+#[test]
+fn only_the_schedulers_drivers_ask_the_core_for_its_calls() {
+    let root = workspace();
+    let paths: Vec<PathBuf> = source_dirs()
+        .iter()
+        .filter(|dir| !dir.starts_with(root.join("crates").join("billet-scheduler")))
+        .flat_map(|d| sources(d))
+        .collect();
+    let files = read_all(&paths);
+    let found = drive_the_core_themselves(files.iter().map(|(p, t)| (p.as_str(), t.as_str())));
+    assert!(
+        found.is_empty(),
+        "drive the core through billet_scheduler::Driver (its Hooks give a gate and a tap), not by hand: {found:?}"
+    );
+}
+
+#[test]
+fn the_loop_check_catches_a_second_loop() {
+    let engine = "fn step(&mut self) {\n    while let Some(action) = self.core.poll_action() {}\n}\n";
+    let said = "// the core's poll_action( is asked by the Driver only\n";
+    let found = drive_the_core_themselves([("engine.rs", engine), ("said.rs", said)]);
+    assert_eq!(found, ["engine.rs:2"]);
+}
