@@ -738,6 +738,69 @@ impl Hooks for State {
 mod tests {
     use super::*;
 
+    use billet_provider::{Provider, TrustClass};
+    use billet_simulated::{Host, SimulatedProvider};
+
+    async fn engine() -> Engine {
+        let config = billet_config::Config::from_yaml_str(
+            "deployment: {id: blue}\n\
+             providers: [{name: linux, kind: docker, capacity: 1, docker: {image: runner}}]\n\
+             routing: {default_kind: docker}\n",
+        )
+        .unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(billet_clock::SystemClock);
+        let provider: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::clone(&clock))
+                .build()
+                .unwrap(),
+        );
+        let pools = Pools::builder(config)
+            .provider("linux", provider)
+            .build()
+            .unwrap();
+        Engine::start(&pools, Store::memory(), Vec::new(), clock)
+            .await
+            .unwrap()
+    }
+
+    fn job() -> NewJob {
+        NewJob {
+            command: vec!["true".to_owned()],
+            labels: Vec::new(),
+            trust: TrustClass::Trusted,
+            timeout: None,
+            key: None,
+        }
+    }
+
+    // L7: a request the engine no longer answers says why: an engine that
+    // stopped unasked is not "shutting down"; once the shutdown began, it is.
+    #[tokio::test]
+    async fn l7_an_unanswered_request_says_whether_billet_is_shutting_down() {
+        let mut engine = engine().await;
+        assert!(matches!(
+            engine.handle.submit(job()).await,
+            Ok(Submitted::Created(_))
+        ));
+        engine.task.abort();
+        let _ = (&mut engine.task).await;
+        assert_eq!(
+            engine.handle.submit(job()).await.unwrap_err(),
+            Unanswered::EngineStopped
+        );
+        engine.shutdown(Duration::ZERO);
+        assert_eq!(
+            engine.handle.cancel(1).await.unwrap_err(),
+            Unanswered::ShuttingDown
+        );
+        assert_eq!(
+            Unanswered::ShuttingDown.to_string(),
+            "billet is shutting down"
+        );
+    }
+
     // L14: a hung inventory read is said after the reconcile interval, but
     // never before 2 s nor after 10 s.
     #[test]
