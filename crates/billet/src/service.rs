@@ -397,4 +397,17 @@ mod tests {
         shorter.jobs.default_timeout = secs(59);
         assert!(scheduler_settings(&shorter).is_ok());
     }
+
+    // L7: what stops `serve` while it serves exits 1, and an engine that
+    // panicked or stopped unasked says so, not that the listener failed.
+    #[test]
+    fn l7_failures_while_serving_exit_1_and_name_their_part() {
+        let lost = ServeError::EngineLost("it panicked: boom".to_owned());
+        assert_eq!(lost.exit_code(), 1);
+        assert_eq!(lost.to_string(), "the engine stopped: it panicked: boom");
+        let listener = ServeError::Listener("closed".to_owned());
+        assert_eq!(listener.exit_code(), 1);
+        assert_eq!(listener.to_string(), "the listener failed: closed");
+        assert_eq!(ServeError::Flags("x".to_owned()).exit_code(), 2);
+    }
 }
