@@ -147,14 +147,10 @@ pub trait Scheduler: Send {
 pub trait Tap {
     /// `job` is about to be submitted (also when the scheduler then refuses
     /// it).
-    fn submitted(&mut self, job: &Job) {
-        let _ = job;
-    }
+    fn submitted(&mut self, _job: &Job) {}
 
     /// The scheduler reported `step` at the modelled time `now`.
-    fn stepped(&mut self, step: &Step, now: SystemTime) {
-        let _ = (step, now);
-    }
+    fn stepped(&mut self, _step: &Step, _now: SystemTime) {}
 }
 
 /// Taps nothing.

@@ -107,33 +107,24 @@ pub trait Hooks: Send {
     /// The core's counts are about to be read with the step's decisions:
     /// counts read here include every decision [`decided`](Hooks::decided)
     /// is told next.
-    fn observe(&mut self, core: &Core) {
-        let _ = core;
-    }
+    fn observe(&mut self, _core: &Core) {}
 
     /// The tap: one decision, at the time of the step that delivers it.
     fn decided(&mut self, decision: Decision, now: SystemTime);
 
     /// Every decision of this step was told; its calls come next.
-    fn decided_all(&mut self, now: SystemTime) {
-        let _ = now;
-    }
+    fn decided_all(&mut self, _now: SystemTime) {}
 
     /// The gate in front of one call; by default every call goes at once.
-    fn gate(&mut self, action: &Action) -> Gate {
-        let _ = action;
+    fn gate(&mut self, _action: &Action) -> Gate {
         Gate::Go
     }
 
     /// `action` is about to be made, at `now`.
-    fn calling(&mut self, action: &Action, now: SystemTime) {
-        let _ = (action, now);
-    }
+    fn calling(&mut self, _action: &Action, _now: SystemTime) {}
 
     /// A call ended, before its answer reaches the core.
-    fn ended(&mut self, call: &CallEnded) {
-        let _ = call;
-    }
+    fn ended(&mut self, _call: &CallEnded) {}
 }
 
 type CallFuture = Pin<Box<dyn Future<Output = CallEnded> + Send>>;
