@@ -149,7 +149,8 @@ fn only_the_schedulers_drivers_ask_the_core_for_its_calls() {
 
 #[test]
 fn the_loop_check_catches_a_second_loop() {
-    let engine = "fn step(&mut self) {\n    while let Some(action) = self.core.poll_action() {}\n}\n";
+    let engine =
+        "fn step(&mut self) {\n    while let Some(action) = self.core.poll_action() {}\n}\n";
     let said = "// the core's poll_action( is asked by the Driver only\n";
     let found = drive_the_core_themselves([("engine.rs", engine), ("said.rs", said)]);
     assert_eq!(found, ["engine.rs:2"]);
