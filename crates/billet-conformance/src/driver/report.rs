@@ -124,4 +124,12 @@ mod tests {
             shown[0]
         );
     }
+
+    // H1: a call that answers nothing (an outage's end, a clock move) shows
+    // its answer as `()`, so a failure's line reads `Ok(())`.
+    #[test]
+    fn h1_an_empty_answer_shows_as_unit() {
+        assert_eq!(().report(), "()");
+        assert_eq!(show::<()>(&Ok(())), "Ok(())");
+    }
 }
