@@ -85,9 +85,21 @@ impl fmt::Display for DaemonError {
                 "docker daemon at {endpoint} did not answer `{op}` before the deadline ({limit:?} for the whole provider call)"
             ),
             Failure::Connection(err) => {
+                // The reason is often deep in the chain (a refused
+                // connection, a certificate the CA did not sign): say each
+                // cause the text does not already hold.
+                let mut text = err.to_string();
+                let mut source = std::error::Error::source(err);
+                while let Some(cause) = source {
+                    let said = cause.to_string();
+                    if !text.contains(&said) {
+                        text = format!("{text}: {said}");
+                    }
+                    source = cause.source();
+                }
                 write!(
                     f,
-                    "docker daemon at {endpoint} unreachable during `{op}`: {err}"
+                    "docker daemon at {endpoint} unreachable during `{op}`: {text}"
                 )
             }
             Failure::Unreadable(what) => write!(

@@ -6,16 +6,18 @@ use std::path::PathBuf;
 /// The socket every docker daemon on Linux listens on unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
-/// Where a docker daemon listens: a unix socket, or plain HTTP over TCP.
+/// Where a docker daemon listens: a unix socket, or TCP.
 ///
 /// Parsed from the forms docker itself uses: `unix:///var/run/docker.sock`,
-/// an absolute socket path, or `tcp://host:2375` (also `http://`). TLS
-/// (`https://`, port 2376 with certificates) is not supported by this crate.
+/// an absolute socket path, or `tcp://host:port` (also `http://`). A TCP
+/// endpoint is plain HTTP unless the provider is given mutual TLS
+/// ([`Builder::tls`](crate::Builder::tls), D17), as docker's own client
+/// takes `tcp://` with `--tlsverify`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     /// A unix socket at this path.
     Unix(PathBuf),
-    /// Plain HTTP at `host:port`.
+    /// TCP at `host:port`: plain HTTP, or mutual TLS when the provider has it.
     Tcp(String),
 }
 

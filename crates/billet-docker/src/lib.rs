@@ -63,6 +63,7 @@ mod endpoint;
 mod naming;
 mod provider;
 mod seen;
+mod tls;
 
 pub use confinement::{
     Confinement, DEFAULT_CAPABILITIES, DEFAULT_LOG_MAX_FILES, DEFAULT_LOG_MAX_SIZE,
@@ -72,3 +73,6 @@ pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
 pub use provider::{Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};
+pub use tls::{
+    ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, TlsError, TlsFile, TlsFiles,
+};

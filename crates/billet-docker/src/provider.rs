@@ -39,6 +39,7 @@ use crate::dialect;
 use crate::endpoint::Endpoint;
 use crate::naming::{NAME_LABEL, OWNER_LABEL, container_name, is_full_id};
 use crate::seen::Seen;
+use crate::tls::ClientTls;
 
 mod given_up;
 mod inventory;
@@ -160,6 +161,8 @@ pub enum PullPolicy {
 pub struct DockerProvider {
     owner: std::sync::Arc<str>,
     endpoint: Endpoint,
+    /// Mutual TLS to a `tcp://` endpoint (D17); `None` on a socket or plain tcp.
+    tls: Option<ClientTls>,
     endpoint_text: String,
     timeout: Duration,
     pull_timeout: Duration,
@@ -183,6 +186,7 @@ pub struct DockerProvider {
 pub struct Builder {
     owner: String,
     endpoint: Option<String>,
+    tls: Option<ClientTls>,
     timeout: Duration,
     pull_timeout: Duration,
     network: Option<String>,
@@ -197,6 +201,15 @@ impl Builder {
     /// [`DEFAULT_SOCKET`](crate::DEFAULT_SOCKET). Checked by [`build`](Builder::build).
     pub fn endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Talks to a `tcp://` endpoint over mutual TLS (D17): the daemon's
+    /// certificate checked against `tls`'s CA alone, billet's client
+    /// certificate presented. [`build`](Builder::build) refuses it with a
+    /// unix socket.
+    pub fn tls(mut self, tls: ClientTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -291,10 +304,19 @@ impl Builder {
             Some(text) => Endpoint::parse(text).map_err(Error::unavailable)?,
             None => Endpoint::default(),
         };
+        if self.tls.is_some() && !matches!(endpoint, Endpoint::Tcp(_)) {
+            return Err(Error::invalid_spec(format!(
+                "mutual TLS is for a tcp://host:port endpoint, not {endpoint}"
+            )));
+        }
         Ok(DockerProvider {
             owner: std::sync::Arc::from(self.owner),
-            endpoint_text: endpoint.to_string(),
+            endpoint_text: match &self.tls {
+                Some(_) => format!("{endpoint} (mutual TLS)"),
+                None => endpoint.to_string(),
+            },
             endpoint,
+            tls: self.tls,
             timeout: self.timeout,
             pull_timeout: self.pull_timeout,
             network: self.network,
@@ -321,6 +343,7 @@ impl DockerProvider {
         Builder {
             owner: owner.into(),
             endpoint: None,
+            tls: None,
             timeout: DEFAULT_TIMEOUT,
             pull_timeout: DEFAULT_PULL_TIMEOUT,
             network: None,
@@ -343,6 +366,11 @@ impl DockerProvider {
     /// The daemon this provider talks to.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
+    }
+
+    /// The mutual TLS this provider's calls go over, if any (D17).
+    pub fn tls(&self) -> Option<&ClientTls> {
+        self.tls.as_ref()
     }
 
     /// The deadline of each call.
@@ -371,6 +399,7 @@ impl DockerProvider {
                 backstop,
                 bollard::API_DEFAULT_VERSION,
             ),
+            Endpoint::Tcp(address) if let Some(tls) = &self.tls => tls.client(address, backstop),
             Endpoint::Tcp(address) => Docker::connect_with_http(
                 &format!("http://{address}"),
                 backstop,

@@ -2,6 +2,10 @@
 //! `DockerProvider` on a real daemon, in wall time, with whole-connection
 //! outages made by really cutting each provider's connection: every provider
 //! talks to the daemon through a socket proxy this test owns.
+//!
+//! D17: the same suite, sequential and concurrent, against a daemon of the
+//! test's own reached over mutual TLS, each provider through a TCP proxy
+//! that cuts its connections for the outages.
 
 mod support;
 
@@ -13,10 +17,11 @@ use billet_conformance::{
     ConcurrentConfig, ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies,
     ProviderFactory, Timing, WallWindows, async_trait, check_concurrent, check_contract,
 };
-use billet_docker::{DockerProvider, OWNER_LABEL};
+use billet_docker::{ClientTls, DockerProvider, OWNER_LABEL};
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use parking_lot::Mutex;
-use support::{Scope, SocketProxy, TEST_IMAGE, daemon, raw_client};
+use support::tls::{Ca, TcpProxy, TlsDaemon, can_start_daemons, client_tls};
+use support::{Scope, SocketProxy, TEST_IMAGE, daemon};
 
 /// The windows the docker backend declares, from what this daemon does:
 ///
@@ -36,31 +41,123 @@ const WINDOWS: WallWindows = WallWindows {
 /// Every daemon call's bound in the suite's providers.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How a deployment's provider reaches the daemon: through a socket proxy
+/// (the local daemon), or through a TCP proxy over mutual TLS (D17).
+enum Link {
+    Socket(SocketProxy),
+    Tls(TcpProxy),
+}
+
+impl Link {
+    fn endpoint(&self) -> String {
+        match self {
+            Link::Socket(proxy) => proxy.endpoint(),
+            Link::Tls(proxy) => proxy.endpoint.clone(),
+        }
+    }
+
+    /// Whether every request delivered has been answered. A TCP proxy
+    /// cannot read TLS, so it is taken as idle: the TLS runs make outages
+    /// only between calls (sequential) or none (concurrent).
+    fn is_idle(&self) -> bool {
+        match self {
+            Link::Socket(proxy) => proxy.is_idle(),
+            Link::Tls(_) => true,
+        }
+    }
+
+    fn cut(&self) {
+        match self {
+            Link::Socket(proxy) => proxy.cut(),
+            Link::Tls(proxy) => proxy.cut(),
+        }
+    }
+
+    fn restore(&self) {
+        match self {
+            Link::Socket(proxy) => proxy.restore(),
+            Link::Tls(proxy) => proxy.restore(),
+        }
+    }
+}
+
+/// A daemon of the test's own on loopback with `--tlsverify`, and the
+/// client's side of its mutual TLS.
+struct Tls {
+    daemon: TlsDaemon,
+    client: ClientTls,
+    _files: tempfile::TempDir,
+}
+
 /// Two deployments over the one daemon, each behind a proxy of its own.
 struct DockerFactory {
     scope: Scope,
     next: AtomicU64,
-    proxies: Mutex<HashMap<String, SocketProxy>>,
+    proxies: Mutex<HashMap<String, Link>>,
+    /// Set: every provider goes over mutual TLS to this daemon (D17).
+    tls: Option<Tls>,
 }
 
 impl DockerFactory {
+    fn on_local(scope: Scope) -> DockerFactory {
+        DockerFactory {
+            scope,
+            next: AtomicU64::new(0),
+            proxies: Mutex::new(HashMap::new()),
+            tls: None,
+        }
+    }
+
+    /// A factory over a TLS daemon of its own, or `None` where this
+    /// machine cannot start one (a failure with `BILLET_DOCKER_REQUIRED=1`).
+    fn on_tls(test: &str) -> Option<DockerFactory> {
+        if !can_start_daemons(test) {
+            return None;
+        }
+        let ca = Ca::new("billet test CA");
+        let daemon = TlsDaemon::start(test, &ca);
+        let files = tempfile::tempdir().expect("a directory for the client's files");
+        let client = client_tls(&ca, files.path());
+        Some(DockerFactory {
+            scope: daemon.scope(test),
+            next: AtomicU64::new(0),
+            proxies: Mutex::new(HashMap::new()),
+            tls: Some(Tls {
+                daemon,
+                client,
+                _files: files,
+            }),
+        })
+    }
+
+    /// A provider for `owner` through `link`.
+    fn provider(&self, owner: &str, link: &Link) -> Result<DockerProvider, FixtureError> {
+        let mut builder = DockerProvider::builder(owner.to_owned())
+            .endpoint(link.endpoint())
+            .timeout(TIMEOUT)
+            .network("none");
+        if let Some(tls) = &self.tls {
+            builder = builder.tls(tls.client.clone());
+        }
+        Ok(builder.build()?)
+    }
+
     fn deployment(&self, tag: &str) -> Result<Deployment<DockerProvider>, FixtureError> {
         let owner = self.scope.owner(tag);
-        let proxy = SocketProxy::start();
-        let provider = DockerProvider::builder(owner.clone())
-            .endpoint(proxy.endpoint())
-            .timeout(TIMEOUT)
-            .network("none")
-            .build()?;
-        self.proxies.lock().insert(owner.clone(), proxy);
+        let link = match &self.tls {
+            Some(tls) => Link::Tls(TcpProxy::start(&tls.daemon.endpoint)),
+            None => Link::Socket(SocketProxy::start()),
+        };
+        let provider = self.provider(&owner, &link)?;
+        self.proxies.lock().insert(owner.clone(), link);
         Ok(Deployment { owner, provider })
     }
 
-    /// Runs `act` on the proxy between `deployment`'s provider and the daemon.
+    /// Runs `act` on the link between `deployment`'s provider and the daemon.
     fn with_proxy(
         &self,
         deployment: &Deployment<DockerProvider>,
-        act: impl FnOnce(&SocketProxy),
+        act: impl FnOnce(&Link),
     ) -> Result<(), FixtureError> {
         let proxies = self.proxies.lock();
         let proxy = proxies
@@ -82,7 +179,9 @@ impl ProviderFactory for DockerFactory {
         Policies {
             invalid_commands: &[&[], &["/no/such/program"]],
             outage: Outage::WholeConnection,
-            mid_call: true,
+            // A TCP proxy cannot see where one request ends in TLS, so it
+            // cannot lose one answer: that is proven over the socket.
+            mid_call: self.tls.is_none(),
             ..Policies::STRICT
         }
     }
@@ -140,7 +239,10 @@ impl ProviderFactory for DockerFactory {
         deployment: &Deployment<DockerProvider>,
         after: u32,
     ) -> Result<(), FixtureError> {
-        self.with_proxy(deployment, |proxy| proxy.lose_answer_after(after))
+        self.with_proxy(deployment, |link| match link {
+            Link::Socket(proxy) => proxy.lose_answer_after(after),
+            Link::Tls(_) => unreachable!("mid_call is off over TLS"),
+        })
     }
 
     /// H12: another provider for blue's owner, through blue's proxy: a
@@ -149,18 +251,11 @@ impl ProviderFactory for DockerFactory {
         &self,
         fixture: &Fixture<DockerProvider>,
     ) -> Result<Option<DockerProvider>, FixtureError> {
-        let endpoint = self
-            .proxies
-            .lock()
+        let proxies = self.proxies.lock();
+        let link = proxies
             .get(&fixture.blue.owner)
-            .map(SocketProxy::endpoint)
             .ok_or_else(|| format!("no proxy for {}", fixture.blue.owner))?;
-        let provider = DockerProvider::builder(fixture.blue.owner.clone())
-            .endpoint(endpoint)
-            .timeout(TIMEOUT)
-            .network("none")
-            .build()?;
-        Ok(Some(provider))
+        Ok(Some(self.provider(&fixture.blue.owner, link)?))
     }
 
     fn command(&self, run_time: Duration) -> Vec<String> {
@@ -182,7 +277,7 @@ impl ProviderFactory for DockerFactory {
     /// container of the two owners, straight on the daemon, until none is
     /// left (one another removal had under way included).
     async fn teardown(&self, fixture: &Fixture<DockerProvider>) -> Result<(), FixtureError> {
-        let client = raw_client();
+        let client = self.scope.client();
         for owner in [&fixture.blue.owner, &fixture.green.owner] {
             let proxy = self.proxies.lock().remove(owner);
             if let Some(proxy) = proxy {
@@ -240,20 +335,27 @@ impl ProviderFactory for DockerFactory {
 #[test]
 fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
     let Some(scope) = daemon("d8") else { return };
-    let factory = DockerFactory {
-        scope,
-        next: AtomicU64::new(0),
-        proxies: Mutex::new(HashMap::new()),
-    };
+    let factory = DockerFactory::on_local(scope);
+    suite(
+        &factory,
+        "D8/H11 suite on docker, wall time, whole outages and lost answers",
+    );
+}
+
+/// Runs the sequential suite (eight cases) on `factory` and checks what it
+/// did and that it left nothing.
+fn suite(factory: &DockerFactory, what: &str) {
     let cases = 8;
-    let summary = match check_contract(&factory, ContractConfig::wall(cases)) {
+    let summary = match check_contract(factory, ContractConfig::wall(cases)) {
         Ok(summary) => summary,
         Err(failure) => panic!("{failure}"),
     };
-    println!("D8/H11 suite on docker, wall time, whole outages and lost answers: {summary}");
+    println!("{what}: {summary}");
     assert_eq!(summary.cases, cases);
     assert!(summary.steps >= u64::from(cases) * 16, "{summary:?}");
-    assert!(summary.lost_answers > 0, "no answer was lost: {summary:?}");
+    if factory.tls.is_none() {
+        assert!(summary.lost_answers > 0, "no answer was lost: {summary:?}");
+    }
     assert!(
         factory.scope.leftovers().is_empty(),
         "the suite left containers behind"
@@ -268,11 +370,7 @@ fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
 #[test]
 fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
     let Some(scope) = daemon("h12") else { return };
-    let factory = DockerFactory {
-        scope,
-        next: AtomicU64::new(0),
-        proxies: Mutex::new(HashMap::new()),
-    };
+    let factory = DockerFactory::on_local(scope);
     let config = ConcurrentConfig {
         histories: 8,
         tasks: 3,
@@ -291,6 +389,51 @@ fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
     assert_eq!(summary.calls, 8 * 3 * 6);
     assert!(summary.faults >= 8, "{summary:?}");
     assert!(summary.fault_errors > 0, "{summary:?}");
+    assert!(
+        factory.scope.leftovers().is_empty(),
+        "the concurrent mode left containers behind"
+    );
+}
+
+// D17 (D8, H1, H7, H8): the contract suite passes against DockerProvider on a
+// daemon reached over mutual TLS (a daemon of the test's own, `--tlsverify`
+// on loopback, certificates made offline), outages cutting each provider's
+// TCP connections for real: TLS changes no answer.
+#[test]
+fn d17_the_contract_holds_over_mutual_tls() {
+    let Some(factory) = DockerFactory::on_tls("d17-suite") else {
+        return;
+    };
+    suite(
+        &factory,
+        "D17 suite on docker over mutual TLS, wall time, whole outages",
+    );
+}
+
+// D17 (H12): calls made at once over mutual TLS form linearizable histories
+// (no faults: the outages are proven by the sequential run above, the lost
+// answers over the socket).
+#[test]
+fn d17_h12_histories_over_mutual_tls_are_linearizable() {
+    let Some(factory) = DockerFactory::on_tls("d17-h12") else {
+        return;
+    };
+    let config = ConcurrentConfig {
+        histories: 6,
+        tasks: 3,
+        calls_per_task: 6,
+        names: 2,
+        seed: 17,
+        multi_thread: true,
+        shrink_attempts: 2,
+        faults: 0,
+    };
+    let summary = check_concurrent(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
+    println!(
+        "D17/H12 on docker over mutual TLS: {} histories, {} calls, {:?}",
+        summary.histories, summary.calls, summary.wall_time
+    );
+    assert_eq!(summary.calls, 6 * 3 * 6);
     assert!(
         factory.scope.leftovers().is_empty(),
         "the concurrent mode left containers behind"

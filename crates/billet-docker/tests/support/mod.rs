@@ -759,3 +759,4 @@ impl Drop for SocketProxy {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+pub mod tls;
