@@ -22,6 +22,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// Makes every relative `tls` path of a docker pool relative to `dir`
+    /// (the directory of the file that names it).
+    pub(crate) fn rebase_tls(&mut self, dir: &std::path::Path) {
+        for provider in &mut self.providers {
+            if let Settings::Docker(DockerSettings { tls: Some(tls), .. }) = &mut provider.settings
+            {
+                for path in [&mut tls.ca, &mut tls.cert, &mut tls.key] {
+                    if path.is_relative() {
+                        *path = dir.join(&*path);
+                    }
+                }
+            }
+        }
+    }
+
     /// The deployment's identity.
     pub fn deployment(&self) -> &Deployment {
         &self.deployment
@@ -165,10 +180,20 @@ pub struct DockerSettings {
     /// The image every runner container starts from.
     pub image: String,
     /// The docker daemon to talk to (`unix:///var/run/docker.sock`, an
-    /// absolute socket path, or plain `tcp://host:2375`); `None` means the
+    /// absolute socket path, or `tcp://host:port`); `None` means the
     /// local default. Handed to `billet_docker::Builder::endpoint`, which
-    /// checks the form when the provider is built.
+    /// checks the form when the provider is built. A `tcp://` (or
+    /// `http://`) endpoint always comes with [`tls`](Self::tls) or with
+    /// [`insecure`](Self::insecure) set (D17).
     pub endpoint: Option<String>,
+    /// Mutual TLS to a `tcp://` endpoint (`tls: {ca, cert, key}`, D17). Only
+    /// ever with a `tcp://` endpoint. The files are not read here: `billet
+    /// serve` reads and checks them at start.
+    pub tls: Option<DockerTls>,
+    /// `insecure: true`: plain, unauthenticated HTTP to a `tcp://`
+    /// endpoint, chosen knowingly. Only ever with a `tcp://` or `http://`
+    /// endpoint and without `tls`; `false` when absent.
+    pub insecure: bool,
     /// The docker network runner containers join (`none`, `bridge`, `host` or a
     /// network's name), handed to `billet_docker::Builder::network`; `None`
     /// means the daemon's default (the bridge).
@@ -195,6 +220,20 @@ pub struct DockerSettings {
     /// (`cap_add: [NET_RAW]`), each in its canonical spelling: upper case,
     /// without the `CAP_` prefix, each once, in file order. Empty when absent.
     pub cap_add: Vec<String>,
+}
+
+/// A docker pool's mutual TLS files (`tls:`, D17). [`Config::load`] makes a
+/// relative path relative to the directory of the file that names it; a
+/// configuration parsed from text keeps them as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DockerTls {
+    /// The CA certificate(s) the daemon's certificate must be signed by
+    /// (PEM). Only this CA is trusted for the pool.
+    pub ca: PathBuf,
+    /// billet's client certificate, presented to the daemon (PEM).
+    pub cert: PathBuf,
+    /// The client certificate's private key (PEM).
+    pub key: PathBuf,
 }
 
 impl DockerSettings {

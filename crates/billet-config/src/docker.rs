@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use serde_saphyr::Spanned;
 
-use crate::config::DockerSettings;
+use crate::config::{DockerSettings, DockerTls};
 use crate::error::ConfigError;
 use crate::load::at;
 use crate::raw::RawDocker;
@@ -257,9 +257,12 @@ pub(crate) fn check(
             cap_add.push(name.to_owned());
         }
     }
+    let (tls, insecure) = transport(base, provider, raw)?;
     Ok(DockerSettings {
         image: raw.image.clone(),
-        endpoint: raw.endpoint.clone(),
+        endpoint: raw.endpoint.as_ref().map(|endpoint| endpoint.value.clone()),
+        tls,
+        insecure,
         network: raw.network.clone(),
         nano_cpus,
         memory,
@@ -268,6 +271,81 @@ pub(crate) fn check(
         read_only: raw.read_only.unwrap_or(false),
         cap_add,
     })
+}
+
+/// Whether `endpoint` is docker's TCP form, which is plain HTTP unless
+/// TLS is given: `tcp://` or `http://`, in any case.
+fn is_tcp(endpoint: &str) -> bool {
+    let lower = endpoint.trim().to_ascii_lowercase();
+    lower.starts_with("tcp://") || lower.starts_with("http://")
+}
+
+/// The pool's transport (D17): its `tls` files, and whether it chose plain
+/// TCP with `insecure: true`. Plain TCP without `insecure` is refused (a
+/// daemon on plain TCP is root on its machine for whoever reaches the
+/// port); `tls` needs a `tcp://` endpoint, `insecure` a plain one.
+fn transport(
+    base: &str,
+    provider: &str,
+    raw: &RawDocker,
+) -> Result<(Option<DockerTls>, bool), ConfigError> {
+    let bad = |value_at: Box<crate::Location>, reason: String| ConfigError::BadSetting {
+        location: value_at,
+        provider: provider.to_owned(),
+        reason,
+    };
+    let endpoint = raw.endpoint.as_ref();
+    let tcp = endpoint.is_some_and(|endpoint| is_tcp(&endpoint.value));
+    let insecure = raw.insecure.as_ref().is_some_and(|insecure| insecure.value);
+    let tls = match &raw.tls {
+        None => None,
+        Some(block) => {
+            let tls_tcp = endpoint
+                .is_some_and(|endpoint| endpoint.value.trim().to_ascii_lowercase().starts_with("tcp://"));
+            if !tls_tcp {
+                return Err(bad(
+                    at(block, format!("{base}.tls")),
+                    "`tls` is mutual TLS to a daemon on TCP: it needs `endpoint: tcp://HOST:PORT`"
+                        .to_owned(),
+                ));
+            }
+            let path = |field: &Spanned<String>, name: &str| {
+                if field.value.trim().is_empty() {
+                    Err(bad(
+                        at(field, format!("{base}.tls.{name}")),
+                        format!("`tls.{name}` must be the path of a PEM file, not blank"),
+                    ))
+                } else {
+                    Ok(std::path::PathBuf::from(&field.value))
+                }
+            };
+            Some(DockerTls {
+                ca: path(&block.value.ca, "ca")?,
+                cert: path(&block.value.cert, "cert")?,
+                key: path(&block.value.key, "key")?,
+            })
+        }
+    };
+    match (&raw.insecure, endpoint) {
+        (Some(flag), _) if flag.value && tls.is_some() => Err(bad(
+            at(flag, format!("{base}.insecure")),
+            "`insecure: true` and `tls` contradict each other: give `tls` for mutual TLS, or `insecure: true` for plain TCP, not both"
+                .to_owned(),
+        )),
+        (Some(flag), _) if flag.value && !tcp => Err(bad(
+            at(flag, format!("{base}.insecure")),
+            "`insecure: true` is for a plain `tcp://HOST:PORT` endpoint; this pool has none"
+                .to_owned(),
+        )),
+        (_, Some(endpoint)) if tcp && tls.is_none() && !insecure => Err(bad(
+            at(endpoint, format!("{base}.endpoint")),
+            format!(
+                "{:?} is plain TCP: whoever can reach that port is root on the daemon's machine (a job on a bridge network included). Give `tls: {{ca: PATH, cert: PATH, key: PATH}}` for mutual TLS, or `insecure: true` to accept that",
+                endpoint.value
+            ),
+        )),
+        _ => Ok((tls, insecure)),
+    }
 }
 
 #[cfg(test)]

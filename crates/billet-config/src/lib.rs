@@ -25,7 +25,14 @@
 //!     capacity: 48              # leases held at once, at least 1
 //!     docker:                   # the settings block of the provider's kind,
 //!       image: ghcr.io/example/runner:24.04     # and no other kind's block
-//!       endpoint: unix:///var/run/docker.sock   # optional
+//!       endpoint: unix:///var/run/docker.sock   # optional; or tcp://HOST:PORT, which
+//!                               # needs `tls` (or `insecure: true`: plain TCP is
+//!                               # root on that machine for whoever reaches it)
+//!       # tls: {ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem}
+//!                               # mutual TLS to a tcp:// daemon (D17): its CA, and
+//!                               # billet's client certificate and key; relative
+//!                               # paths are the file's directory's
+//!       # insecure: true        # plain tcp:// knowingly; default false
 //!       network: ci-runners                     # optional
 //!       cpus: 2                 # optional (D15): CPUs per container, fractions
 //!                               # allowed, from 0.01 to 65536; default: the job's
@@ -113,7 +120,7 @@ mod load;
 mod raw;
 
 pub use config::{
-    Config, Deployment, DockerSettings, FirecrackerSettings, Provider, Route, Routing, Settings,
+    Config, Deployment, DockerSettings, DockerTls, FirecrackerSettings, Provider, Route, Routing, Settings,
     TartSettings,
 };
 pub use error::{ConfigError, Location};

@@ -21,7 +21,8 @@ impl Config {
     /// Loads the configuration in the file at `path`.
     ///
     /// Every error names the file, and where it can, the line, column and
-    /// path inside the document.
+    /// path inside the document. A docker pool's relative `tls` paths are
+    /// made relative to the file's directory.
     pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
         let path = path.as_ref();
         let file_location = Location {
@@ -32,13 +33,15 @@ impl Config {
             location: Box::new(file_location),
             source,
         })?;
-        Config::from_yaml_bytes(&bytes).map_err(|mut error| {
+        let mut config = Config::from_yaml_bytes(&bytes).map_err(|mut error| {
             error.location_mut().file = Some(path.to_path_buf());
             if let ConfigError::DuplicateProvider { first, .. } = &mut error {
                 first.file = Some(path.to_path_buf());
             }
             error
-        })
+        })?;
+        config.rebase_tls(path.parent().unwrap_or(Path::new("")));
+        Ok(config)
     }
 
     /// Parses a configuration from YAML text.

@@ -73,7 +73,11 @@ pub(crate) struct RawRoute {
 pub(crate) struct RawDocker {
     pub(crate) image: String,
     #[serde(default)]
-    pub(crate) endpoint: Option<String>,
+    pub(crate) endpoint: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) tls: Option<Spanned<RawTls>>,
+    #[serde(default)]
+    pub(crate) insecure: Option<Spanned<bool>>,
     #[serde(default)]
     pub(crate) network: Option<String>,
     #[serde(default)]
@@ -88,4 +92,13 @@ pub(crate) struct RawDocker {
     pub(crate) read_only: Option<bool>,
     #[serde(default)]
     pub(crate) cap_add: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// A docker pool's `tls:` block (D17): the paths as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTls {
+    pub(crate) ca: Spanned<String>,
+    pub(crate) cert: Spanned<String>,
+    pub(crate) key: Spanned<String>,
 }
