@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use billet_config::{Config, ConfigKind, Settings as PoolSettings};
-use billet_docker::{Confinement, DockerProvider};
+use billet_docker::{ClientTls, Confinement, DockerProvider, TlsError, TlsFiles};
 use billet_provider::Provider;
 
 /// A pool's provider under the pool's configured name.
@@ -25,6 +25,16 @@ pub enum BackendError {
         /// Its kind.
         kind: ConfigKind,
     },
+    /// A docker pool's `tls` files cannot serve (D17): missing, unreadable,
+    /// no certificate or key in them, or a key that is not its
+    /// certificate's. The error names the file.
+    #[error("provider {provider:?}: {source}")]
+    Tls {
+        /// The pool.
+        provider: String,
+        /// Which file, and why.
+        source: TlsError,
+    },
     /// The backend refused its settings.
     #[error("provider {provider:?} ({kind}): {reason}")]
     Invalid {
@@ -39,8 +49,9 @@ pub enum BackendError {
 
 /// Builds every configured pool's provider, in configuration order, named
 /// as configured. Docker pools use the file's `docker` settings (endpoint,
-/// network; the image goes into every launch) and `call_timeout` as the
-/// deadline of each provider call.
+/// network, mutual TLS; the image goes into every launch) and `call_timeout`
+/// as the deadline of each provider call. A pool's TLS files are read and
+/// checked here, so a bad one stops the start naming the pool and the file.
 pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, BackendError> {
     let owner = config.deployment().id();
     config
@@ -53,6 +64,18 @@ pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, Back
                     let mut builder = DockerProvider::builder(owner).timeout(call_timeout);
                     if let Some(endpoint) = &docker.endpoint {
                         builder = builder.endpoint(endpoint.clone());
+                    }
+                    if let Some(tls) = &docker.tls {
+                        let files = TlsFiles {
+                            ca: tls.ca.clone(),
+                            cert: tls.cert.clone(),
+                            key: tls.key.clone(),
+                        };
+                        let tls = ClientTls::load(files).map_err(|source| BackendError::Tls {
+                            provider: name.clone(),
+                            source,
+                        })?;
+                        builder = builder.tls(tls);
                     }
                     builder = builder.confinement(confinement(docker));
                     if let Some(network) = &docker.network {
@@ -144,6 +167,59 @@ routing: {default_kind: docker}
             .with_cap_add(["NET_RAW"]);
         assert_eq!(confinement(&docker(&set)), expected);
         assert!(build(&set, Duration::from_secs(5)).is_ok());
+    }
+
+    // D17: a pool's tls files are read at start: good ones reach its
+    // provider; a missing file or a key that is not the certificate's stops
+    // the start, naming the pool and the file.
+    #[test]
+    fn d17_tls_files_are_checked_at_start_naming_pool_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let client_key = rcgen::KeyPair::generate().unwrap();
+        let client = rcgen::CertificateParams::new(Vec::<String>::new())
+            .unwrap()
+            .signed_by(&client_key, &issuer)
+            .unwrap();
+        let other_key = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), client.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), client_key.serialize_pem()).unwrap();
+        std::fs::write(dir.path().join("other.pem"), other_key.serialize_pem()).unwrap();
+        let yaml = |key: &str| {
+            format!(
+                "deployment: {{id: d}}
+providers:
+  - {{name: linux, kind: docker, capacity: 2, docker: {{image: i}}}}
+  - name: far
+    kind: docker
+    capacity: 2
+    docker: {{image: i, endpoint: 'tcp://10.0.0.5:2376', tls: {{ca: ca.pem, cert: cert.pem, key: {key}}}}}
+routing: {{default_kind: docker}}
+"
+            )
+        };
+        let load = |key: &str| {
+            let path = dir.path().join("billet.yaml");
+            std::fs::write(&path, yaml(key)).unwrap();
+            Config::load(&path).unwrap()
+        };
+        let built = build(&load("key.pem"), Duration::from_secs(5)).unwrap();
+        assert_eq!(built.len(), 2);
+
+        for (key, file) in [("missing.pem", "missing.pem"), ("other.pem", "other.pem")] {
+            let error = build(&load(key), Duration::from_secs(5)).err().unwrap();
+            assert!(
+                matches!(&error, BackendError::Tls { provider, .. } if provider == "far"),
+                "{error}"
+            );
+            let text = error.to_string();
+            assert!(text.contains("\"far\"") && text.contains(file), "{text}");
+        }
     }
 
     // L2: docker pools are built with their settings; tart and firecracker
