@@ -37,6 +37,9 @@ use serde_json::Value;
 #[path = "../../../billet-docker/tests/support/mod.rs"]
 mod docker;
 
+/// Mutual TLS for the tests (D17): certificates made offline, and docker
+/// daemons of the test's own on loopback with `--tlsverify`.
+pub use docker::tls;
 pub use docker::{REQUIRED_VAR, TEST_IMAGE, block, daemon_socket, ensure_test_image, raw_client};
 
 /// The built binary under test.
@@ -309,6 +312,14 @@ impl Service {
         let id = unique_id(tag);
         let yaml = docker_config(&id, pool);
         Service::with_config(id, tag, |path| std::fs::write(path, yaml))
+    }
+
+    /// A deployment (not started yet) whose `billet.yaml` is `yaml(id)`, in
+    /// a directory of its own.
+    pub fn with_yaml(tag: &str, yaml: impl FnOnce(&str) -> String) -> Service {
+        let id = unique_id(tag);
+        let text = yaml(&id);
+        Service::with_config(id, tag, |path| std::fs::write(path, text))
     }
 
     /// Another service of the same deployment (the same `billet.yaml`, the
