@@ -300,8 +300,13 @@ fn transport(
     let tls = match &raw.tls {
         None => None,
         Some(block) => {
-            let tls_tcp = endpoint
-                .is_some_and(|endpoint| endpoint.value.trim().to_ascii_lowercase().starts_with("tcp://"));
+            let tls_tcp = endpoint.is_some_and(|endpoint| {
+                endpoint
+                    .value
+                    .trim()
+                    .to_ascii_lowercase()
+                    .starts_with("tcp://")
+            });
             if !tls_tcp {
                 return Err(bad(
                     at(block, format!("{base}.tls")),

@@ -120,8 +120,8 @@ mod load;
 mod raw;
 
 pub use config::{
-    Config, Deployment, DockerSettings, DockerTls, FirecrackerSettings, Provider, Route, Routing, Settings,
-    TartSettings,
+    Config, Deployment, DockerSettings, DockerTls, FirecrackerSettings, Provider, Route, Routing,
+    Settings, TartSettings,
 };
 pub use error::{ConfigError, Location};
 pub use kind::{ConfigKind, KindError};

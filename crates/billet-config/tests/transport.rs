@@ -41,7 +41,10 @@ fn d17_tls_and_insecure_are_read() {
     let plain = docker(EXAMPLE);
     assert_eq!((plain.tls, plain.insecure), (None, false));
     let local = docker(&with(""));
-    assert_eq!((local.endpoint, local.tls, local.insecure), (None, None, false));
+    assert_eq!(
+        (local.endpoint, local.tls, local.insecure),
+        (None, None, false)
+    );
 
     let socket = docker(&with("      endpoint: unix:///run/docker.sock\n"));
     assert_eq!(socket.tls, None);
@@ -184,6 +187,9 @@ fn d17_unsafe_or_contradictory_transports_are_refused_at_their_place() {
         "      endpoint: tcp://h:1\n      insecure: maybe\n",
     ] {
         let error = refuse(&with(broken));
-        assert!(error.to_string().contains("providers[0].docker"), "{broken}: {error}");
+        assert!(
+            error.to_string().contains("providers[0].docker"),
+            "{broken}: {error}"
+        );
     }
 }

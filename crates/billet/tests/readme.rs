@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod support;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_billet");
 const CARGO_RUN: &str = "cargo run --release -p billet --";
 const DEPLOYMENT: &str = "my-ci";
@@ -424,4 +426,141 @@ fn readme_run_billet_for_real_session() {
         }
     }
     assert!(containers().is_empty(), "billet left containers behind");
+}
+
+/// The README's section "A second machine: mutual TLS": its `openssl`
+/// commands, its `dockerd` line and its `billet.yaml`.
+struct SecondMachine {
+    commands: Vec<String>,
+    dockerd: String,
+    yaml: String,
+}
+
+/// Reads the section "A second machine: mutual TLS" of the README.
+fn second_machine() -> SecondMachine {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .expect("read README.md");
+    let start = readme
+        .find("### A second machine: mutual TLS")
+        .expect("the README has the section");
+    let rest = &readme[start..];
+    let end = rest[4..].find("\n#").map_or(rest.len(), |i| i + 4);
+    let section = &rest[..end];
+    let block = |fence: &str| {
+        let at = section.find(fence).expect("the block") + fence.len();
+        let len = section[at..].find("```").expect("its end");
+        section[at..at + len].to_owned()
+    };
+    let commands = block("```console\n")
+        .lines()
+        .filter_map(|line| line.strip_prefix("$ ").map(str::to_owned))
+        .collect();
+    SecondMachine {
+        commands,
+        dockerd: block("```sh\n").trim().to_owned(),
+        yaml: block("```yaml\n"),
+    }
+}
+
+/// The address the README's second machine has.
+const SECOND_ADDRESS: &str = "192.0.2.10";
+
+// D17: the README's second machine, as written: its `openssl` commands make
+// the certificates, a daemon started with its `dockerd` flags (on loopback,
+// on roots of the test's own) serves over mutual TLS, and its `billet.yaml`
+// (the address, the deployment and the image aside) validates and runs jobs
+// to their exit codes on both pools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d17_readme_second_machine_session() {
+    if !support::daemon("readme-d17") || !support::tls::can_start_daemons("readme-d17") {
+        return;
+    }
+    let readme = second_machine();
+    assert_eq!(readme.commands.len(), 7, "{:?}", readme.commands);
+    let certs = tempfile::tempdir().unwrap();
+    for command in &readme.commands {
+        let command = command.replace(SECOND_ADDRESS, "127.0.0.1");
+        let out = Command::new("sh")
+            .args(["-c", &command])
+            .current_dir(certs.path())
+            .output()
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "`{command}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // The daemon: the README's TLS flags and its tcp address (on a free
+    // port), the paths those of the files just made.
+    let port = support::tls::free_port();
+    let flags: Vec<String> = readme
+        .dockerd
+        .split_whitespace()
+        .skip(1)
+        .collect::<Vec<_>>()
+        .chunks(1)
+        .map(|flag| flag[0].to_owned())
+        .filter(|flag| flag.starts_with("--tls") || flag.starts_with("tcp://"))
+        .map(|flag| {
+            if let Some((name, file)) = flag.split_once('=') {
+                format!("{name}={}", certs.path().join(file).display())
+            } else if flag.starts_with("tcp://") {
+                format!("--host=tcp://127.0.0.1:{port}")
+            } else {
+                flag
+            }
+        })
+        .collect();
+    assert_eq!(flags.len(), 5, "{flags:?} from {:?}", readme.dockerd);
+    let daemon = support::tls::TlsDaemon::with_flags("readme-d17", &flags, port);
+
+    let yaml = readme
+        .yaml
+        .replace(&format!("tcp://{SECOND_ADDRESS}:2376"), &daemon.endpoint)
+        .replace("busybox:latest", support::TEST_IMAGE);
+    let mut service = support::Service::with_yaml("readme-d17", |id| {
+        yaml.replace("id: my-ci", &format!("id: {id}"))
+    });
+    let tls = service.dir().join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    for file in ["ca.pem", "cert.pem", "key.pem"] {
+        std::fs::copy(certs.path().join(file), tls.join(file)).unwrap();
+    }
+    let validated = Command::new(BINARY)
+        .arg("validate")
+        .arg(service.dir().join("billet.yaml"))
+        .output()
+        .expect("run billet validate");
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    service.start().await;
+    let api = service.api();
+    let mut ids = Vec::new();
+    for n in 0..8 {
+        ids.push(support::id_of(
+            &api.submit_sh(&format!("sleep 1; exit {n}")).await,
+        ));
+    }
+    let ended = api.wait_ended(&ids, Duration::from_secs(90)).await;
+    let mut pools = BTreeMap::new();
+    for (n, id) in ids.iter().enumerate() {
+        let job = &ended[id];
+        assert_eq!(job["exit_code"].as_i64(), Some(n as i64), "{job}");
+        *pools
+            .entry(job["pool"].as_str().unwrap().to_owned())
+            .or_insert(0) += 1;
+    }
+    assert!(
+        pools.contains_key("linux-2"),
+        "no job on the second machine: {pools:?}"
+    );
+    println!("D17 README second machine: jobs per pool {pools:?}");
+    service.finish().await;
+    drop(daemon);
 }

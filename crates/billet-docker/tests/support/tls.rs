@@ -93,7 +93,7 @@ pub fn write_files(dir: &Path, ca: &str, cert: &str, key: &str) -> TlsFiles {
 }
 
 /// Whether this machine can start a docker daemon of the test's own: a
-/// `dockerd` on the path, run as root. With [`REQUIRED_VAR`] set, a machine
+/// `dockerd` and `ip` (iproute2) on the path, run as root. With [`REQUIRED_VAR`] set, a machine
 /// that cannot fails the test instead of answering `false`.
 pub fn can_start_daemons(test: &str) -> bool {
     let dockerd = Command::new("dockerd")
@@ -102,25 +102,32 @@ pub fn can_start_daemons(test: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
+    let ip = Command::new("ip")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).trim() == "0");
-    if dockerd && root {
+    if dockerd && ip && root {
         return true;
     }
     let required = std::env::var(REQUIRED_VAR).is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "{REQUIRED_VAR}=1 but this machine cannot start a docker daemon of its own (dockerd on the path: {dockerd}; root: {root})"
+        "{REQUIRED_VAR}=1 but this machine cannot start a docker daemon of its own (dockerd on the path: {dockerd}; `ip`: {ip}; root: {root})"
     );
     eprintln!("skipped {test}: starting a TLS daemon needs dockerd and root; run `bash .ci/run`");
     false
 }
 
 /// A docker daemon of the test's own: its own data and exec roots, pid file
-/// and containerd namespaces under a temporary directory, no bridge and no
-/// iptables rules (its containers run with network `none`), listening on a
+/// and containerd namespaces under a temporary directory, a bridge interface
+/// of its own (never the host's `docker0`) and no iptables rules (its
+/// containers run with network `none`), listening on a
 /// unix socket of its own (for the test's setup and cleanup) and on
 /// `tcp://127.0.0.1:PORT` with `--tlsverify` (clients must present a
 /// certificate `ca` signed). The test image is imported before it is handed
@@ -132,6 +139,9 @@ pub struct TlsDaemon {
     pub socket: PathBuf,
     child: Child,
     dir: tempfile::TempDir,
+    certs: Option<tempfile::TempDir>,
+    /// The bridge interface made for it, removed when it is dropped.
+    bridge: String,
     args: Vec<String>,
 }
 
@@ -140,38 +150,69 @@ impl TlsDaemon {
     /// clients `ca` signed. Panics (with its log) if it does not answer
     /// within a minute.
     pub fn start(name: &str, ca: &Ca) -> TlsDaemon {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("billet-dockerd-{name}-"))
+        let certs = tempfile::Builder::new()
+            .prefix(&format!("billet-dockerd-{name}-certs-"))
             .tempdir_in("/tmp")
-            .expect("a directory for the daemon");
+            .expect("a directory for the daemon's certificates");
         let (cert, key) = ca.server(name);
-        let files = write_files(&dir.path().join("certs"), &ca.pem, &cert, &key);
+        let files = write_files(certs.path(), &ca.pem, &cert, &key);
         let port = free_port();
-        let socket = dir.path().join("docker.sock");
-        let tag = format!("billet-test-{}-{port}", std::process::id());
-        let path = |p: &str| dir.path().join(p).to_string_lossy().into_owned();
-        let args: Vec<String> = vec![
-            format!("--data-root={}", path("data")),
-            format!("--exec-root={}", path("exec")),
-            format!("--pidfile={}", path("dockerd.pid")),
-            format!("--host=unix://{}", socket.display()),
-            format!("--host=tcp://127.0.0.1:{port}"),
+        let flags = vec![
             "--tlsverify".to_owned(),
             format!("--tlscacert={}", files.ca.display()),
             format!("--tlscert={}", files.cert.display()),
             format!("--tlskey={}", files.key.display()),
-            "--bridge=none".to_owned(),
+            format!("--host=tcp://127.0.0.1:{port}"),
+        ];
+        let mut daemon = TlsDaemon::with_flags(name, &flags, port);
+        daemon.certs = Some(certs);
+        daemon
+    }
+
+    /// Starts a daemon with `flags` (its TLS flags and its
+    /// `--host=tcp://127.0.0.1:PORT`, as an operator would give them), on
+    /// roots, a socket, a bridge and containerd namespaces of its own, with
+    /// no iptables rules.
+    pub fn with_flags(name: &str, flags: &[String], port: u16) -> TlsDaemon {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("billet-dockerd-{name}-"))
+            .tempdir_in("/tmp")
+            .expect("a directory for the daemon");
+        let socket = dir.path().join("docker.sock");
+        let tag = format!("billet-test-{}-{port}", std::process::id());
+        // A bridge of its own: `--bridge=none` would make dockerd delete the
+        // host's `docker0`, the local daemon's bridge.
+        let bridge = format!("billet{port}");
+        let subnet = format!("10.211.{}.1/24", port % 250);
+        for args in [
+            vec!["link", "add", bridge.as_str(), "type", "bridge"],
+            vec!["addr", "add", subnet.as_str(), "dev", bridge.as_str()],
+            vec!["link", "set", bridge.as_str(), "up"],
+        ] {
+            let status = Command::new("ip").args(&args).status().expect("run ip");
+            assert!(status.success(), "`ip {}` failed", args.join(" "));
+        }
+        let path = |p: &str| dir.path().join(p).to_string_lossy().into_owned();
+        let mut args: Vec<String> = vec![
+            format!("--data-root={}", path("data")),
+            format!("--exec-root={}", path("exec")),
+            format!("--pidfile={}", path("dockerd.pid")),
+            format!("--host=unix://{}", socket.display()),
+            format!("--bridge={bridge}"),
             "--iptables=false".to_owned(),
             "--ip-masq=false".to_owned(),
             format!("--containerd-namespace={tag}"),
             format!("--containerd-plugins-namespace={tag}-plugins"),
         ];
+        args.extend(flags.iter().cloned());
         let child = spawn(dir.path(), &args);
         let mut daemon = TlsDaemon {
             endpoint: format!("tcp://127.0.0.1:{port}"),
             socket,
             child,
             dir,
+            certs: None,
+            bridge,
             args,
         };
         daemon.wait_ready();
@@ -277,6 +318,9 @@ impl Drop for TlsDaemon {
             });
         }
         self.stop();
+        let _ = Command::new("ip")
+            .args(["link", "delete", self.bridge.as_str()])
+            .status();
     }
 }
 
@@ -297,7 +341,7 @@ fn spawn(dir: &Path, args: &[String]) -> Child {
 }
 
 /// A loopback port nothing listens on now.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free port")
