@@ -133,7 +133,7 @@ fn d17_each_unusable_tls_file_is_refused_by_name() {
         err,
         TlsError::KeyMismatch {
             cert: mismatched.cert.clone(),
-            key: mismatched.key.clone()
+            key: mismatched.key
         }
     );
     assert!(err.to_string().contains("is not the private key"), "{err}");

@@ -295,7 +295,7 @@ impl Drop for TlsDaemon {
         signal("CONT", self.child.id());
         // Whatever the test left: the daemon is its own, so all of it.
         if let Ok(client) = client_on(&self.socket) {
-            let _ = block(async move {
+            block(async move {
                 use bollard::query_parameters::{
                     ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
                 };

@@ -39,6 +39,7 @@ mod docker;
 
 /// Mutual TLS for the tests (D17): certificates made offline, and docker
 /// daemons of the test's own on loopback with `--tlsverify`.
+#[allow(unused_imports)]
 pub use docker::tls;
 pub use docker::{REQUIRED_VAR, TEST_IMAGE, block, daemon_socket, ensure_test_image, raw_client};
 
