@@ -241,6 +241,52 @@ fn l2_serve_refuses_kinds_it_cannot_build() {
     );
 }
 
+// D17: `validate` refuses plain tcp:// naming the place and the way out;
+// `serve` with a pool whose tls file is missing stops at start (exit 2)
+// naming the pool and the file, before anything is made.
+#[test]
+fn d17_plain_tcp_and_a_missing_tls_file_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let far = |docker: &str| {
+        nowhere(dir.path()).replace(
+            "routing:",
+            &format!("  - {{name: far, kind: docker, capacity: 1, docker: {{image: i, {docker}}}}}\nrouting:"),
+        )
+    };
+    let plain = write(dir.path(), "plain.yaml", &far("endpoint: 'tcp://10.0.0.5:2375'"));
+    let (status, _, stderr) = run(&["validate", plain.to_str().unwrap()]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("providers[1].docker.endpoint")
+            && stderr.contains("\"far\"")
+            && stderr.contains("insecure: true"),
+        "{stderr}"
+    );
+
+    let missing = write(
+        dir.path(),
+        "missing.yaml",
+        &far("endpoint: 'tcp://10.0.0.5:2376', tls: {ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem}"),
+    );
+    let (status, _, _) = run(&["validate", missing.to_str().unwrap()]);
+    assert!(status.success(), "the form is right: validate reads no file");
+    let state = dir.path().join("state");
+    let (status, _, stderr) = run(&[
+        "serve",
+        "--config",
+        missing.to_str().unwrap(),
+        "--state",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    let ca = dir.path().join("certs/ca.pem");
+    assert!(
+        stderr.contains("\"far\"") && stderr.contains(&ca.display().to_string()),
+        "{stderr}"
+    );
+    assert!(!state.exists(), "nothing is made before the pools are built");
+}
+
 // L6: a corrupt store stops `serve` at start with an error naming the file,
 // exit status 2, and the file is left byte for byte as it was.
 #[test]
