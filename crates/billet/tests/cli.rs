@@ -253,7 +253,11 @@ fn d17_plain_tcp_and_a_missing_tls_file_stop_the_start() {
             &format!("  - {{name: far, kind: docker, capacity: 1, docker: {{image: i, {docker}}}}}\nrouting:"),
         )
     };
-    let plain = write(dir.path(), "plain.yaml", &far("endpoint: 'tcp://10.0.0.5:2375'"));
+    let plain = write(
+        dir.path(),
+        "plain.yaml",
+        &far("endpoint: 'tcp://10.0.0.5:2375'"),
+    );
     let (status, _, stderr) = run(&["validate", plain.to_str().unwrap()]);
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
@@ -266,10 +270,15 @@ fn d17_plain_tcp_and_a_missing_tls_file_stop_the_start() {
     let missing = write(
         dir.path(),
         "missing.yaml",
-        &far("endpoint: 'tcp://10.0.0.5:2376', tls: {ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem}"),
+        &far(
+            "endpoint: 'tcp://10.0.0.5:2376', tls: {ca: certs/ca.pem, cert: certs/cert.pem, key: certs/key.pem}",
+        ),
     );
     let (status, _, _) = run(&["validate", missing.to_str().unwrap()]);
-    assert!(status.success(), "the form is right: validate reads no file");
+    assert!(
+        status.success(),
+        "the form is right: validate reads no file"
+    );
     let state = dir.path().join("state");
     let (status, _, stderr) = run(&[
         "serve",
@@ -284,7 +293,10 @@ fn d17_plain_tcp_and_a_missing_tls_file_stop_the_start() {
         stderr.contains("\"far\"") && stderr.contains(&ca.display().to_string()),
         "{stderr}"
     );
-    assert!(!state.exists(), "nothing is made before the pools are built");
+    assert!(
+        !state.exists(),
+        "nothing is made before the pools are built"
+    );
 }
 
 // L6: a corrupt store stops `serve` at start with an error naming the file,
