@@ -7,7 +7,7 @@ mod common;
 use std::num::{NonZeroU32, NonZeroU64};
 
 use billet_config::{Config, ConfigError, DockerSettings, Settings};
-use common::{EXAMPLE, assert_at, edit, line_of, refuse};
+use common::{EXAMPLE, assert_at, assert_bad_docker_setting, edit, line_of, refuse};
 
 /// The example's docker block ends with this line; settings go after it.
 const LAST: &str = "      network: ci-runners\n";
@@ -147,20 +147,7 @@ fn d15_nonsense_is_refused_with_location() {
         ),
     ];
     for (setting, needle, field, says) in cases {
-        let text = with(setting);
-        let error = refuse(&text);
-        assert!(
-            matches!(error, ConfigError::BadSetting { .. }),
-            "{setting}: {error}"
-        );
-        assert_at(
-            &error,
-            &format!("providers[0].docker.{field}"),
-            line_of(&text, needle),
-        );
-        let shown = error.to_string();
-        assert!(shown.contains(says), "{setting}: {shown}");
-        assert!(shown.contains("provider \"linux-docker\""), "{shown}");
+        assert_bad_docker_setting(&with(setting), needle, field, says);
     }
 }
 

@@ -8,8 +8,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use billet_config::{Config, ConfigError, DockerSettings, DockerTls, Settings};
-use common::{EXAMPLE, assert_at, edit, line_of, refuse};
+use billet_config::{Config, DockerSettings, DockerTls, Settings};
+use common::{EXAMPLE, assert_bad_docker_setting, edit, refuse};
 
 /// The example's docker pool's endpoint line; `with` puts settings in its
 /// place.
@@ -165,20 +165,7 @@ fn d17_unsafe_or_contradictory_transports_are_refused_at_their_place() {
         ),
     ];
     for (setting, needle, field, says) in cases {
-        let text = with(setting);
-        let error = refuse(&text);
-        assert!(
-            matches!(error, ConfigError::BadSetting { .. }),
-            "{setting}: {error}"
-        );
-        assert_at(
-            &error,
-            &format!("providers[0].docker.{field}"),
-            line_of(&text, needle),
-        );
-        let shown = error.to_string();
-        assert!(shown.contains(says), "{setting}: {shown}");
-        assert!(shown.contains("provider \"linux-docker\""), "{shown}");
+        assert_bad_docker_setting(&with(setting), needle, field, says);
     }
     for broken in [
         "      endpoint: tcp://h:1\n      tls: {ca: a, cert: b}\n",

@@ -15,7 +15,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::{
     Answer, Auth, Body, Deadline, POLL, POOL, Pool, Service, SocketProxy, Watch, daemon,
-    daemon_endpoint, id_of, is_ended, is_rfc3339, job_of_instance, metric, run_billet,
+    daemon_endpoint, expected_code, id_of, is_ended, is_rfc3339, job_of_instance, metric,
+    run_billet,
 };
 
 /// How long any job of these tests may take to end once submitted.
@@ -27,15 +28,6 @@ const SHUTDOWN_BOUND: Duration = Duration::from_secs(20);
 /// A trusted job running `sh -c script`, as a request body.
 fn sh(script: &str) -> Value {
     json!({"command": ["sh", "-c", script], "trust": "trusted"})
-}
-
-/// The exit code a job's script ends with (`...; exit N`).
-fn expected_code(job: &Value) -> i64 {
-    job["command"][2]
-        .as_str()
-        .and_then(|s| s.rsplit("exit ").next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `exit N` in the command of {job}"))
 }
 
 /// Checks that `job` has every field of L4, with the types L4 gives them.

@@ -18,7 +18,9 @@ use bollard::query_parameters::ListContainersOptionsBuilder;
 use parking_lot::Mutex;
 use serde_json::Value;
 use support::tls::{Ca, TlsDaemon, can_start_daemons, write_files};
-use support::{Deadline, POLL, Service, TEST_IMAGE, daemon, daemon_socket, id_of, metric};
+use support::{
+    Deadline, POLL, Service, TEST_IMAGE, daemon, daemon_socket, expected_code, id_of, metric,
+};
 
 /// How long any job of these tests may take to end once submitted.
 const END: Duration = Duration::from_secs(90);
@@ -190,7 +192,7 @@ struct Listed {
     name: String,
     /// Running, or about to (created, restarting): it holds a lease.
     live: bool,
-    /// Past `created`: its command was started.
+    /// Running, or stopped after running: its command was started.
     started: bool,
 }
 
@@ -220,7 +222,13 @@ async fn containers(client: &Docker, owner: &str) -> Option<Vec<Listed>> {
                     id: c.id.unwrap_or_default(),
                     name,
                     live: matches!(state.as_str(), "running" | "created" | "restarting"),
-                    started: state != "created",
+                    // Not `created`, nor `removing` or `dead` (a container
+                    // created by a launch given up and removed unstarted
+                    // passes through those): seen running, or after it.
+                    started: matches!(
+                        state.as_str(),
+                        "running" | "exited" | "paused" | "restarting"
+                    ),
                 }
             })
             .collect(),
@@ -245,15 +253,6 @@ async fn wait_none_left(fleet: &Fleet, owner: &str) {
         deadline.check(&left);
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// The exit code a job's script ends with (`...; exit N`).
-fn expected_code(job: &Value) -> i64 {
-    job["command"][2]
-        .as_str()
-        .and_then(|s| s.rsplit("exit ").next())
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no `exit N` in the command of {job}"))
 }
 
 /// Checks every ended job finished with its script's exit code; the jobs

@@ -54,3 +54,22 @@ pub(crate) fn assert_at(error: &ConfigError, path: &str, line: u64) {
     assert!(shown.contains(&format!(":{line}:")), "{shown}");
     assert!(shown.contains(&format!(" at {path}")), "{shown}");
 }
+
+/// Asserts that `text` is refused with a `BadSetting` of the docker pool
+/// `linux-docker` at `providers[0].docker.{field}`, on the line of `needle`,
+/// saying `says`.
+pub(crate) fn assert_bad_docker_setting(text: &str, needle: &str, field: &str, says: &str) {
+    let error = refuse(text);
+    assert!(
+        matches!(error, ConfigError::BadSetting { .. }),
+        "{needle}: {error}"
+    );
+    assert_at(
+        &error,
+        &format!("providers[0].docker.{field}"),
+        line_of(text, needle),
+    );
+    let shown = error.to_string();
+    assert!(shown.contains(says), "{needle}: {shown}");
+    assert!(shown.contains("provider \"linux-docker\""), "{shown}");
+}

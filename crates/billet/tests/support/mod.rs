@@ -847,6 +847,15 @@ pub fn is_ended(job: &Value) -> bool {
     )
 }
 
+/// The exit code a job's script ends with (`...; exit N`).
+pub fn expected_code(job: &Value) -> i64 {
+    job["command"][2]
+        .as_str()
+        .and_then(|s| s.rsplit("exit ").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `exit N` in the command of {job}"))
+}
+
 /// The id of a job.
 pub fn id_of(job: &Value) -> u64 {
     job["id"]
