@@ -157,6 +157,22 @@ impl DockerProvider {
                             }
                             continue;
                         }
+                        // The daemon answered but did not pause, in words
+                        // not read above: a container that ended while it
+                        // was being paused makes podman's runc fail with
+                        // only "exit status 1". Look again: one that is no
+                        // longer running goes the way of one that ended;
+                        // one still running makes this the answer.
+                        Err(err) if err.status().is_some() => {
+                            match self.status_of(client, deadline, id).await? {
+                                None => return Ok(Teardown::Absent),
+                                Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING) => {
+                                    return Err(Error::unavailable(err));
+                                }
+                                Some(now) => status = Some(now),
+                            }
+                            continue;
+                        }
                         Err(err) => return Err(Error::unavailable(err)),
                     }
                 }
