@@ -235,3 +235,45 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     let sub = u32::try_from(nanos % 1_000_000_000).map_err(|_| bad())?;
     Ok(Duration::new(secs, sub))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::parse_duration;
+
+    // H1: a time in a printed step is read back exactly as `Debug` printed
+    // it, and nothing else is taken for one: no sign, no digits missing on
+    // either side of the point, no more than nine decimals, nothing that is
+    // not a digit.
+    #[test]
+    fn h1_times_are_read_exactly_as_printed() {
+        for printed in [
+            Duration::from_secs(60),
+            Duration::from_millis(1500),
+            Duration::from_nanos(1),
+            Duration::from_micros(250),
+            Duration::new(3, 123_456_789),
+            Duration::MAX,
+        ] {
+            assert_eq!(parse_duration(&format!("{printed:?}")), Ok(printed));
+        }
+        for refused in [
+            "+5s",
+            "1.+5s",
+            "+1.5ms",
+            "-1s",
+            "1.1234567890s",
+            "1.0000000001s",
+            "1.5xs",
+            "a5s",
+            ".5s",
+            "s",
+            "5",
+            "",
+        ] {
+            let error = parse_duration(refused).expect_err(refused);
+            assert!(error.contains("is not a time"), "{refused}: {error}");
+        }
+    }
+}
