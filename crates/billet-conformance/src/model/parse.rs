@@ -244,8 +244,8 @@ mod tests {
 
     // H1: a time in a printed step is read back exactly as `Debug` printed
     // it, and nothing else is taken for one: no sign, no digits missing on
-    // either side of the point, no more than nine decimals, nothing that is
-    // not a digit.
+    // either side of the point, no more than nine decimals, no part of a
+    // nanosecond, nothing that is not a digit.
     #[test]
     fn h1_times_are_read_exactly_as_printed() {
         for printed in [
@@ -265,6 +265,8 @@ mod tests {
             "-1s",
             "1.1234567890s",
             "1.0000000001s",
+            "1.0001µs",
+            "1.5ns",
             "1.5xs",
             "a5s",
             ".5s",
