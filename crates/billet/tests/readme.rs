@@ -44,11 +44,15 @@ fn yaml_after(text: &str, marker: &str) -> String {
 /// Where the README's podman paragraph names podman's socket.
 const PODMAN_ENDPOINT_LINE: &str = "      endpoint: unix:///run/podman/podman.sock";
 
+/// The README, whole.
+fn readme_text() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+        .expect("read README.md")
+}
+
 /// Reads the section "Run billet for real" of the README.
 fn session() -> Session {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .expect("read README.md");
+    let readme = readme_text();
     let start = readme
         .find("## Run billet for real")
         .expect("the README has the section");
@@ -438,9 +442,7 @@ struct SecondMachine {
 
 /// Reads the section "A second machine: mutual TLS" of the README.
 fn second_machine() -> SecondMachine {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .expect("read README.md");
+    let readme = readme_text();
     let start = readme
         .find("### A second machine: mutual TLS")
         .expect("the README has the section");
