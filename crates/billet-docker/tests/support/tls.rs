@@ -96,18 +96,16 @@ pub fn write_files(dir: &Path, ca: &str, cert: &str, key: &str) -> TlsFiles {
 /// `dockerd` and `ip` (iproute2) on the path, run as root. With [`REQUIRED_VAR`] set, a machine
 /// that cannot fails the test instead of answering `false`.
 pub fn can_start_daemons(test: &str) -> bool {
-    let dockerd = Command::new("dockerd")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    let ip = Command::new("ip")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
+    let runs = |program: &str, arg: &str| {
+        Command::new(program)
+            .arg(arg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    let dockerd = runs("dockerd", "--version");
+    let ip = runs("ip", "-V");
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -120,7 +118,9 @@ pub fn can_start_daemons(test: &str) -> bool {
         !required,
         "{REQUIRED_VAR}=1 but this machine cannot start a docker daemon of its own (dockerd on the path: {dockerd}; `ip`: {ip}; root: {root})"
     );
-    eprintln!("skipped {test}: starting a TLS daemon needs dockerd and root; run `bash .ci/run`");
+    eprintln!(
+        "skipped {test}: starting a TLS daemon needs dockerd, ip and root; run `bash .ci/run`"
+    );
     false
 }
 
