@@ -238,6 +238,9 @@ pub fn run() -> ExitCode {
             }
             Action::Podman => run_on_podman(&cargo, &root),
         };
+        // What the step left on disk: a CI machine's disk is not ours to
+        // size, and a build that outgrows it fails far from its cause.
+        println!("{}", disk_line(&root.join("target")));
         if let Err(why) = outcome {
             eprintln!("xtask ci: step `{}` failed ({why})", step.name);
             return ExitCode::FAILURE;
@@ -290,9 +293,83 @@ fn run_cargo(cargo: &str, root: &Path, args: &[&str], env: &[(&str, &str)]) -> R
     }
 }
 
+/// One line on the target directory's size and the space left beside it.
+fn disk_line(target: &Path) -> String {
+    let free = Command::new("df")
+        .args(["-Pk"])
+        .arg(target)
+        .output()
+        .ok()
+        .and_then(|out| available_kib(&String::from_utf8_lossy(&out.stdout)));
+    let free = free.map_or_else(
+        || "free space unknown".to_owned(),
+        |kib| format!("{} free", gib(kib.saturating_mul(1024))),
+    );
+    format!(
+        "    disk: target/ holds {}, {free}",
+        gib(tree_bytes(target))
+    )
+}
+
+/// Bytes held by the files under `path` (symbolic links not followed); 0 for
+/// a path that is not there. Entries that vanish or cannot be read while it
+/// walks are left out: it reports, it never fails.
+pub fn tree_bytes(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| tree_bytes(&entry.path()))
+        .sum()
+}
+
+/// The "Available" column (KiB) of `df -Pk`'s one data line.
+pub fn available_kib(df_output: &str) -> Option<u64> {
+    df_output
+        .lines()
+        .nth(1)?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+/// `bytes` in GiB, one decimal.
+fn gib(bytes: u64) -> String {
+    // Display only: the loss of precision past 2^53 bytes does not matter.
+    #[allow(clippy::cast_precision_loss)]
+    let gib = bytes as f64 / f64::from(1u32 << 30);
+    format!("{gib:.1} GiB")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_disk_line_counts_every_file_and_reads_df() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![0u8; 1000]).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b"), vec![0u8; 24]).unwrap();
+        assert_eq!(tree_bytes(dir.path()), 1024);
+        assert_eq!(tree_bytes(&dir.path().join("sub/b")), 24);
+        assert_eq!(tree_bytes(&dir.path().join("absent")), 0);
+
+        let df = "Filesystem     1024-blocks     Used Available Capacity Mounted on\n\
+                  /dev/vda       263174212 83886080  12582912      88% /\n";
+        assert_eq!(available_kib(df), Some(12_582_912));
+        assert_eq!(available_kib("Filesystem\n"), None);
+        assert_eq!(available_kib(""), None);
+        assert_eq!(gib(3 << 29), "1.5 GiB");
+    }
 
     // D18: the podman step runs on the socket it is told, else on podman's
     // own path; skips without one unless required, then fails naming it.
