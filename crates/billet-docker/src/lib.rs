@@ -74,5 +74,6 @@ pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
 pub use provider::{Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};
 pub use tls::{
-    ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, TlsError, TlsFile, TlsFiles,
+    ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, STALE_RETRIES, TlsError, TlsFile,
+    TlsFiles,
 };

@@ -15,6 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::{BollardRequest, Docker};
+use bytes::Bytes;
+use http_body_util::{Either, Full};
+use hyper::body::Body;
+use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -34,6 +38,15 @@ pub const MAX_IDLE_CONNECTIONS: usize = 32;
 
 /// How long an idle connection to a daemon is kept.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many times a read (`GET` or `HEAD`, without a body) that failed on a
+/// connection already open is sent again, each time as a new request: a kept
+/// connection the daemon closed just as it was reused (the keep-alive race,
+/// or a daemon restarted before the pool noticed) then costs no answer.
+/// Nothing else is sent again: a write whose connection broke may have been
+/// done, and the caller's own rules settle that. Each attempt is within the
+/// call's one deadline.
+pub const STALE_RETRIES: usize = 2;
 
 /// Which of a pool's TLS files a [`TlsError`] is about, by the name
 /// `billet.yaml` gives it (`tls: {ca, cert, key}`).
@@ -232,10 +245,33 @@ impl ClientTls {
             move |request: BollardRequest| {
                 let client = client.clone();
                 async move {
-                    client
-                        .request(request)
-                        .await
-                        .map_err(bollard::errors::Error::from)
+                    let rereadable = matches!(*request.method(), Method::GET | Method::HEAD)
+                        && request.body().size_hint().exact() == Some(0);
+                    if !rereadable {
+                        return client
+                            .request(request)
+                            .await
+                            .map_err(bollard::errors::Error::from);
+                    }
+                    let (parts, _) = request.into_parts();
+                    let mut retries = 0;
+                    loop {
+                        let mut again = Request::new(Either::Left(Full::new(Bytes::new())));
+                        *again.method_mut() = parts.method.clone();
+                        *again.uri_mut() = parts.uri.clone();
+                        *again.version_mut() = parts.version;
+                        *again.headers_mut() = parts.headers.clone();
+                        match client.request(again).await {
+                            // Not a new connection that failed: one that was
+                            // open, closed under the request.
+                            Err(error) if !error.is_connect() && retries < STALE_RETRIES => {
+                                retries += 1;
+                                tracing::debug!(%error, retries, uri = %parts.uri,
+                                    "a kept connection to the daemon was closed; reading again");
+                            }
+                            answer => return answer.map_err(bollard::errors::Error::from),
+                        }
+                    }
                 }
             },
             Some(format!("https://{address}")),

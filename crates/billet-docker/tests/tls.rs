@@ -285,3 +285,40 @@ fn d17_the_daemon_serves_its_ca_and_refuses_everything_else() {
 
     assert!(scope.leftovers().is_empty(), "containers were left behind");
 }
+
+// D17: a connection the pool kept that the daemon's side closes just as it
+// is reused (the keep-alive race) costs no answer: the read is sent again on
+// a new connection (at most STALE_RETRIES times), and the inventory is whole.
+#[test]
+fn d17_a_kept_connection_closed_under_a_read_costs_no_answer() {
+    if !can_start_daemons("d17-kept") {
+        return;
+    }
+    let ca = Ca::new("billet test CA");
+    let daemon = TlsDaemon::start("d17-kept", &ca);
+    let scope = daemon.scope("d17-kept");
+    let proxy = support::tls::TcpProxy::start(&daemon.endpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let provider = provider(
+        &scope.owner("kept"),
+        &proxy.endpoint,
+        Some(client_tls(&ca, dir.path())),
+    );
+    let proxy = std::sync::Arc::new(proxy);
+    let closer = std::sync::Arc::clone(&proxy);
+    let answers = block(async move {
+        let mut answers = Vec::new();
+        for _ in 0..3 {
+            // A connection is kept after each list; the next list finds it
+            // closed under its request.
+            answers.push(provider.list().await.map(|listed| listed.len()));
+            closer.close_kept();
+        }
+        answers
+    });
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    for answer in answers {
+        assert_eq!(answer.as_ref().ok(), Some(&0), "{answer:?}");
+    }
+    drop(proxy);
+}

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use billet_docker::{ClientTls, TlsFiles};
@@ -366,10 +366,16 @@ pub fn client_tls(ca: &Ca, dir: &Path) -> ClientTls {
 /// connections, not requests). [`cut`](TcpProxy::cut) closes every open
 /// connection and closes each new one at once, as a daemon host that went
 /// away would; [`restore`](TcpProxy::restore) passes connections again.
+/// [`close_kept`](TcpProxy::close_kept) closes each open connection at the
+/// next bytes its client sends, as a daemon that dropped an idle connection
+/// just as the client reused it would.
 pub struct TcpProxy {
     /// `tcp://127.0.0.1:PORT`, the endpoint a provider is built with.
     pub endpoint: String,
     cut: Arc<AtomicBool>,
+    /// Bumped by `close_kept`: a connection opened in an earlier epoch is
+    /// closed when its client next sends.
+    epoch: Arc<AtomicU64>,
     open: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -389,8 +395,10 @@ impl TcpProxy {
             .expect("a non-blocking listener");
         let port = listener.local_addr().expect("its address").port();
         let cut = Arc::new(AtomicBool::new(false));
+        let epoch = Arc::new(AtomicU64::new(0));
         let open: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let (cut_flag, connections) = (Arc::clone(&cut), Arc::clone(&open));
+        let epochs = Arc::clone(&epoch);
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
             loop {
@@ -402,11 +410,35 @@ impl TcpProxy {
                     continue;
                 }
                 let upstream = upstream.clone();
+                let epochs = Arc::clone(&epochs);
+                let born = epochs.load(Ordering::SeqCst);
                 let task = tokio::spawn(async move {
-                    if let Ok(mut daemon) = tokio::net::TcpStream::connect(&upstream).await {
-                        let _ = client.set_nodelay(true);
-                        let _ = daemon.set_nodelay(true);
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut daemon).await;
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let Ok(daemon) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = daemon.set_nodelay(true);
+                    let (mut client_in, mut client_out) = client.split();
+                    let (mut daemon_in, mut daemon_out) = daemon.into_split();
+                    let up = async {
+                        let mut buffer = vec![0u8; 16 * 1024];
+                        loop {
+                            let n = client_in.read(&mut buffer).await.unwrap_or(0);
+                            if n == 0 || epochs.load(Ordering::SeqCst) != born {
+                                return;
+                            }
+                            if daemon_out.write_all(&buffer[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    let down = tokio::io::copy(&mut daemon_in, &mut client_out);
+                    // Either direction ending closes both: the client then
+                    // sees its connection closed.
+                    tokio::select! {
+                        () = up => {}
+                        _ = down => {}
                     }
                 });
                 let mut open = connections.lock();
@@ -417,6 +449,7 @@ impl TcpProxy {
         TcpProxy {
             endpoint: format!("tcp://127.0.0.1:{port}"),
             cut,
+            epoch,
             open,
             runtime: Some(runtime),
         }
@@ -433,6 +466,12 @@ impl TcpProxy {
     /// Passes connections again.
     pub fn restore(&self) {
         self.cut.store(false, Ordering::SeqCst);
+    }
+
+    /// Every connection open now is closed, unanswered, when its client next
+    /// sends on it; connections opened from now on pass.
+    pub fn close_kept(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 }
 
