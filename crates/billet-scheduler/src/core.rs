@@ -141,6 +141,10 @@ pub struct Core {
     may_place: bool,
     /// Jobs that ended in an earlier life: never learned again (B8).
     ended_before: rustc_hash::FxHashSet<JobId>,
+    /// Every job up to this one that was not handed over again ended in an
+    /// earlier life: never learned again (B8). What a store that no longer
+    /// holds its ended jobs in memory says in one number.
+    ended_through: Option<JobId>,
     /// Jobs that held a lease on a pool in an earlier life: not placed before
     /// that pool's first inventory has shown whether their instance is
     /// still there (B8).
@@ -343,6 +347,7 @@ impl Core {
             next_reconcile: now.checked_add(settings.reconcile_every).unwrap_or(now),
             may_place: false,
             ended_before: Default::default(),
+            ended_through: None,
             held_before: Default::default(),
             identity: None,
             unnamed_through: None,

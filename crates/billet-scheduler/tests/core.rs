@@ -629,6 +629,35 @@ fn b8_learned_stopped_instances_and_foreign_names() {
     assert_eq!(world.core.leases(PoolId(0)), 0);
 }
 
+// B8: told that every job up to 3 not handed over ended before, a new core
+// collects the instances named after jobs 2 and 3 as orphans, adopts job 1's
+// (handed over again), and learns job 4's (past the range).
+#[test]
+fn b8_a_range_of_ended_jobs_is_never_learned() {
+    let mut fake = Fake::default();
+    fake.plant(0, "job-1.a", t0(), secs(1_000));
+    fake.plant(0, "job-2.a", t0(), secs(1_000));
+    fake.plant(0, "job-3.a", t0(), secs(1_000));
+    fake.plant(0, "job-4.a", t0(), secs(1_000));
+    let mut core = core(one_pool(4));
+    core.ended_through(JobId(3));
+    core.submit(job(1, 1_000, 0), t0()).unwrap();
+    let mut world = World::over(core, fake);
+    world.settle();
+    let orphans: Vec<String> = world
+        .log
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Orphan { name, .. } => Some(name.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(orphans, ["job-2.a", "job-3.a"]);
+    assert_eq!(world.core.stats().learned, 1);
+    assert!(world.core.knows(JobId(1)) && world.core.knows(JobId(4)));
+    assert!(!world.core.knows(JobId(2)) && !world.core.knows(JobId(3)));
+}
+
 // B9: cancelling a queued job removes it; a running job's instance is
 // destroyed; each ends cancelled exactly once.
 #[test]

@@ -234,7 +234,7 @@ impl Core {
                 (Some(_), Some(stage)) if stage.is_launching() && stage.pool() == Some(pool) => {
                     self.mark_dirty(pool);
                 }
-                (Some(id), None) if first && !self.ended_before.contains(&id) => {
+                (Some(id), None) if first && !self.ended_earlier(id) => {
                     self.learn(id, pool, instance);
                 }
                 // Named after a job that ended, or whose lease another
@@ -247,6 +247,7 @@ impl Core {
         }
         if first && self.pools.iter().all(|pool| pool.ready) {
             self.ended_before = Default::default();
+            self.ended_through = None;
             self.held_before = Default::default();
         }
         // Orphans gone by themselves are forgotten.

@@ -33,6 +33,21 @@ impl Core {
         }
     }
 
+    /// Tells a new core that every job up to `last` it is not handed (before
+    /// or after this call, until the first inventories have answered) ended
+    /// in an earlier life: [`ended_before`](Core::ended_before) for a whole
+    /// range, without naming each. An instance named after such a job is an
+    /// orphan to collect, not a job to learn (B8). Only the first inventories
+    /// consult it; it is forgotten once every pool has answered.
+    pub fn ended_through(&mut self, last: JobId) {
+        self.ended_through = Some(last);
+    }
+
+    /// Whether `job` ended in an earlier life, as this core was told.
+    pub(super) fn ended_earlier(&self, job: JobId) -> bool {
+        self.ended_before.contains(&job) || self.ended_through.is_some_and(|last| job <= last)
+    }
+
     /// Tells a new core that `job`, handed over again, held a lease on
     /// `pool` in an earlier life of this deployment (a durable store knows):
     /// it is not placed anywhere before `pool`'s first inventory has answered,
