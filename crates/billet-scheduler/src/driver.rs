@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use billet_clock::Clock;
 use billet_provider::Provider;
-use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 
 use crate::build::Pools;
 use crate::core::Core;
@@ -76,7 +76,13 @@ pub struct Turn<'a> {
 ///
 /// * **Order.** Each turn of the loop handles one event: first an owner's
 ///   input ([`next_input`](Hooks::next_input)) if one is ready, then a call
-///   that ended, then the core's timer. After every event it *steps*:
+///   that ended, then the core's timer.
+/// * **Fairness.** After an input, every call that has ended meanwhile and
+///   the core's timer, if due, are handled before the next input is taken:
+///   an answer or a due reconcile waits behind at most one input, however
+///   many are ready (an owner that hands its requests over in batches bounds
+///   what waits by the batch).
+/// * **Steps.** After every event the loop *steps*:
 ///   [`observe`](Hooks::observe), then every decision to
 ///   [`decided`](Hooks::decided) in the order made, then
 ///   [`decided_all`](Hooks::decided_all), then every call the core asks for
@@ -271,6 +277,9 @@ impl Driver {
                             drain_until = Some(until);
                         }
                     }
+                    if drain_until.is_none() {
+                        self.catch_up(hooks);
+                    }
                 }
                 Some(ended) = self.calls.next(), if !self.calls.is_empty() => {
                     self.on_ended(ended, hooks);
@@ -281,6 +290,20 @@ impl Driver {
                     }
                 }
             }
+        }
+    }
+
+    /// After an input: every call that has ended and the timer, if due, each
+    /// its own event with its own step, before the loop takes another input.
+    fn catch_up<H: Hooks>(&mut self, hooks: &mut H) {
+        while let Some(Some(ended)) = self.calls.next().now_or_never() {
+            self.step(hooks);
+            self.on_ended(ended, hooks);
+        }
+        let now = self.clock.now();
+        if self.core.poll_timeout().is_some_and(|at| at <= now) {
+            self.step(hooks);
+            self.core.handle_timeout(now);
         }
     }
 

@@ -420,3 +420,98 @@ async fn b1_an_input_that_fails_stops_the_loop_with_its_error() {
     let error = run(&mut driver, &mut hooks).await.unwrap_err();
     assert!(!error.is_empty());
 }
+
+/// An owner whose inputs never run out: each moves a manual clock on by
+/// `step` and notes whether anything was due and not yet handled when it
+/// came in.
+struct Flood {
+    clock: Arc<billet_clock::ManualClock>,
+    step: Duration,
+    inputs: usize,
+    /// Inputs handled while a timer of the core was already due.
+    behind_a_due_timer: usize,
+    /// Inputs handled while a call had ended and not been handed to the core.
+    lists_ended: usize,
+    listed_at_input: Vec<usize>,
+    provider: Arc<Scripted>,
+}
+
+impl Hooks for Flood {
+    type Input = ();
+    type Error = String;
+
+    async fn next_input(&mut self) -> Option<()> {
+        Some(())
+    }
+
+    fn on_input(&mut self, (): (), turn: Turn<'_>) -> Result<Flow, String> {
+        if turn.core.poll_timeout().is_some_and(|at| at <= turn.now) {
+            self.behind_a_due_timer += 1;
+        }
+        self.listed_at_input
+            .push(self.provider.listed.load(Ordering::SeqCst));
+        self.inputs += 1;
+        self.clock.advance(self.step).map_err(|e| e.to_string())?;
+        Ok(if self.inputs == 400 {
+            Flow::Drain(turn.now)
+        } else {
+            Flow::Continue
+        })
+    }
+
+    fn decided(&mut self, _: Decision, _: SystemTime) {}
+
+    fn ended(&mut self, call: &CallEnded) {
+        if call.list {
+            self.lists_ended += 1;
+        }
+    }
+}
+
+// L12: an owner whose inputs are always ready does not starve the loop: after
+// each input, the calls that ended and the timer that fell due are handled
+// before the next input, so no input is ever handled while the core's timer
+// is due, and the reconciles keep their interval in the clock's time.
+#[tokio::test]
+async fn l12_a_flood_of_inputs_never_holds_back_a_due_timer_or_an_answer() {
+    let provider = Scripted::new(true);
+    let settings = Settings {
+        reconcile_every: Duration::from_secs(60),
+        ..Settings::default()
+    };
+    let pools = pools_of(&provider, settings);
+    let manual = Arc::new(billet_clock::ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+    ));
+    let clock: Arc<dyn Clock> = Arc::clone(&manual) as Arc<dyn Clock>;
+    let mut driver = Driver::new(&pools, clock);
+    let mut flood = Flood {
+        clock: manual,
+        step: Duration::from_secs(1),
+        inputs: 0,
+        behind_a_due_timer: 0,
+        lists_ended: 0,
+        listed_at_input: Vec::new(),
+        provider: Arc::clone(&provider),
+    };
+    tokio::time::timeout(Duration::from_secs(20), driver.run(&mut flood))
+        .await
+        .expect("the loop returned")
+        .unwrap();
+    assert_eq!(flood.inputs, 400);
+    assert_eq!(
+        flood.behind_a_due_timer, 0,
+        "an input went before a due timer"
+    );
+    // 400 modelled seconds with a reconcile every 60: the first inventory
+    // of both pools and six more rounds at least, every answer handed over.
+    let lists = provider.listed.load(Ordering::SeqCst);
+    assert!(lists >= 2 * 7, "{lists} lists in 400 s of a 60 s interval");
+    assert!(flood.lists_ended >= 2 * 7, "{}", flood.lists_ended);
+    // The first inventories were answered behind the first input, not last.
+    assert!(
+        flood.listed_at_input[1] >= 2,
+        "{:?}",
+        &flood.listed_at_input[..3]
+    );
+}
