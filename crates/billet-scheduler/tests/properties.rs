@@ -315,7 +315,9 @@ impl Books {
                 // the last accepted that it does not hand over again.
                 let last = self.accepted.keys().max().copied();
                 match last {
-                    Some(last) if self.ended.len() % 2 == 0 => core.ended_through(JobId(last)),
+                    Some(last) if self.ended.len().is_multiple_of(2) => {
+                        core.ended_through(JobId(last));
+                    }
                     _ => {
                         for &n in self.ended.keys() {
                             core.ended_before(JobId(n));
