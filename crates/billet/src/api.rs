@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime};
 use billet_provider::TrustClass;
 use serde::{Deserialize, Serialize};
 
+use crate::jobs::PageQuery;
+
 /// The largest request body read, in bytes; a longer one is refused whole.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The most arguments a command may have.
@@ -332,23 +334,60 @@ impl fmt::Display for JobState {
     }
 }
 
-/// Reads the query of `GET /v1/jobs`: nothing, or `state=S`.
-pub fn parse_list_query(query: Option<&str>) -> Result<Option<JobState>, BadRequest> {
+/// How many jobs a page of `GET /v1/jobs` holds when `limit` is not given.
+pub const DEFAULT_PAGE: usize = 100;
+
+/// The most jobs one page of `GET /v1/jobs` may ask for (`limit`).
+pub const MAX_PAGE: usize = 1000;
+
+/// Reads the query of `GET /v1/jobs` (L12): any of `state=S`, `limit=N`
+/// (1 to [`MAX_PAGE`], [`DEFAULT_PAGE`] when absent) and `after=ID` (the
+/// `next` of the page before; 0 when absent), each at most once.
+pub fn parse_list_query(query: Option<&str>) -> Result<PageQuery, BadRequest> {
     let mut state = None;
+    let mut limit = None;
+    let mut after = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let twice = || BadRequest::field(shown(name), "given more than once");
         match name {
             "state" if state.is_none() => state = Some(JobState::parse(value)?),
-            "state" => return Err(BadRequest::field("state", "given more than once")),
+            "limit" if limit.is_none() => limit = Some(page_limit(value)?),
+            "after" if after.is_none() => {
+                after = Some(value.parse::<u64>().map_err(|_| {
+                    BadRequest::field("after", format!("{:?} is not a job id", shown(value)))
+                })?);
+            }
+            "state" | "limit" | "after" => return Err(twice()),
             other => {
                 return Err(BadRequest::field(
-                    other.chars().take(64).collect::<String>(),
-                    "unknown query parameter (only `state` is known)",
+                    shown(other),
+                    "unknown query parameter (only `state`, `limit` and `after` are known)",
                 ));
             }
         }
     }
-    Ok(state)
+    Ok(PageQuery {
+        state,
+        after: after.unwrap_or(0),
+        limit: limit.unwrap_or(DEFAULT_PAGE),
+    })
+}
+
+/// A `limit`: a whole number from 1 to [`MAX_PAGE`].
+fn page_limit(value: &str) -> Result<usize, BadRequest> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        _ => Err(BadRequest::field(
+            "limit",
+            format!("{:?} is not a page size from 1 to {MAX_PAGE}", shown(value)),
+        )),
+    }
+}
+
+/// At most 64 characters of what a request gave, for an error to quote.
+fn shown(text: &str) -> String {
+    text.chars().take(64).collect()
 }
 
 /// A job as every answer shows it (L4), its fields in this order. Times are
@@ -499,24 +538,62 @@ mod tests {
         assert_ne!(parse_job(&exact), Err(too_large()));
     }
 
-    // L4, L5: `?state=` names a state, and nothing else is asked.
+    // L4, L5, L12: `?state=` names a state, `limit` is 1 to 1,000 (100 when
+    // absent), `after` a job id (0 when absent); each at most once, and
+    // nothing else is asked. What is refused names its field.
     #[test]
-    fn l5_list_queries() {
-        assert_eq!(parse_list_query(None), Ok(None));
-        assert_eq!(parse_list_query(Some("")), Ok(None));
+    fn l12_list_queries() {
+        let query = |state, after, limit| PageQuery {
+            state,
+            after,
+            limit,
+        };
+        assert_eq!(parse_list_query(None), Ok(query(None, 0, DEFAULT_PAGE)));
+        assert_eq!(DEFAULT_PAGE, 100);
+        assert_eq!(MAX_PAGE, 1000);
+        assert_eq!(parse_list_query(Some("")), Ok(query(None, 0, 100)));
         for state in JobState::ALL {
-            let query = format!("state={state}");
-            assert_eq!(parse_list_query(Some(&query)), Ok(Some(state)));
+            let text = format!("state={state}");
+            assert_eq!(
+                parse_list_query(Some(&text)),
+                Ok(query(Some(state), 0, 100))
+            );
         }
-        for bad in [
-            "state=done",
-            "state",
-            "color=red",
-            "state=queued&state=running",
+        assert_eq!(
+            parse_list_query(Some("limit=1&after=41&state=failed")),
+            Ok(query(Some(JobState::Failed), 41, 1))
+        );
+        assert_eq!(
+            parse_list_query(Some("limit=1000")),
+            Ok(query(None, 0, 1000))
+        );
+        assert_eq!(
+            parse_list_query(Some(&format!("after={}", u64::MAX))),
+            Ok(query(None, u64::MAX, 100))
+        );
+        for (bad, field) in [
+            ("state=done", "state"),
+            ("state", "state"),
+            ("color=red", "color"),
+            ("state=queued&state=running", "state"),
+            ("limit=0", "limit"),
+            ("limit=1001", "limit"),
+            ("limit=-1", "limit"),
+            ("limit=ten", "limit"),
+            ("limit=", "limit"),
+            ("limit=5&limit=5", "limit"),
+            ("after=-1", "after"),
+            ("after=x", "after"),
+            ("after=1&after=2", "after"),
         ] {
             let error = parse_list_query(Some(bad)).expect_err(bad);
-            assert!(error.field.is_some(), "{bad}: {error}");
+            assert_eq!(error.field.as_deref(), Some(field), "{bad}: {error}");
         }
+        let error = parse_list_query(Some("limit=1001")).unwrap_err();
+        assert!(error.to_string().contains("from 1 to 1000"), "{error}");
+        let long = format!("{}=1", "x".repeat(200));
+        let error = parse_list_query(Some(&long)).unwrap_err();
+        assert_eq!(error.field.map(|f| f.len()), Some(64), "quoted, bounded");
     }
 
     proptest::proptest! {

@@ -75,6 +75,10 @@ pub struct ServeArgs {
     /// answered `503` with `Retry-After`, the rest wait.
     #[arg(long, value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS, value_parser = connections)]
     pub max_connections: usize,
+    /// How long an ended job is kept: after that it is removed, with its
+    /// idempotency key, from memory and store (`GET` answers `404` for it).
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = duration)]
+    pub retain: Duration,
     /// How logs are written to stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -139,6 +143,7 @@ pub fn main() -> ExitCode {
                     max_timeout: args.max_timeout,
                 },
                 max_connections: args.max_connections,
+                retain: args.retain,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -211,6 +216,7 @@ mod tests {
         assert_eq!(args.default_timeout, Duration::from_secs(3600));
         assert_eq!(args.max_timeout, Duration::from_secs(86_400));
         assert_eq!(args.max_connections, 512);
+        assert_eq!(args.retain, crate::engine::DEFAULT_RETAIN);
         let cli = Cli::try_parse_from([
             "billet",
             "serve",
@@ -249,6 +255,11 @@ mod tests {
             panic!("serve");
         };
         assert_eq!(args.max_connections, 3);
+        let Command::Serve(args) = parse("--retain", "90m").unwrap().command else {
+            panic!("serve");
+        };
+        assert_eq!(args.retain, Duration::from_secs(90 * 60));
+        assert!(parse("--retain", "0s").is_err());
         for bad in ["0s", "soon", "-1s"] {
             assert!(
                 Cli::try_parse_from(["billet", "serve", "--config", "c", "--reconcile-every", bad])

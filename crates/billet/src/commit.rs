@@ -5,10 +5,16 @@
 //! Batches that arrive while a commit is under way are committed together,
 //! in one transaction (group commit): under load, one `fsync` answers many
 //! requests.
+//!
+//! Retention (L12): a batch may carry a cutoff; the writer then removes the
+//! jobs that ended before it, [`PRUNE_BATCH`] at a time, each its own short
+//! transaction, and only while no batch is waiting: a commit waits behind at
+//! most one such removal.
 
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
+use std::time::SystemTime;
 
 use parking_lot::RwLock;
 use tokio::sync::mpsc::UnboundedSender;
@@ -18,6 +24,9 @@ use crate::store::{Store, StoreError};
 
 /// The most batches committed in one transaction.
 const MAX_GROUP: usize = 4096;
+
+/// The most ended jobs one retention transaction removes.
+pub(crate) const PRUNE_BATCH: usize = 256;
 
 /// Run once the batch it came with is committed and applied, with the table
 /// as it then is: how a request is answered only after its commit.
@@ -29,6 +38,8 @@ pub(crate) struct Batch {
     pub(crate) seq: u64,
     pub(crate) changes: Vec<Change>,
     pub(crate) replies: Vec<Reply>,
+    /// Jobs that ended before this are to be removed (L12).
+    pub(crate) prune: Option<SystemTime>,
 }
 
 /// What the writer tells the engine.
@@ -53,7 +64,23 @@ pub(crate) fn spawn(
         .spawn(move || {
             let mut group = Vec::new();
             let mut changes = Vec::new();
-            while let Ok(first) = batches.recv() {
+            // The cutoff retention is still working towards, if any.
+            let mut pruning: Option<SystemTime> = None;
+            loop {
+                let first = match pruning {
+                    None => match batches.recv() {
+                        Ok(batch) => batch,
+                        Err(_) => return,
+                    },
+                    Some(before) => match batches.try_recv() {
+                        Ok(batch) => batch,
+                        Err(mpsc::TryRecvError::Empty) => {
+                            pruning = prune_some(&mut store, before);
+                            continue;
+                        }
+                        Err(mpsc::TryRecvError::Disconnected) => return,
+                    },
+                };
                 group.push(first);
                 while group.len() < MAX_GROUP {
                     match batches.try_recv() {
@@ -64,6 +91,7 @@ pub(crate) fn spawn(
                 changes.clear();
                 for batch in &mut group {
                     changes.append(&mut batch.changes);
+                    pruning = batch.prune.or(pruning);
                 }
                 if let Err(error) = store.commit(&changes) {
                     tracing::error!(%error, "the store failed to commit; stopping");
@@ -89,6 +117,24 @@ pub(crate) fn spawn(
                 }
             }
         })
+}
+
+/// One retention transaction: answers the cutoff again while there may be
+/// more to remove, `None` once a transaction removed less than a full batch
+/// or failed (said in the log; the next cutoff tries again).
+fn prune_some(store: &mut Store, before: SystemTime) -> Option<SystemTime> {
+    match store.prune(before, PRUNE_BATCH) {
+        Ok(removed) => {
+            if removed > 0 {
+                tracing::debug!(removed, "ended jobs past their retention removed");
+            }
+            (removed == PRUNE_BATCH).then_some(before)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "retention could not remove ended jobs; it tries again later");
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -125,13 +171,14 @@ mod tests {
         for seq in 1..=total {
             let seen = Arc::clone(&seen);
             let reply: Reply = Box::new(move |table: &Jobs| {
-                seen.lock().push(table.get(seq).map(|r| r.id));
+                seen.lock().push(table.live(seq).map(|r| r.id));
             });
             batches
                 .send(Batch {
                     seq,
                     changes: vec![accepted(seq)],
                     replies: vec![reply],
+                    prune: None,
                 })
                 .unwrap();
         }
@@ -172,6 +219,7 @@ mod tests {
                 replies: vec![Box::new(move |_: &Jobs| {
                     flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 })],
+                prune: None,
             })
             .unwrap();
         let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();

@@ -8,12 +8,22 @@
 //! * Every provider call the core asks for is made only after every change
 //!   decided before it is committed: a job's lease is in the store before its
 //!   launch, and its outcome before the destroy of the instance that shows it.
-//! * At start, jobs come back from the store: ended ones are told to the core
-//!   so their leftover instances are collected, an outcome decided before the
-//!   crash is kept, and every unfinished job queues again in submission
-//!   order; one that held a lease is placed only once its pool's first
-//!   inventory answered, so that the instance it may still have is adopted,
-//!   never doubled.
+//! * At start, jobs come back from the store: the core is told that every
+//!   job up to the last id that is not handed over again ended (so their
+//!   leftover instances are collected), an outcome decided before the crash
+//!   is kept, and every unfinished job queues again in submission order; one
+//!   that held a lease is placed only once its pool's first inventory
+//!   answered, so that the instance it may still have is adopted, never
+//!   doubled.
+//! * Intake is bounded (L12): at most [`Bounds::intake`] requests wait for
+//!   the engine, and one past that is refused at once
+//!   ([`Unanswered::Saturated`], `503` with `Retry-After`), nothing recorded.
+//!   The engine takes at most [`INTAKE_BATCH`] of them at a time, and the
+//!   loop then handles every provider answer and due timer before it takes
+//!   more ([`Driver::run`]): intake never starves reconciles.
+//! * Retention (L12): every [`PRUNE_EVERY`], jobs that ended more than
+//!   [`Bounds::retain`] ago are removed from the store with their keys, in
+//!   small transactions between commits (see [`crate::commit`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -32,7 +42,43 @@ use crate::api::{JobState, JobView, NewJob};
 use crate::commit::{self, Batch, Reply, Written};
 use crate::jobs::{Change, JobRecord, Jobs, Verdict};
 use crate::metrics::Metrics;
-use crate::store::{Store, StoreError};
+use crate::store::{Archive, Store, StoreError};
+
+/// How many requests the engine takes from its intake in one input: the
+/// most intake any provider answer or due timer waits behind (L12).
+pub const INTAKE_BATCH: usize = 256;
+
+/// How often retention looks for ended jobs past [`Bounds::retain`], in the
+/// clock's time.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// What the engine keeps bounded (L12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// How long an ended job is kept (`--retain`); removed, with its key,
+    /// from memory and store after that.
+    pub retain: Duration,
+    /// The most requests waiting for the engine; past it a request is
+    /// refused at once.
+    pub intake: usize,
+}
+
+/// Ended jobs are kept a week by default: long enough to look back on a
+/// week's CI, short enough that the store stays small.
+pub const DEFAULT_RETAIN: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The most requests waiting for the engine by default: a few seconds of
+/// intake at the rate a durable store commits.
+pub const DEFAULT_INTAKE: usize = 4096;
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            retain: DEFAULT_RETAIN,
+            intake: DEFAULT_INTAKE,
+        }
+    }
+}
 
 /// One pool as `GET /v1/pools` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -62,8 +108,11 @@ pub struct PoolView {
 /// What the HTTP side reads without asking the engine.
 #[derive(Debug)]
 pub struct Shared {
-    /// Every job, exactly as committed.
+    /// Every job not yet ended, exactly as committed, over the archive of
+    /// those ended.
     pub jobs: Arc<RwLock<Jobs>>,
+    /// Where ended jobs are read from.
+    pub archive: Arc<Archive>,
     /// The pools after the engine's last step.
     pub pools: RwLock<Vec<PoolView>>,
     /// Pools whose last inventory could not be read.
@@ -131,6 +180,8 @@ pub enum Submitted {
     Existing(JobView),
     /// No pool could ever take it; nothing recorded.
     Refused(String),
+    /// Its key's job could not be read from the store; nothing recorded.
+    Unreadable(String),
 }
 
 /// How a cancel was answered.
@@ -143,6 +194,9 @@ pub enum Cancelled {
     Ended(JobView),
     /// No such job.
     Unknown,
+    /// The job could not be read from the store (the cancel, if taken, is
+    /// committed).
+    Unreadable(String),
 }
 
 enum Command {
@@ -160,32 +214,44 @@ pub enum Unanswered {
     /// panicked): `billet serve` exits with the cause in its log.
     #[error("billet's engine stopped: see the service's log")]
     EngineStopped,
+    /// The engine's intake is full (L12): the request was refused at once,
+    /// nothing recorded; it may be sent again shortly.
+    #[error("billet's intake is full: try again shortly")]
+    Saturated,
 }
 
 /// How the HTTP side talks to the engine.
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
-    commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::Sender<Command>,
     shared: Arc<Shared>,
 }
 
 impl EngineHandle {
-    /// Submits a job; answered once committed.
+    /// Submits a job; answered once committed, or at once
+    /// [`Unanswered::Saturated`] when the intake is full.
     pub async fn submit(&self, job: NewJob) -> Result<Submitted, Unanswered> {
         let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Submit(job, reply))
-            .map_err(|_| self.unanswered())?;
+        self.send(Command::Submit(job, reply))?;
         answer.await.map_err(|_| self.unanswered())
     }
 
-    /// Cancels job `id`; answered once committed.
+    /// Cancels job `id`; answered once committed, or at once
+    /// [`Unanswered::Saturated`] when the intake is full.
     pub async fn cancel(&self, id: u64) -> Result<Cancelled, Unanswered> {
         let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Cancel(id, reply))
-            .map_err(|_| self.unanswered())?;
+        self.send(Command::Cancel(id, reply))?;
         answer.await.map_err(|_| self.unanswered())
+    }
+
+    /// Hands `command` to the engine without waiting for room.
+    fn send(&self, command: Command) -> Result<(), Unanswered> {
+        self.commands
+            .try_send(command)
+            .map_err(|error| match error {
+                mpsc::error::TrySendError::Full(_) => Unanswered::Saturated,
+                mpsc::error::TrySendError::Closed(_) => self.unanswered(),
+            })
     }
 
     /// Why a reply was dropped: the shutdown clears `accepting` before it
@@ -233,6 +299,7 @@ impl Engine {
         store: Store,
         records: Vec<JobRecord>,
         clock: Arc<dyn Clock>,
+        bounds: Bounds,
     ) -> Result<Engine, EngineError> {
         let names: Vec<String> = pools
             .config()
@@ -241,9 +308,15 @@ impl Engine {
             .map(|p| p.name().to_owned())
             .collect();
         let metrics = Metrics::new(names.iter().map(String::as_str));
-        let jobs = Arc::new(RwLock::new(Jobs::from_records(records)));
+        let archive = store.archive();
+        let jobs = Arc::new(RwLock::new(Jobs::over(
+            Arc::clone(&archive),
+            store.last_id(),
+            records,
+        )));
         let shared = Arc::new(Shared {
             jobs: Arc::clone(&jobs),
+            archive,
             pools: RwLock::new(Vec::new()),
             unreadable: Mutex::new(BTreeSet::new()),
             metrics,
@@ -263,7 +336,7 @@ impl Engine {
         let (written_tx, written) = mpsc::unbounded_channel();
         let writer = commit::spawn(store, jobs, batch_inbox, written_tx)
             .map_err(|e| EngineError::Writer(e.to_string()))?;
-        let (commands, inbox) = mpsc::unbounded_channel();
+        let (commands, inbox) = mpsc::channel(bounds.intake.max(1));
         let (stop, stopped) = oneshot::channel();
         let now = clock.now();
         let mut driver = Driver::with_core(core, pools, clock);
@@ -279,9 +352,14 @@ impl Engine {
             sent: 0,
             committed: 0,
             keys: HashMap::new(),
+            key_of: HashMap::new(),
+            retiring: Vec::new(),
             next_id: 1,
             draining: false,
             read: vec![false; pools.providers().len()],
+            retain: bounds.retain,
+            next_prune: now,
+            prune: None,
         };
         state.restore(driver.core_mut(), now);
         driver.step(&mut state);
@@ -328,7 +406,7 @@ struct State {
     shared: Arc<Shared>,
     batches: Option<std::sync::mpsc::Sender<Batch>>,
     written: mpsc::UnboundedReceiver<Written>,
-    inbox: mpsc::UnboundedReceiver<Command>,
+    inbox: mpsc::Receiver<Command>,
     stop: oneshot::Receiver<Duration>,
     /// The batch being gathered in this step.
     changes: Vec<Change>,
@@ -336,14 +414,27 @@ struct State {
     /// The last batch sent, and the last committed.
     sent: u64,
     committed: u64,
-    /// Every idempotency key, committed or not yet.
+    /// The idempotency keys of jobs not yet ended, committed or not yet, and
+    /// of jobs whose end is not yet applied ([`State::retiring`]). Older
+    /// keys are found in the archive.
     keys: HashMap<String, u64>,
+    /// The key of each job in `keys`.
+    key_of: HashMap<u64, String>,
+    /// Keys of ended jobs, each with the batch whose commit moves its job to
+    /// the archive: dropped from `keys` once that batch is committed.
+    retiring: Vec<(u64, String)>,
     next_id: u64,
     /// Set once the stop is asked or the requests end: no request is read
     /// from then on.
     draining: bool,
     /// Whether each pool's inventory has been read once since the start.
     read: Vec<bool>,
+    /// How long ended jobs are kept.
+    retain: Duration,
+    /// When retention next looks.
+    next_prune: SystemTime,
+    /// The cutoff the batch being gathered carries to the writer.
+    prune: Option<SystemTime>,
 }
 
 fn to_job(record: &JobRecord) -> Job {
@@ -361,7 +452,8 @@ fn to_job(record: &JobRecord) -> Job {
 enum Input {
     Written(Option<Written>),
     Stop(Duration),
-    Command(Command),
+    /// At most [`INTAKE_BATCH`] requests, in the order sent.
+    Commands(Vec<Command>),
     /// Every handle is gone: no request will come.
     Closed,
 }
@@ -372,19 +464,20 @@ impl State {
         let jobs = Arc::clone(&self.shared.jobs);
         let jobs = jobs.read();
         self.next_id = jobs.last_id() + 1;
+        // Every job up to the last not handed over below ended (or was
+        // pruned): its instance, if one is left, is an orphan (B8).
+        core.ended_through(JobId(jobs.last_id()));
         for record in jobs.iter() {
             if let Some(key) = &record.key {
                 self.keys.insert(key.clone(), record.id);
+                self.key_of.insert(record.id, key.clone());
             }
             let id = JobId(record.id);
-            if record.state.has_ended() {
-                core.ended_before(id);
-                continue;
-            }
             if let Some(verdict) = &record.verdict {
                 // Decided and committed before the crash: its instance, if
                 // still there, is collected as an orphan.
                 core.ended_before(id);
+                self.retire_key(record.id);
                 self.changes.push(Change::Ended {
                     id: record.id,
                     verdict: verdict.clone(),
@@ -429,6 +522,7 @@ impl State {
             }
             Err(refusal) => {
                 tracing::warn!(job = id.0, %refusal, "a stored job is refused at restart; it ends failed");
+                self.retire_key(id.0);
                 self.changes.push(Change::Ended {
                     id: id.0,
                     verdict: Verdict {
@@ -454,11 +548,27 @@ impl State {
         Ok(())
     }
 
+    /// Job `id` ends in the batch being gathered: its key, if it has one,
+    /// is found in the archive once that batch is committed.
+    fn retire_key(&mut self, id: u64) {
+        if let Some(key) = self.key_of.remove(&id) {
+            self.retiring.push((self.sent + 1, key));
+        }
+    }
+
     /// Takes a commit: answers the batch committed through.
     fn on_written(&mut self, written: Option<Written>) -> Result<u64, EngineError> {
         match written {
             Some(Written::Committed(seq)) => {
                 self.committed = seq;
+                let keys = &mut self.keys;
+                self.retiring.retain(|(batch, key)| {
+                    let applied = *batch <= seq;
+                    if applied {
+                        keys.remove(key);
+                    }
+                    !applied
+                });
                 Ok(seq)
             }
             Some(Written::Failed(error)) => Err(error.into()),
@@ -475,13 +585,31 @@ impl State {
     ) {
         if let Some(&id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
-                let answer = match jobs.get(id) {
-                    Some(record) => Submitted::Existing(record.view()),
-                    None => Submitted::Refused("its key's job is not recorded".to_owned()),
+                let answer = match jobs.find(id) {
+                    Ok(Some(record)) => Submitted::Existing(record.view()),
+                    Ok(None) => Submitted::Refused("its key's job is not recorded".to_owned()),
+                    Err(error) => Submitted::Unreadable(error.to_string()),
                 };
                 let _ = reply.send(answer);
             }));
             return;
+        }
+        if let Some(key) = &new.key {
+            // Not a job in memory's: an ended job's, if any, is in the archive.
+            match self.shared.archive.by_key(key) {
+                Ok(None) => {}
+                Ok(Some(record)) => {
+                    let view = record.view();
+                    self.replies.push(Box::new(move |_: &Jobs| {
+                        let _ = reply.send(Submitted::Existing(view));
+                    }));
+                    return;
+                }
+                Err(error) => {
+                    let _ = reply.send(Submitted::Unreadable(error.to_string()));
+                    return;
+                }
+            }
         }
         let id = self.next_id;
         let record = JobRecord::accepted(id, new, now);
@@ -493,13 +621,17 @@ impl State {
                 self.next_id += 1;
                 if let Some(key) = &record.key {
                     self.keys.insert(key.clone(), id);
+                    self.key_of.insert(id, key.clone());
                 }
                 tracing::info!(job = id, "accepted");
                 self.changes.push(Change::Accepted(Box::new(record)));
                 self.replies.push(Box::new(move |jobs: &Jobs| {
-                    if let Some(record) = jobs.get(id) {
-                        let _ = reply.send(Submitted::Created(record.view()));
-                    }
+                    let answer = match jobs.find(id) {
+                        Ok(Some(record)) => Submitted::Created(record.view()),
+                        Ok(None) => return,
+                        Err(error) => Submitted::Unreadable(error.to_string()),
+                    };
+                    let _ = reply.send(answer);
                 }));
             }
         }
@@ -517,12 +649,13 @@ impl State {
             self.changes.push(Change::CancelRequested { id });
         }
         self.replies.push(Box::new(move |jobs: &Jobs| {
-            let answer = match jobs.get(id) {
-                None => Cancelled::Unknown,
-                Some(record) if !asked && record.state.has_ended() => {
+            let answer = match jobs.find(id) {
+                Ok(None) => Cancelled::Unknown,
+                Ok(Some(record)) if !asked && record.state.has_ended() => {
                     Cancelled::Ended(record.view())
                 }
-                Some(record) => Cancelled::Requested(record.view()),
+                Ok(Some(record)) => Cancelled::Requested(record.view()),
+                Err(error) => Cancelled::Unreadable(error.to_string()),
             };
             let _ = reply.send(answer);
         }));
@@ -557,6 +690,7 @@ impl State {
                 verdict: Verdict::from(&outcome),
             }),
             Decision::Ended { job, outcome, .. } => {
+                self.retire_key(job.0);
                 let verdict = Verdict::from(&outcome);
                 self.shared.metrics.ended(verdict.state.as_str());
                 tracing::info!(job = job.0, %outcome, "ended");
@@ -616,14 +750,23 @@ impl Hooks for State {
 
     async fn next_input(&mut self) -> Option<Input> {
         let draining = self.draining;
-        // Commits first, then the stop, then requests (none once stopping).
+        let inbox = &mut self.inbox;
+        // Commits first, then the stop, then requests (none once stopping):
+        // at most INTAKE_BATCH of them, after which the loop looks at its
+        // calls and timer before it asks again.
         Some(tokio::select! {
             biased;
             written = self.written.recv() => Input::Written(written),
             grace = &mut self.stop, if !draining => Input::Stop(grace.unwrap_or_default()),
-            command = self.inbox.recv(), if !draining => match command {
-                Some(command) => Input::Command(command),
-                None => Input::Closed,
+            commands = async {
+                let mut commands = Vec::new();
+                // Cancel-safe: nothing is taken unless it is returned.
+                inbox.recv_many(&mut commands, INTAKE_BATCH).await;
+                commands
+            }, if !draining => if commands.is_empty() {
+                Input::Closed
+            } else {
+                Input::Commands(commands)
             },
         })
     }
@@ -641,12 +784,13 @@ impl Hooks for State {
                 self.inbox.close();
                 Flow::Drain(now + grace)
             }
-            Input::Command(Command::Submit(job, reply)) => {
-                self.submit(turn.core, job, reply, now);
-                Flow::Continue
-            }
-            Input::Command(Command::Cancel(id, reply)) => {
-                self.cancel(turn.core, id, reply, now);
+            Input::Commands(commands) => {
+                for command in commands {
+                    match command {
+                        Command::Submit(job, reply) => self.submit(turn.core, job, reply, now),
+                        Command::Cancel(id, reply) => self.cancel(turn.core, id, reply, now),
+                    }
+                }
                 Flow::Continue
             }
             Input::Closed => {
@@ -679,13 +823,18 @@ impl Hooks for State {
         self.on_decision(decision, now);
     }
 
-    fn decided_all(&mut self, _: SystemTime) {
-        if !self.changes.is_empty() || !self.replies.is_empty() {
+    fn decided_all(&mut self, now: SystemTime) {
+        if now >= self.next_prune {
+            self.next_prune = now + PRUNE_EVERY;
+            self.prune = now.checked_sub(self.retain);
+        }
+        if !self.changes.is_empty() || !self.replies.is_empty() || self.prune.is_some() {
             self.sent += 1;
             let batch = Batch {
                 seq: self.sent,
                 changes: std::mem::take(&mut self.changes),
                 replies: std::mem::take(&mut self.replies),
+                prune: self.prune.take(),
             };
             if let Some(batches) = &self.batches {
                 // A writer that is gone reports why through `written`.
@@ -760,9 +909,15 @@ mod tests {
             .provider("linux", provider)
             .build()
             .unwrap();
-        Engine::start(&pools, Store::memory(), Vec::new(), clock)
-            .await
-            .unwrap()
+        Engine::start(
+            &pools,
+            Store::memory(),
+            Vec::new(),
+            clock,
+            Bounds::default(),
+        )
+        .await
+        .unwrap()
     }
 
     fn job() -> NewJob {

@@ -19,12 +19,16 @@ use serde_json::json;
 
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
+use crate::jobs::JobRecord;
+use crate::store::StoreError;
 use crate::token::{Credentials, Grant, Grants};
 
-/// The answer of `GET /v1/jobs`.
+/// The answer of `GET /v1/jobs`: one page, and the `after` of the next
+/// (`null` when there is none).
 #[derive(serde::Serialize)]
 struct JobList {
     jobs: Vec<JobView>,
+    next: Option<u64>,
 }
 
 /// The answer of `GET /v1/pools`.
@@ -117,9 +121,35 @@ fn bearer(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// `503` saying why the engine did not answer.
+/// `503` saying why the engine did not answer; with `Retry-After` when the
+/// intake is full (L12).
 fn unanswered(why: Unanswered) -> Response {
-    error(StatusCode::SERVICE_UNAVAILABLE, why.to_string())
+    let mut response = error(StatusCode::SERVICE_UNAVAILABLE, why.to_string());
+    if why == Unanswered::Saturated {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// `500` naming what of the store could not be read.
+fn unreadable(what: impl std::fmt::Display) -> Response {
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the store could not be read: {what}"),
+    )
+}
+
+/// Job `id`, ended or not: from memory, else from the archive, read
+/// without holding the table's lock.
+fn find(app: &AppState, id: u64) -> Result<Option<JobView>, StoreError> {
+    let live = app.shared.jobs.read().live(id).map(JobRecord::view);
+    match live {
+        Some(view) => Ok(Some(view)),
+        // Not in memory: ended, and its end committed before it left.
+        None => Ok(app.shared.archive.get(id)?.map(|record| record.view())),
+    }
 }
 
 /// Refuses every request once shutdown began (503), every request but
@@ -217,6 +247,7 @@ async fn submit(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("no pool can ever take this job: {reason}"),
         ),
+        Ok(Submitted::Unreadable(why)) => unreadable(why),
         Err(why) => unanswered(why),
     }
 }
@@ -229,19 +260,21 @@ async fn list_jobs(
     if let Some(refused) = lacks(grants, Grant::Read) {
         return refused;
     }
-    let state = match api::parse_list_query(query.as_deref()) {
-        Ok(state) => state,
+    let query = match api::parse_list_query(query.as_deref()) {
+        Ok(query) => query,
         Err(request) => return bad(&request),
     };
-    let jobs: Vec<JobView> = app
-        .shared
-        .jobs
-        .read()
-        .iter()
-        .filter(|record| state.is_none_or(|state| record.state == state))
-        .map(crate::jobs::JobRecord::view)
-        .collect();
-    (StatusCode::OK, axum::Json(JobList { jobs })).into_response()
+    match crate::jobs::page(&app.shared.jobs, query) {
+        Ok(page) => {
+            let jobs = page.jobs.iter().map(JobRecord::view).collect();
+            let list = JobList {
+                jobs,
+                next: page.next,
+            };
+            (StatusCode::OK, axum::Json(list)).into_response()
+        }
+        Err(why) => unreadable(why),
+    }
 }
 
 /// The id in a path, if it is one.
@@ -265,10 +298,13 @@ async fn get_job(
     if let Some(refused) = lacks(grants, Grant::Read) {
         return refused;
     }
-    let found = job_id(&id).and_then(|n| app.shared.jobs.read().get(n).map(|r| r.view()));
-    match found {
-        Some(view) => job(StatusCode::OK, view),
-        None => unknown(&id),
+    let Some(n) = job_id(&id) else {
+        return unknown(&id);
+    };
+    match find(&app, n) {
+        Ok(Some(view)) => job(StatusCode::OK, view),
+        Ok(None) => unknown(&id),
+        Err(why) => unreadable(why),
     }
 }
 
@@ -283,13 +319,16 @@ async fn cancel(
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
-    if app.shared.jobs.read().get(n).is_none() {
-        return unknown(&id);
+    match find(&app, n) {
+        Ok(Some(_)) => {}
+        Ok(None) => return unknown(&id),
+        Err(why) => return unreadable(why),
     }
     match app.engine.cancel(n).await {
         Ok(Cancelled::Requested(view)) => job(StatusCode::OK, view),
         Ok(Cancelled::Ended(view)) => job(StatusCode::CONFLICT, view),
         Ok(Cancelled::Unknown) => unknown(&id),
+        Ok(Cancelled::Unreadable(why)) => unreadable(why),
         Err(why) => unanswered(why),
     }
 }

@@ -1,17 +1,25 @@
 //! The service's jobs: one [`JobRecord`] per accepted job, the [`Change`]s
-//! that move it along, and [`Jobs`], the table every answer reads.
+//! that move it along, [`Jobs`], the table every answer reads (the jobs not
+//! yet ended, in memory, over the archive of those ended), and [`page`], one
+//! page of them for `GET /v1/jobs`.
 //!
 //! A change is written to the store and applied to the table in the same
 //! order, by the same writer, after its commit: the table is always exactly
 //! what the store holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use billet_provider::TrustClass;
 use billet_scheduler::{FailReason, Outcome};
 
 use crate::api::{JobState, JobView, rfc3339, trust_name};
+use crate::store::{Archive, StoreError};
+
+mod page;
+
+pub use page::{Page, PageQuery, page};
 
 /// How a job ended, as it is stored and shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,19 +241,41 @@ impl Change {
     }
 }
 
-/// Every job the service knows, by id, with their keys.
-#[derive(Debug, Default, Clone)]
+/// The jobs the service holds in memory: those that have not ended, by id
+/// (gaps allowed: an id the store no longer holds is simply absent), with
+/// their keys; and the [`Archive`] ended jobs move to once their end is
+/// applied (L12). Memory grows with jobs not yet ended, not with jobs ever
+/// accepted.
+#[derive(Debug, Clone)]
 pub struct Jobs {
-    /// Record `i` is job `first + i`: ids are dense, as the engine gives
-    /// them (one after the last, never reused) and the store keeps them.
-    records: Vec<JobRecord>,
+    live: BTreeMap<u64, JobRecord>,
     keys: HashMap<String, u64>,
+    last_id: u64,
+    archive: Arc<Archive>,
+}
+
+impl Default for Jobs {
+    /// No job, over an archive in memory.
+    fn default() -> Jobs {
+        Jobs::over(Arc::new(Archive::memory()), 0, Vec::new())
+    }
 }
 
 impl Jobs {
-    /// The table holding `records`, in id order.
+    /// The table holding `records` over an archive in memory.
     pub fn from_records(records: Vec<JobRecord>) -> Jobs {
-        let mut jobs = Jobs::default();
+        Jobs::over(Arc::new(Archive::memory()), 0, records)
+    }
+
+    /// The table over `archive`, holding `records` (those ended go to the
+    /// archive), ids up to `last_id` given already.
+    pub fn over(archive: Arc<Archive>, last_id: u64, records: Vec<JobRecord>) -> Jobs {
+        let mut jobs = Jobs {
+            live: BTreeMap::new(),
+            keys: HashMap::new(),
+            last_id,
+            archive,
+        };
         for record in records {
             jobs.insert(record);
         }
@@ -253,59 +283,79 @@ impl Jobs {
     }
 
     fn insert(&mut self, record: JobRecord) {
+        self.last_id = self.last_id.max(record.id);
+        if record.state.has_ended() {
+            self.archive.keep(record);
+            return;
+        }
         if let Some(key) = &record.key {
             self.keys.insert(key.clone(), record.id);
         }
-        match self.index(record.id) {
-            Some(i) => self.records[i] = record,
-            None => self.records.push(record),
+        self.live.insert(record.id, record);
+    }
+
+    /// Job `id`, if it has not ended.
+    pub fn live(&self, id: u64) -> Option<&JobRecord> {
+        self.live.get(&id)
+    }
+
+    /// Job `id`, ended or not: from memory, else from the archive.
+    pub fn find(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
+        match self.live.get(&id) {
+            Some(record) => Ok(Some(record.clone())),
+            None => self.archive.get(id),
         }
     }
 
-    fn index(&self, id: u64) -> Option<usize> {
-        let first = self.records.first()?.id;
-        let i = usize::try_from(id.checked_sub(first)?).ok()?;
-        (i < self.records.len() && self.records[i].id == id).then_some(i)
+    /// The job not yet ended that was accepted with idempotency key `key`.
+    pub fn live_by_key(&self, key: &str) -> Option<&JobRecord> {
+        self.keys.get(key).and_then(|id| self.live.get(id))
     }
 
-    /// Job `id`.
-    pub fn get(&self, id: u64) -> Option<&JobRecord> {
-        self.index(id).map(|i| &self.records[i])
-    }
-
-    /// The job accepted with idempotency key `key`.
-    pub fn by_key(&self, key: &str) -> Option<&JobRecord> {
-        self.keys.get(key).and_then(|&id| self.get(id))
-    }
-
-    /// Every job, in submission order.
+    /// Every job not yet ended, in submission order.
     pub fn iter(&self) -> impl Iterator<Item = &JobRecord> {
-        self.records.iter()
+        self.live.values()
     }
 
-    /// How many jobs there are.
+    /// How many jobs have not ended.
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.live.len()
     }
 
-    /// Whether there are none.
+    /// Whether every job has ended.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.live.is_empty()
     }
 
-    /// The highest id given so far (0 when none).
+    /// The highest id given so far (0 when none), ended and pruned jobs
+    /// included.
     pub fn last_id(&self) -> u64 {
-        self.records.last().map_or(0, |record| record.id)
+        self.last_id
     }
 
-    /// Applies a committed change.
+    /// Where ended jobs are.
+    pub fn archive(&self) -> &Arc<Archive> {
+        &self.archive
+    }
+
+    /// Applies a committed change. A job's end moves it to the archive.
     pub fn apply(&mut self, change: &Change) {
         if let Change::Accepted(record) = change {
             self.insert((**record).clone());
             return;
         }
-        if let Some(i) = self.index(change.job()) {
-            self.records[i].apply(change);
+        let id = change.job();
+        let Some(record) = self.live.get_mut(&id) else {
+            return;
+        };
+        record.apply(change);
+        if record.state.has_ended()
+            && let Some(record) = self.live.remove(&id)
+        {
+            if let Some(key) = &record.key {
+                self.keys.remove(key);
+            }
+            self.archive.keep(record);
         }
     }
 }
@@ -323,6 +373,11 @@ mod tests {
             timeout: None,
             key: key.map(str::to_owned),
         }
+    }
+
+    /// Job `id`, from memory or the archive.
+    fn get(jobs: &Jobs, id: u64) -> Option<JobRecord> {
+        jobs.find(id).unwrap()
     }
 
     fn t(secs: u64) -> SystemTime {
@@ -354,17 +409,17 @@ mod tests {
         again.labels = vec!["again".into()];
         jobs.apply(&Change::Accepted(Box::new(again)));
         assert_eq!(jobs.len(), 2);
-        assert_eq!(jobs.get(2).unwrap().labels, ["again"]);
-        assert_eq!(jobs.by_key("k").map(|r| r.id), Some(1));
-        assert_eq!(jobs.by_key("other"), None);
-        assert_eq!(jobs.get(3), None);
-        assert_eq!(jobs.get(0), None);
+        assert_eq!(get(&jobs, 2).unwrap().labels, ["again"]);
+        assert_eq!(jobs.live_by_key("k").map(|r| r.id), Some(1));
+        assert_eq!(jobs.live_by_key("other"), None);
+        assert_eq!(get(&jobs, 3), None);
+        assert_eq!(get(&jobs, 0), None);
         jobs.apply(&Change::Placed {
             id: 1,
             pool: "linux".into(),
             at: t(3),
         });
-        let job = jobs.get(1).unwrap();
+        let job = get(&jobs, 1).unwrap();
         assert_eq!(job.state, JobState::Running);
         assert_eq!(job.pool.as_deref(), Some("linux"));
         assert_eq!(job.started_at, Some(t(3)));
@@ -374,7 +429,7 @@ mod tests {
             instance: "c1".into(),
             at: t(4),
         });
-        let job = jobs.get(1).unwrap();
+        let job = get(&jobs, 1).unwrap();
         assert_eq!(job.instance.as_deref(), Some("c1"));
         assert_eq!(job.started_at, Some(t(3)), "the lease's start is kept");
         let finished = Verdict::from(&Outcome::Finished { exit_code: 3 });
@@ -382,7 +437,7 @@ mod tests {
             id: 1,
             verdict: finished.clone(),
         });
-        let job = jobs.get(1).unwrap();
+        let job = get(&jobs, 1).unwrap();
         assert_eq!(job.state, JobState::Running, "shown once destroyed");
         assert_eq!(job.verdict.as_ref(), Some(&finished));
         jobs.apply(&Change::Ended {
@@ -390,40 +445,45 @@ mod tests {
             verdict: finished,
             at: t(5),
         });
-        let view = jobs.get(1).unwrap().view();
+        let view = get(&jobs, 1).unwrap().view();
         assert_eq!(view.state, JobState::Finished);
         assert_eq!(view.exit_code, Some(3));
         assert_eq!(view.reason, None);
         assert_eq!(view.ended_at.as_deref(), Some("1970-01-01T00:00:05.000Z"));
-        assert_eq!(jobs.get(1).unwrap().verdict, None);
+        assert_eq!(get(&jobs, 1).unwrap().verdict, None);
         jobs.apply(&Change::CancelRequested { id: 2 });
-        assert!(jobs.get(2).unwrap().cancel_requested);
+        assert!(get(&jobs, 2).unwrap().cancel_requested);
         jobs.apply(&Change::Ended {
             id: 2,
             verdict: Verdict::from(&Outcome::Cancelled),
             at: t(6),
         });
-        assert_eq!(jobs.get(2).unwrap().state, JobState::Cancelled);
-        let ids: Vec<u64> = jobs.iter().map(|r| r.id).collect();
-        assert_eq!(ids, [1, 2]);
+        assert_eq!(get(&jobs, 2).unwrap().state, JobState::Cancelled);
+        // Both ended: neither is in memory, both are found (L12).
+        assert!(jobs.is_empty());
+        assert_eq!(jobs.iter().count(), 0);
+        assert_eq!(jobs.live(1), None);
+        assert_eq!(jobs.live_by_key("k"), None);
+        assert_eq!(jobs.archive().by_key("k").unwrap().map(|r| r.id), Some(1));
+        assert_eq!(jobs.last_id(), 2);
     }
 
     // L6: at a restart an unfinished job holds no lease until adopted.
     #[test]
     fn l6_requeued_jobs_lose_their_lease_not_where_they_held_it() {
         let mut jobs = Jobs::from_records(vec![JobRecord::accepted(7, new_job(None), t(1))]);
-        assert_eq!(jobs.get(7).map(|r| r.id), Some(7));
-        assert_eq!(jobs.get(6), None);
-        assert_eq!(jobs.get(8), None);
+        assert_eq!(get(&jobs, 7).map(|r| r.id), Some(7));
+        assert_eq!(get(&jobs, 6), None);
+        assert_eq!(get(&jobs, 8), None);
         jobs.apply(&Change::Backed {
             id: 7,
             pool: "p".into(),
             instance: "i".into(),
             at: t(2),
         });
-        assert_eq!(jobs.get(7).unwrap().started_at, Some(t(2)));
+        assert_eq!(get(&jobs, 7).unwrap().started_at, Some(t(2)));
         jobs.apply(&Change::Requeued { id: 7 });
-        let job = jobs.get(7).unwrap();
+        let job = get(&jobs, 7).unwrap();
         assert_eq!(job.state, JobState::Queued);
         assert_eq!(job.pool.as_deref(), Some("p"), "where it held a lease");
         assert_eq!(job.instance.as_deref(), Some("i"));

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Bounds, Engine, EngineError};
 use crate::http::{AppState, JobLimits, router};
 use crate::jobs::JobRecord;
 use crate::listener;
@@ -53,6 +53,8 @@ pub struct ServeOptions {
     pub jobs: JobLimits,
     /// The most connections served at once (L12).
     pub max_connections: usize,
+    /// How long ended jobs are kept (L12).
+    pub retain: Duration,
 }
 
 /// The bounds a [`Service`] keeps (L12, L14).
@@ -62,6 +64,9 @@ pub struct Limits {
     pub jobs: JobLimits,
     /// The most connections served at once.
     pub max_connections: usize,
+    /// How long ended jobs are kept, and how many requests may wait for the
+    /// engine.
+    pub engine: Bounds,
 }
 
 impl Default for Limits {
@@ -69,6 +74,7 @@ impl Default for Limits {
         Limits {
             jobs: JobLimits::default(),
             max_connections: listener::DEFAULT_MAX_CONNECTIONS,
+            engine: Bounds::default(),
         }
     }
 }
@@ -175,7 +181,7 @@ impl Service {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
         })?;
-        let engine = Engine::start(pools, store, records, clock).await?;
+        let engine = Engine::start(pools, store, records, clock, limits.engine).await?;
         let state = AppState {
             engine: engine.handle.clone(),
             shared: Arc::clone(&engine.shared),
@@ -339,6 +345,10 @@ pub async fn serve(
         Limits {
             jobs: options.jobs,
             max_connections: options.max_connections,
+            engine: Bounds {
+                retain: options.retain,
+                ..Bounds::default()
+            },
         },
     )
     .await?;
@@ -370,6 +380,7 @@ mod tests {
                 max_timeout: secs(60),
             },
             max_connections: 5,
+            retain: secs(23),
         }
     }
 

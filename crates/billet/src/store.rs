@@ -16,13 +16,19 @@
 //! umask. [`StateLock`] keeps a second service off a directory in use.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use billet_scheduler::{Identity, JobId};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::api::{JobState, trust_from_name, trust_name};
-use crate::jobs::{Change, JobRecord, Verdict};
+use crate::api::trust_name;
+use crate::jobs::{Change, JobRecord};
+
+mod archive;
+mod rows;
+
+pub use archive::Archive;
 
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE: &str = "billet.db";
@@ -62,6 +68,15 @@ CREATE TABLE jobs (
     ending_exit_code INTEGER,
     ending_reason TEXT
 );
+";
+
+/// The indexes every read of ended jobs goes through (L12): by state and id
+/// for a page of one state, by end for retention. Partial: a job enters each
+/// once, when it ends. Made at every open when missing, so a store made
+/// before them gets them.
+const INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS jobs_ended_by_state ON jobs (state, id) WHERE ended_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_ended_at ON jobs (ended_at) WHERE ended_at IS NOT NULL;
 ";
 
 /// Why the store could not be opened or written.
@@ -116,6 +131,11 @@ pub struct Store {
     delay: Duration,
     identity: Option<Identity>,
     unnamed_through: Option<JobId>,
+    archive: Arc<Archive>,
+    /// The highest id ever accepted: kept across pruning, never reused.
+    last_id: u64,
+    /// The highest id pruning has removed, as the database's meta keeps it.
+    pruned_through: u64,
 }
 
 impl Store {
@@ -134,6 +154,9 @@ impl Store {
             delay,
             identity: None,
             unnamed_through: None,
+            archive: Arc::new(Archive::memory()),
+            last_id: 0,
+            pruned_through: 0,
         }
     }
 
@@ -149,8 +172,20 @@ impl Store {
         self.unnamed_through
     }
 
+    /// Where this store's ended jobs are read from (L12).
+    pub fn archive(&self) -> Arc<Archive> {
+        Arc::clone(&self.archive)
+    }
+
+    /// The highest job id ever accepted into this store (0 when none), pruned
+    /// ones included: the next job's id is past it.
+    pub fn last_id(&self) -> u64 {
+        self.last_id
+    }
+
     /// Opens (or creates) the database in `dir`, creating `dir` if missing,
-    /// and reads every job back in id order.
+    /// and reads back every job that has not ended, in id order. Ended jobs
+    /// stay in the file, read through [`archive`](Store::archive).
     pub fn open(dir: &Path) -> Result<(Store, Vec<JobRecord>), StoreError> {
         private_dir(dir)?;
         let path = dir.join(DATABASE_FILE);
@@ -193,13 +228,19 @@ impl Store {
         ] {
             private_file(&file)?;
         }
-        let records = load(&conn).map_err(|e| corrupt(e.to_string()))?;
+        conn.execute_batch(INDEXES).map_err(sqlite)?;
+        let records = rows::unended(&conn).map_err(|e| corrupt(e.to_string()))?;
+        let (highest, pruned_through) = last_ids(&conn).map_err(sqlite)?;
+        let archive = Archive::sqlite(&path)?;
         Ok((
             Store {
                 db: Some((conn, path)),
                 delay: Duration::ZERO,
                 identity: Some(identity),
                 unnamed_through,
+                archive: Arc::new(archive),
+                last_id: highest.max(pruned_through),
+                pruned_through,
             },
             records,
         ))
@@ -212,8 +253,15 @@ impl Store {
 
     /// Writes `changes` in one transaction: all of them, or (on error) none.
     pub fn commit(&mut self, changes: &[Change]) -> Result<(), StoreError> {
+        let last = changes
+            .iter()
+            .fold(self.last_id, |last, change| match change {
+                Change::Accepted(record) => last.max(record.id),
+                _ => last,
+            });
         let Some((conn, path)) = &mut self.db else {
             std::thread::sleep(self.delay);
+            self.last_id = last;
             return Ok(());
         };
         let sqlite = |source| StoreError::Sqlite {
@@ -224,8 +272,75 @@ impl Store {
         for change in changes {
             write(&tx, change).map_err(sqlite)?;
         }
-        tx.commit().map_err(sqlite)
+        tx.commit().map_err(sqlite)?;
+        self.last_id = last;
+        Ok(())
     }
+
+    /// Removes at most `max` of the jobs that ended before `before`, earliest
+    /// end first, with their keys, in one transaction (L12); answers how many.
+    /// Their ids are never given again. SQLite reuses the pages they held.
+    pub fn prune(&mut self, before: SystemTime, max: usize) -> Result<usize, StoreError> {
+        let Some((conn, path)) = &mut self.db else {
+            let (pruned, _) = self.archive.prune_memory(before, max);
+            return Ok(pruned);
+        };
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = conn.transaction().map_err(sqlite)?;
+        let ids: Vec<i64> = tx
+            .prepare_cached(
+                "SELECT id FROM jobs INDEXED BY jobs_ended_at
+                 WHERE ended_at IS NOT NULL AND ended_at < ?1 ORDER BY ended_at LIMIT ?2",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_map(
+                        params![millis(before), i64::try_from(max).unwrap_or(i64::MAX)],
+                        |row| row.get(0),
+                    )?
+                    .collect()
+            })
+            .map_err(sqlite)?;
+        for &job in &ids {
+            tx.prepare_cached("DELETE FROM jobs WHERE id = ?1")
+                .and_then(|mut statement| statement.execute(params![job]))
+                .map_err(sqlite)?;
+        }
+        let highest = ids
+            .iter()
+            .filter_map(|&job| u64::try_from(job).ok())
+            .fold(self.pruned_through, u64::max);
+        if highest > self.pruned_through {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('pruned_through', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![highest.to_string()],
+            )
+            .map_err(sqlite)?;
+        }
+        tx.commit().map_err(sqlite)?;
+        self.pruned_through = highest;
+        Ok(ids.len())
+    }
+}
+
+/// The highest id in the jobs table, and the highest pruning removed.
+fn last_ids(conn: &Connection) -> rusqlite::Result<(u64, u64)> {
+    let highest: Option<i64> = conn.query_row("SELECT MAX(id) FROM jobs", [], |row| row.get(0))?;
+    let pruned: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'pruned_through'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok((
+        highest.and_then(|id| u64::try_from(id).ok()).unwrap_or(0),
+        pruned.and_then(|text| text.parse().ok()).unwrap_or(0),
+    ))
 }
 
 /// Holds a state directory for one service (L10): an OS lock on
@@ -484,58 +599,11 @@ fn bad(column: &str, value: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnName(format!("{column} = {value:?}"))
 }
 
-fn load(conn: &Connection) -> rusqlite::Result<Vec<JobRecord>> {
-    let mut statement = conn.prepare(
-        "SELECT id, key, command, labels, trust, timeout_secs, state, pool, instance, exit_code,
-                reason, submitted_at, started_at, ended_at, cancel_requested,
-                ending_state, ending_exit_code, ending_reason
-         FROM jobs ORDER BY id",
-    )?;
-    let rows = statement.query_map([], |row| {
-        let list = |i: usize, column: &str| -> rusqlite::Result<Vec<String>> {
-            let text: String = row.get(i)?;
-            serde_json::from_str(&text).map_err(|_| bad(column, &text))
-        };
-        let state =
-            |text: String, column: &str| JobState::parse(&text).map_err(|_| bad(column, &text));
-        let trust: String = row.get(4)?;
-        let ending_state: Option<String> = row.get(15)?;
-        let verdict = match ending_state {
-            None => None,
-            Some(text) => Some(Verdict {
-                state: state(text, "ending_state")?,
-                exit_code: row.get(16)?,
-                reason: row.get(17)?,
-            }),
-        };
-        let raw_id: i64 = row.get(0)?;
-        let timeout: Option<i64> = row.get(5)?;
-        Ok(JobRecord {
-            id: u64::try_from(raw_id).map_err(|_| bad("id", &raw_id.to_string()))?,
-            key: row.get(1)?,
-            command: list(2, "command")?,
-            labels: list(3, "labels")?,
-            trust: trust_from_name(&trust).ok_or_else(|| bad("trust", &trust))?,
-            timeout: timeout.map(|secs| Duration::from_secs(u64::try_from(secs).unwrap_or(0))),
-            state: state(row.get(6)?, "state")?,
-            pool: row.get(7)?,
-            instance: row.get(8)?,
-            exit_code: row.get(9)?,
-            reason: row.get(10)?,
-            submitted_at: time(row.get(11)?),
-            started_at: row.get::<_, Option<i64>>(12)?.map(time),
-            ended_at: row.get::<_, Option<i64>>(13)?.map(time),
-            cancel_requested: row.get::<_, i64>(14)? != 0,
-            verdict,
-        })
-    })?;
-    rows.collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::NewJob;
+    use crate::api::{JobState, NewJob};
+    use crate::jobs::Verdict;
     use billet_provider::TrustClass;
     use billet_scheduler::Outcome;
 
@@ -598,13 +666,21 @@ mod tests {
         for change in &changes {
             expected.apply(change);
         }
+        assert_eq!(store.last_id(), 3);
         drop(store);
-        let (_, records) = Store::open(dir.path()).unwrap();
+        // The jobs not ended come back whole; the ended one stays in the
+        // file, read field for field through the archive (L12).
+        let (reopened, records) = Store::open(dir.path()).unwrap();
         let wanted: Vec<JobRecord> = expected.iter().cloned().collect();
         assert_eq!(records, wanted);
+        assert_eq!(records.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 3]);
         assert!(records[0].verdict.is_some());
-        assert!(records[1].cancel_requested);
-        assert_eq!(records[2].state, JobState::Queued);
+        assert_eq!(records[1].state, JobState::Queued);
+        let ended = reopened.archive().get(2).unwrap().expect("job 2 is kept");
+        assert_eq!(Some(&ended), expected.find(2).unwrap().as_ref());
+        assert!(ended.cancel_requested);
+        assert_eq!(reopened.archive().get(1).unwrap(), None, "not ended");
+        assert_eq!(reopened.last_id(), 3);
     }
 
     // L6: a damaged or foreign file stops the open, names the file, and is
