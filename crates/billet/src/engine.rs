@@ -956,6 +956,46 @@ mod tests {
         );
     }
 
+    // L12: a full intake refuses at once, saying so, without waiting for
+    // room; nothing reaches the engine. Room again, and the request waits
+    // for its answer as before.
+    #[tokio::test]
+    async fn l12_a_full_intake_refuses_at_once() {
+        let engine = engine().await;
+        let (commands, mut inbox) = mpsc::channel(1);
+        let handle = EngineHandle {
+            commands,
+            shared: Arc::clone(&engine.shared),
+        };
+        let first = tokio::spawn({
+            let handle = handle.clone();
+            async move { handle.submit(job()).await }
+        });
+        while inbox.is_empty() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            handle.submit(job()).await.unwrap_err(),
+            Unanswered::Saturated
+        );
+        assert_eq!(handle.cancel(1).await.unwrap_err(), Unanswered::Saturated);
+        assert_eq!(
+            Unanswered::Saturated.to_string(),
+            "billet's intake is full: try again shortly"
+        );
+        assert_eq!(inbox.len(), 1, "the refused requests never reached it");
+        // The waiting request is answered by whoever takes it.
+        match inbox.recv().await {
+            Some(Command::Submit(_, reply)) => {
+                let _ = reply.send(Submitted::Refused("taken".to_owned()));
+            }
+            _ => panic!("the first submission"),
+        }
+        assert!(matches!(first.await.unwrap(), Ok(Submitted::Refused(_))));
+        assert_eq!(Bounds::default().intake, DEFAULT_INTAKE);
+        assert_eq!(Bounds::default().retain, DEFAULT_RETAIN);
+    }
+
     // L14: a hung inventory read is said after the reconcile interval, but
     // never before 2 s nor after 10 s.
     #[test]

@@ -377,3 +377,27 @@ async fn not_found(request: Request) -> Response {
     let path: String = request.uri().path().chars().take(200).collect();
     error(StatusCode::NOT_FOUND, format!("no such path: {path}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // L12: a full intake is `503` with `Retry-After`; the other reasons a
+    // request goes unanswered are `503` without it (nothing to wait for).
+    #[test]
+    fn l12_a_full_intake_answers_503_with_retry_after() {
+        let full = unanswered(Unanswered::Saturated);
+        assert_eq!(full.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            full.headers().get(header::RETRY_AFTER),
+            Some(&HeaderValue::from_static("1"))
+        );
+        for why in [Unanswered::ShuttingDown, Unanswered::EngineStopped] {
+            let answer = unanswered(why);
+            assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(answer.headers().get(header::RETRY_AFTER), None);
+        }
+        let failed = unreadable("disk I/O error");
+        assert_eq!(failed.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
