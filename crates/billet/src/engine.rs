@@ -38,11 +38,16 @@ use billet_scheduler::{
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::{JobState, JobView, NewJob};
+use crate::api::{JobState, NewJob};
 use crate::commit::{self, Batch, Reply, Written};
 use crate::jobs::{Change, JobRecord, Jobs, Verdict};
 use crate::metrics::Metrics;
 use crate::store::{Archive, Store, StoreError};
+
+mod intake;
+
+use intake::Command;
+pub use intake::{Cancelled, EngineHandle, Submitted, Unanswered};
 
 /// How many requests the engine takes from its intake in one input: the
 /// most intake any provider answer or due timer waits behind (L12).
@@ -167,101 +172,6 @@ impl Shared {
                 .filter(|pool| pool.contested > 0)
                 .map(|pool| pool.name.clone())
                 .collect(),
-        }
-    }
-}
-
-/// How a submission was answered.
-#[derive(Debug)]
-pub enum Submitted {
-    /// Accepted and committed.
-    Created(JobView),
-    /// Its key was seen before: that job.
-    Existing(JobView),
-    /// No pool could ever take it; nothing recorded.
-    Refused(String),
-    /// Its key's job could not be read from the store; nothing recorded.
-    Unreadable(String),
-}
-
-/// How a cancel was answered.
-#[derive(Debug)]
-pub enum Cancelled {
-    /// The cancel was taken: the job is cancelled (it was queued) or being
-    /// cancelled (it was running; its instance is destroyed next).
-    Requested(JobView),
-    /// It had already ended.
-    Ended(JobView),
-    /// No such job.
-    Unknown,
-    /// The job could not be read from the store (the cancel, if taken, is
-    /// committed).
-    Unreadable(String),
-}
-
-enum Command {
-    Submit(NewJob, oneshot::Sender<Submitted>),
-    Cancel(u64, oneshot::Sender<Cancelled>),
-}
-
-/// Why the engine did not answer a request: its reply was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Unanswered {
-    /// An orderly shutdown began: requests are no longer taken.
-    #[error("billet is shutting down")]
-    ShuttingDown,
-    /// The engine stopped without being asked to (its store failed, or it
-    /// panicked): `billet serve` exits with the cause in its log.
-    #[error("billet's engine stopped: see the service's log")]
-    EngineStopped,
-    /// The engine's intake is full (L12): the request was refused at once,
-    /// nothing recorded; it may be sent again shortly.
-    #[error("billet's intake is full: try again shortly")]
-    Saturated,
-}
-
-/// How the HTTP side talks to the engine.
-#[derive(Debug, Clone)]
-pub struct EngineHandle {
-    commands: mpsc::Sender<Command>,
-    shared: Arc<Shared>,
-}
-
-impl EngineHandle {
-    /// Submits a job; answered once committed, or at once
-    /// [`Unanswered::Saturated`] when the intake is full.
-    pub async fn submit(&self, job: NewJob) -> Result<Submitted, Unanswered> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Command::Submit(job, reply))?;
-        answer.await.map_err(|_| self.unanswered())
-    }
-
-    /// Cancels job `id`; answered once committed, or at once
-    /// [`Unanswered::Saturated`] when the intake is full.
-    pub async fn cancel(&self, id: u64) -> Result<Cancelled, Unanswered> {
-        let (reply, answer) = oneshot::channel();
-        self.send(Command::Cancel(id, reply))?;
-        answer.await.map_err(|_| self.unanswered())
-    }
-
-    /// Hands `command` to the engine without waiting for room.
-    fn send(&self, command: Command) -> Result<(), Unanswered> {
-        self.commands
-            .try_send(command)
-            .map_err(|error| match error {
-                mpsc::error::TrySendError::Full(_) => Unanswered::Saturated,
-                mpsc::error::TrySendError::Closed(_) => self.unanswered(),
-            })
-    }
-
-    /// Why a reply was dropped: the shutdown clears `accepting` before it
-    /// tells the engine, so a reply dropped while it is still set was
-    /// dropped by an engine that stopped unasked.
-    fn unanswered(&self) -> Unanswered {
-        if self.shared.accepting.load(Ordering::SeqCst) {
-            Unanswered::EngineStopped
-        } else {
-            Unanswered::ShuttingDown
         }
     }
 }
