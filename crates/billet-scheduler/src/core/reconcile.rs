@@ -13,6 +13,30 @@ use crate::routing::PoolId;
 
 use super::{Core, Purpose, Stage, identity::Whose};
 
+/// One pass over an inventory's answer ([`Core::sort_answer`]).
+#[derive(Default)]
+struct Sorted<'a> {
+    /// Instances backing this pool's launched (running or stopping) leases.
+    backing: usize,
+    /// Running leases whose instance has stopped, with its exit code.
+    stopped: Vec<(JobId, i32)>,
+    /// Stopping leases whose instance is still there after a destroy answered.
+    again: Vec<JobId>,
+    /// Instances backing no launched lease of this pool.
+    others: Vec<&'a Instance>,
+}
+
+/// What the instances backing no lease left for the pool's books.
+#[derive(Default)]
+struct Unheld {
+    /// Instances listed as orphans (collected, or to be).
+    listed: BTreeSet<billet_provider::InstanceId>,
+    /// Another store's live instances.
+    contested: BTreeSet<billet_provider::InstanceId>,
+    /// Another store's instances from before this core.
+    leftovers: u32,
+}
+
 impl Core {
     pub(super) fn reconcile(&mut self) {
         self.next_reconcile = self
@@ -29,6 +53,8 @@ impl Core {
         }
     }
 
+    /// An inventory's answer, decided in the steps below, each in job or
+    /// instance order, never in the answer's (B10).
     pub(super) fn on_list(
         &mut self,
         pool: PoolId,
@@ -46,38 +72,55 @@ impl Core {
                 return;
             }
         };
-        let first = !self.pools[pool.0].ready;
-        {
-            let p = &mut self.pools[pool.0];
-            p.ready = true;
-            // Asked for at or after the epoch it was dirtied in (lists are
-            // asked for after the call results of their input): it shows
-            // what that left.
-            if p.dirty_since.is_some_and(|since| since <= issued) {
-                p.dirty_since = None;
-            }
+        let first = self.mark_read(pool, issued);
+        let Sorted {
+            backing,
+            stopped,
+            again,
+            others,
+        } = self.sort_answer(pool, &inventory);
+        self.end_stopped(pool, stopped);
+        self.destroy_again(pool, again);
+        self.end_vanished(pool, issued, backing, &inventory);
+        let unheld = self.judge_unheld(pool, first, others);
+        if first && self.pools.iter().all(|pool| pool.ready) {
+            self.forget_earlier_life();
+        }
+        self.settle_pool(pool, issued, unheld, &inventory);
+    }
+
+    /// The pool has answered: it is ready (answers whether this was its first
+    /// answer), clean if the list was asked for at or after the epoch it was
+    /// dirtied in, and placement looks again once this answer is read.
+    fn mark_read(&mut self, pool: PoolId, issued: u64) -> bool {
+        let p = &mut self.pools[pool.0];
+        let first = !p.ready;
+        p.ready = true;
+        // Asked for at or after the epoch it was dirtied in (lists are
+        // asked for after the call results of their input): it shows
+        // what that left.
+        if p.dirty_since.is_some_and(|since| since <= issued) {
+            p.dirty_since = None;
         }
         // Whatever this answer settles (a pool ready, leases freed, orphans
         // gone), placement looks again once it is read.
         self.may_place = true;
+        first
+    }
 
-        // One pass over the answer, in whatever order it came: the instances
-        // backing this pool's launched leases are counted (and the stopped
-        // ones noted); the rest are set aside. Decisions are then made in job
-        // or instance order, never in the answer's (B10).
-        let here = self.infos[pool.0].name.clone();
-        let mut backing = 0usize;
-        let mut stopped: Vec<(JobId, i32)> = Vec::new();
-        let mut others: Vec<&Instance> = Vec::new();
-        let mut again: Vec<JobId> = Vec::new();
-        for instance in &inventory {
+    /// One pass over the answer, in whatever order it came: the instances
+    /// backing this pool's launched leases are counted (the stopped ones
+    /// noted, and the stopping ones whose destroy must be asked again); the
+    /// rest are set aside. Another configured pool's instance, seen through
+    /// an inventory the two share, is left to that pool's own list.
+    fn sort_answer<'a>(&self, pool: PoolId, inventory: &'a [Instance]) -> Sorted<'a> {
+        let here = self.infos[pool.0].name.as_str();
+        let mut sorted = Sorted::default();
+        for instance in inventory {
             let job = match self.whose(&instance.name) {
-                Whose::Ours(id, named) if named == here.as_str() => Some(id),
-                // Another configured pool's instance, seen through an
-                // inventory the two share: that pool's own list judges it.
+                Whose::Ours(id, named) if named == here => Some(id),
                 Whose::Ours(_, named) | Whose::Foreign(named)
-                    if named != here.as_str()
-                        && self.infos.iter().any(|info| info.name == named) =>
+                    if named != here && self.infos.iter().any(|info| info.name == named) =>
                 {
                     continue;
                 }
@@ -90,9 +133,9 @@ impl Core {
                     instance: held,
                     ..
                 }) if *p == pool && *held == instance.id => {
-                    backing += 1;
+                    sorted.backing += 1;
                     if let (Some(id), State::Stopped { exit_code }) = (job, instance.state) {
-                        stopped.push((id, exit_code));
+                        sorted.stopped.push((id, exit_code));
                     }
                 }
                 Some(Stage::Stopping {
@@ -101,19 +144,23 @@ impl Core {
                     requested,
                     ..
                 }) if *p == pool && *held == instance.id => {
-                    backing += 1;
+                    sorted.backing += 1;
                     // Asked to go, not confirmed, and still here: ask again.
                     // (`requested` is set only once a destroy has answered,
                     // and cleared by the next one: no call waits then.)
                     if *requested {
-                        again.extend(job);
+                        sorted.again.extend(job);
                     }
                 }
-                _ => others.push(instance),
+                _ => sorted.others.push(instance),
             }
         }
+        sorted
+    }
 
-        // 1. Launched leases whose instance has stopped: destroyed, finished.
+    /// Step 1: launched leases whose instance has stopped: destroyed, and the job
+    /// finished with the instance's exit code once that is confirmed.
+    fn end_stopped(&mut self, pool: PoolId, mut stopped: Vec<(JobId, i32)>) {
         stopped.sort_unstable();
         for (id, exit_code) in stopped {
             if let Some(Stage::Running {
@@ -123,7 +170,11 @@ impl Core {
                 self.stop(id, pool, instance, since, Outcome::Finished { exit_code });
             }
         }
+    }
 
+    /// Leases being stopped whose instance is still listed after a destroy
+    /// answered: the destroy is asked again.
+    fn destroy_again(&mut self, pool: PoolId, mut again: Vec<JobId>) {
         again.sort_unstable();
         for id in again {
             if let Some(Stage::Stopping {
@@ -137,77 +188,64 @@ impl Core {
                 self.destroy(id, pool, instance, since, attempt, outcome);
             }
         }
+    }
 
-        // 2. Launched leases whose instance the answer lacks, looked for only
-        // when fewer instances backed leases than there are launched leases.
+    /// Step 2: launched leases whose instance the answer lacks (and that were
+    /// known before the list was asked for): a running one failed as
+    /// vanished, a stopping one ended with its outcome. Looked for only when
+    /// fewer instances backed leases than there are launched leases.
+    fn end_vanished(&mut self, pool: PoolId, issued: u64, backing: usize, inventory: &[Instance]) {
         let launched = {
             let p = &self.pools[pool.0];
             p.leases.len() - p.launching as usize
         };
-        if backing < launched {
-            let present: rustc_hash::FxHashSet<&str> =
-                inventory.iter().map(|i| i.id.as_str()).collect();
-            let held: Vec<JobId> = self.pools[pool.0].leases.iter().copied().collect();
-            for id in held {
-                let Some(rec) = self.jobs.get(&id) else {
-                    continue;
-                };
-                let gone = match &rec.stage {
-                    Stage::Running {
-                        instance, since, ..
-                    } if *since < issued && !present.contains(instance.as_str()) => {
-                        Some(Outcome::Failed {
-                            reason: FailReason::Vanished,
-                        })
-                    }
-                    Stage::Stopping {
-                        instance,
-                        since,
-                        outcome,
-                        ..
-                    } if *since < issued && !present.contains(instance.as_str()) => {
-                        Some(outcome.clone())
-                    }
-                    _ => None,
-                };
-                if let Some(outcome) = gone {
-                    self.end(id, outcome);
+        if backing >= launched {
+            return;
+        }
+        let present: rustc_hash::FxHashSet<&str> =
+            inventory.iter().map(|i| i.id.as_str()).collect();
+        let held: Vec<JobId> = self.pools[pool.0].leases.iter().copied().collect();
+        for id in held {
+            let Some(rec) = self.jobs.get(&id) else {
+                continue;
+            };
+            let gone = match &rec.stage {
+                Stage::Running {
+                    instance, since, ..
+                } if *since < issued && !present.contains(instance.as_str()) => {
+                    Some(Outcome::Failed {
+                        reason: FailReason::Vanished,
+                    })
                 }
+                Stage::Stopping {
+                    instance,
+                    since,
+                    outcome,
+                    ..
+                } if *since < issued && !present.contains(instance.as_str()) => {
+                    Some(outcome.clone())
+                }
+                _ => None,
+            };
+            if let Some(outcome) = gone {
+                self.end(id, outcome);
             }
         }
+    }
 
-        // 3. Instances that back no launched lease: a waiting retry adopting
-        // what its lost launch made, learned (at start), adopted, or orphans.
+    /// Step 3: instances that back no launched lease, in instance order: another
+    /// store's (reported; contested while it is live, else a leftover
+    /// collected as an orphan), a waiting retry adopting what its lost
+    /// launch made, a job learned (at start), adopted, or an orphan.
+    fn judge_unheld(&mut self, pool: PoolId, first: bool, mut others: Vec<&Instance>) -> Unheld {
         others.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        let mut listed = BTreeSet::new();
-        let mut contested = BTreeSet::new();
-        let mut leftovers = 0;
+        let here = self.infos[pool.0].name.clone();
+        let mut unheld = Unheld::default();
         for instance in others {
             let job = match self.whose(&instance.name) {
                 Whose::Ours(id, named) if named == here.as_str() => Some(id),
                 Whose::Foreign(_) => {
-                    // Another store's (L10): never adopted nor learned.
-                    let live = instance.started_at >= self.born;
-                    let known = if live {
-                        self.pools[pool.0].contested.contains(&instance.id)
-                    } else {
-                        self.pools[pool.0].orphans.contains_key(&instance.id)
-                    };
-                    if !known {
-                        self.decide(Decision::Foreign {
-                            pool,
-                            instance: instance.id.clone(),
-                            name: instance.name.clone(),
-                            live,
-                        });
-                    }
-                    if live {
-                        contested.insert(instance.id.clone());
-                    } else {
-                        leftovers += 1;
-                        listed.insert(instance.id.clone());
-                        self.orphan(pool, instance);
-                    }
+                    self.judge_foreign(pool, instance, &mut unheld);
                     continue;
                 }
                 _ => None,
@@ -240,24 +278,59 @@ impl Core {
                 // Named after a job that ended, or whose lease another
                 // instance backs, or no job's at all.
                 _ => {
-                    listed.insert(instance.id.clone());
+                    unheld.listed.insert(instance.id.clone());
                     self.orphan(pool, instance);
                 }
             }
         }
-        if first && self.pools.iter().all(|pool| pool.ready) {
-            self.ended_before = Default::default();
-            self.ended_through = None;
-            self.held_before = Default::default();
+        unheld
+    }
+
+    /// Another store's instance (L10): never adopted nor learned; reported
+    /// the first time it is seen; contested while it is live (started after
+    /// this core), else a leftover collected as an orphan.
+    fn judge_foreign(&mut self, pool: PoolId, instance: &Instance, unheld: &mut Unheld) {
+        let live = instance.started_at >= self.born;
+        let known = if live {
+            self.pools[pool.0].contested.contains(&instance.id)
+        } else {
+            self.pools[pool.0].orphans.contains_key(&instance.id)
+        };
+        if !known {
+            self.decide(Decision::Foreign {
+                pool,
+                instance: instance.id.clone(),
+                name: instance.name.clone(),
+                live,
+            });
         }
-        // Orphans gone by themselves are forgotten.
+        if live {
+            unheld.contested.insert(instance.id.clone());
+        } else {
+            unheld.leftovers += 1;
+            unheld.listed.insert(instance.id.clone());
+            self.orphan(pool, instance);
+        }
+    }
+
+    /// Every pool has given its first answer: what an earlier life left to
+    /// consult (B8) is forgotten.
+    fn forget_earlier_life(&mut self) {
+        self.ended_before = Default::default();
+        self.ended_through = None;
+        self.held_before = Default::default();
+    }
+
+    /// The pool's own books after its answer: orphans gone by themselves are
+    /// forgotten, the contested and leftover counts are the answer's, and
+    /// what a job given up on may have left is settled once an inventory
+    /// asked for after the give-up lacks its name (L14).
+    fn settle_pool(&mut self, pool: PoolId, issued: u64, unheld: Unheld, inventory: &[Instance]) {
         let p = &mut self.pools[pool.0];
         p.orphans
-            .retain(|id, orphan| listed.contains(id) || orphan.collecting.is_some());
-        p.contested = contested;
-        p.leftovers = leftovers;
-        // What a job given up on may have left: settled once an inventory
-        // asked for after the give-up lacks its name (L14).
+            .retain(|id, orphan| unheld.listed.contains(id) || orphan.collecting.is_some());
+        p.contested = unheld.contested;
+        p.leftovers = unheld.leftovers;
         if !p.unsettled.is_empty() {
             let names: BTreeSet<&str> = inventory.iter().map(|i| i.name.as_str()).collect();
             p.unsettled
