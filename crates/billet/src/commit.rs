@@ -125,9 +125,7 @@ pub(crate) fn spawn(
 fn prune_some(store: &mut Store, before: SystemTime) -> Option<SystemTime> {
     match store.prune(before, PRUNE_BATCH) {
         Ok(removed) => {
-            if removed > 0 {
-                tracing::debug!(removed, "ended jobs past their retention removed");
-            }
+            tracing::debug!(removed, "ended jobs past their retention removed");
             (removed == PRUNE_BATCH).then_some(before)
         }
         Err(error) => {
