@@ -198,6 +198,85 @@ mod tests {
         assert_eq!(jobs.read().len(), total as usize);
     }
 
+    /// Jobs `1..=n` accepted and ended at the epoch.
+    fn ended_jobs(n: u64) -> Vec<Change> {
+        let mut changes: Vec<Change> = (1..=n).map(accepted).collect();
+        changes.extend((1..=n).map(|id| Change::Ended {
+            id,
+            verdict: crate::jobs::Verdict::from(&billet_scheduler::Outcome::Cancelled),
+            at: SystemTime::UNIX_EPOCH,
+        }));
+        changes
+    }
+
+    // L12: one retention transaction removes at most PRUNE_BATCH jobs and
+    // asks for another only after a full one.
+    #[test]
+    fn l12_retention_goes_on_only_after_a_full_batch() {
+        let mut store = Store::memory();
+        let mut table = Jobs::over(store.archive(), 0, Vec::new());
+        let extra = 44;
+        let changes = ended_jobs(PRUNE_BATCH as u64 + extra);
+        store.commit(&changes).unwrap();
+        for change in &changes {
+            table.apply(change);
+        }
+        let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+        assert_eq!(prune_some(&mut store, cutoff), Some(cutoff), "a full batch");
+        assert_eq!(
+            store.archive().page(0, None, 1000).unwrap().len(),
+            extra as usize
+        );
+        assert_eq!(prune_some(&mut store, cutoff), None, "the rest, then done");
+        assert!(store.archive().page(0, None, 1000).unwrap().is_empty());
+        assert_eq!(prune_some(&mut store, cutoff), None);
+    }
+
+    // L12: a cutoff sent once is worked through to the end while the writer
+    // is idle, a transaction at a time, with no further batch to prompt it.
+    #[test]
+    fn l12_the_writer_prunes_past_one_batch_while_idle() {
+        let jobs = Arc::new(RwLock::new(Jobs::default()));
+        let store = Store::memory();
+        let archive = store.archive();
+        *jobs.write() = Jobs::over(Arc::clone(&archive), 0, Vec::new());
+        let (batches, inbox) = mpsc::channel();
+        let (written_tx, _written) = tokio::sync::mpsc::unbounded_channel();
+        let total = 3 * PRUNE_BATCH as u64 + 7;
+        batches
+            .send(Batch {
+                seq: 1,
+                changes: ended_jobs(total),
+                replies: vec![],
+                prune: None,
+            })
+            .unwrap();
+        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while archive.page(0, None, 10_000).unwrap().len() < total as usize {
+            assert!(std::time::Instant::now() < until, "the jobs were not kept");
+            std::thread::yield_now();
+        }
+        batches
+            .send(Batch {
+                seq: 2,
+                changes: vec![],
+                replies: vec![],
+                prune: Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1)),
+            })
+            .unwrap();
+        while !archive.page(0, None, 10_000).unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < until,
+                "retention stopped with jobs due: {} left",
+                archive.page(0, None, 10_000).unwrap().len()
+            );
+            std::thread::yield_now();
+        }
+        drop(batches);
+        writer.join().unwrap();
+    }
+
     // L6: a commit that fails applies nothing, answers no one, reports the
     // failure and stops the writer.
     #[test]
