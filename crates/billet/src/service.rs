@@ -27,6 +27,12 @@ use crate::token::{self, Credentials, TokenError};
 /// has stopped.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
+/// How long past its grace a stop waits for the engine to finish (its last
+/// commits): a store that no longer answers does not hold the stop for ever.
+/// What it had not committed is then decided again at the next start, as
+/// after a crash.
+pub const STOP_SLACK: Duration = Duration::from_secs(10);
+
 /// What `billet serve` is told (L3).
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -247,10 +253,22 @@ impl Service {
     }
 
     /// Stops now, as [`run_until`](Service::run_until) does once its signal
-    /// came.
+    /// came; an engine still running [`STOP_SLACK`] past `grace` (in wall
+    /// time) is aborted, and that is the error.
     pub async fn stop(mut self, grace: Duration) -> Result<(), ServeError> {
         self.engine.shutdown(grace);
-        let ended = (&mut self.engine.task).await;
+        let bound = grace.saturating_add(STOP_SLACK);
+        let ended = match tokio::time::timeout(bound, &mut self.engine.task).await {
+            Ok(ended) => ended,
+            Err(_) => {
+                self.engine.task.abort();
+                let _ = self.close.send(());
+                self.server.abort();
+                return Err(ServeError::EngineLost(format!(
+                    "it had not stopped {bound:?} after the shutdown began; what it had not committed is decided again at the next start"
+                )));
+            }
+        };
         let _ = self.close.send(());
         match tokio::time::timeout(CLOSE_GRACE, &mut self.server).await {
             Ok(Ok(())) => {}

@@ -535,3 +535,51 @@ async fn l14_an_inventory_read_that_hangs_is_said_past_the_stall_bound() {
     assert_eq!(body, json!({"status": "degraded", "unreadable": ["linux"]}));
     service.abort();
 }
+
+// L12, L7: a stop never waits without bound. Here the engine's clock stands
+// still (a manual clock nobody moves) with an inventory read hung, so its
+// drain never ends by itself: STOP_SLACK past the grace, in wall time, the
+// stop gives up on it, aborts it and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l12_a_stop_that_cannot_finish_gives_up_after_its_slack() {
+    let manual = Arc::new(ManualClock::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+    ));
+    let clock: Arc<dyn Clock> = manual.clone();
+    let pools = Pools::builder(config())
+        .provider(
+            "linux",
+            Arc::new(Hung) as Arc<dyn billet_provider::Provider>,
+        )
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let service = Service::start(&pools, Store::memory(), Vec::new(), clock, ALL, listener)
+        .await
+        .unwrap();
+    // Let the engine ask for the first inventory, which never answers.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let stopped = tokio::time::timeout(
+        Duration::from_secs(60),
+        service.stop(Duration::from_millis(500)),
+    )
+    .await
+    .expect("the stop returned");
+    let took = started.elapsed();
+    let error = stopped.expect_err("the engine could not finish");
+    assert!(
+        matches!(error, billet::ServeError::EngineLost(_)),
+        "{error}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("decided again at the next start"),
+        "{error}"
+    );
+    assert!(
+        took >= billet::service::STOP_SLACK,
+        "gave up after {took:?}, before its slack"
+    );
+}
