@@ -84,7 +84,12 @@ impl Core {
         self.end_vanished(pool, issued, backing, &inventory);
         let unheld = self.judge_unheld(pool, first, others);
         if first && self.pools.iter().all(|pool| pool.ready) {
-            self.forget_earlier_life();
+            // Every pool has given its first answer: what an earlier life
+            // left to consult (B8) is forgotten. (Memory only: nothing
+            // consults these once every pool is ready.)
+            self.ended_before = Default::default();
+            self.ended_through = None;
+            self.held_before = Default::default();
         }
         self.settle_pool(pool, issued, unheld, &inventory);
     }
@@ -311,14 +316,6 @@ impl Core {
             unheld.listed.insert(instance.id.clone());
             self.orphan(pool, instance);
         }
-    }
-
-    /// Every pool has given its first answer: what an earlier life left to
-    /// consult (B8) is forgotten.
-    fn forget_earlier_life(&mut self) {
-        self.ended_before = Default::default();
-        self.ended_through = None;
-        self.held_before = Default::default();
     }
 
     /// The pool's own books after its answer: orphans gone by themselves are

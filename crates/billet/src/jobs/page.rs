@@ -86,11 +86,14 @@ fn merge(live: Vec<JobRecord>, ended: Vec<JobRecord>) -> Vec<JobRecord> {
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some(a), Some(b)) if a.id == b.id => {
-                live.next();
-                false
-            }
-            (Some(a), Some(b)) => a.id < b.id,
+            (Some(a), Some(b)) => match a.id.cmp(&b.id) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => {
+                    live.next();
+                    false
+                }
+            },
         };
         let next = if take_live { live.next() } else { ended.next() };
         merged.extend(next);
