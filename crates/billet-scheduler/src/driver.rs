@@ -131,6 +131,27 @@ pub trait Hooks: Send {
 
     /// A call ended, before its answer reaches the core.
     fn ended(&mut self, _call: &CallEnded) {}
+
+    /// The loop has stepped and is about to wait for its next event: what it
+    /// waits on. Told once per turn; an owner that has nothing of its own
+    /// pending can say from this that it is quiescent until `wake`.
+    fn waiting(&mut self, _waiting: &Waiting) {}
+}
+
+/// What the loop waits on as it goes to sleep ([`Hooks::waiting`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waiting {
+    /// The clock's time.
+    pub now: SystemTime,
+    /// Calls made and not yet ended.
+    pub in_flight: usize,
+    /// Calls the gate holds.
+    pub held: usize,
+    /// When the loop wakes by itself (the core's timer, or the end of a
+    /// drain); `None` when nothing but an input or a call can wake it.
+    pub wake: Option<SystemTime>,
+    /// Whether it is draining.
+    pub draining: bool,
 }
 
 type CallFuture = Pin<Box<dyn Future<Output = CallEnded> + Send>>;
@@ -247,6 +268,13 @@ impl Driver {
                 Some(until) => Some(until),
                 None => self.core.poll_timeout(),
             };
+            hooks.waiting(&Waiting {
+                now: self.clock.now(),
+                in_flight: self.calls.len(),
+                held: self.held.len(),
+                wake,
+                draining: drain_until.is_some(),
+            });
             let clock = Arc::clone(&self.clock);
             let sleep = async move {
                 match wake {

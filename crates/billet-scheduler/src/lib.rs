@@ -79,7 +79,7 @@ mod task;
 
 pub use crate::build::{BuildError, Pools, PoolsBuilder};
 pub use crate::core::Core;
-pub use crate::driver::{CallEnded, Driver, Flow, Gate, Hooks, Turn};
+pub use crate::driver::{CallEnded, Driver, Flow, Gate, Hooks, Turn, Waiting};
 pub use crate::inline::{Inline, perform};
 pub use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
 pub use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};

@@ -515,3 +515,87 @@ async fn l12_a_flood_of_inputs_never_holds_back_a_due_timer_or_an_answer() {
         &flood.listed_at_input[..3]
     );
 }
+
+/// Records what the loop says it waits on, and drains once it has seen
+/// `quiet_turns` turns with nothing in flight.
+struct Watcher {
+    waits: Vec<billet_scheduler::Waiting>,
+    inputs: mpsc::UnboundedReceiver<In>,
+    gate: Gate,
+}
+
+impl Hooks for Watcher {
+    type Input = In;
+    type Error = String;
+
+    async fn next_input(&mut self) -> Option<In> {
+        self.inputs.recv().await
+    }
+
+    fn on_input(&mut self, input: In, turn: Turn<'_>) -> Result<Flow, String> {
+        Ok(match input {
+            In::Release(through) => Flow::Release(through),
+            In::Drain(grace) => Flow::Drain(turn.now + grace),
+            In::Submit(_) => Flow::Continue,
+        })
+    }
+
+    fn decided(&mut self, _: Decision, _: SystemTime) {}
+
+    fn gate(&mut self, _: &Action) -> Gate {
+        self.gate
+    }
+
+    fn waiting(&mut self, waiting: &billet_scheduler::Waiting) {
+        self.waits.push(*waiting);
+    }
+}
+
+// B1: before each wait the loop says what it waits on: the calls in flight
+// and held, and when its timer wakes it. Held calls are counted until a
+// release lets them go; once the first inventories are answered (behind the
+// release, by the loop's catch-up) nothing is in flight and the loop waits
+// for the next reconcile.
+#[tokio::test]
+async fn b1_the_loop_says_what_it_waits_on() {
+    let provider = Scripted::new(true);
+    let every = Duration::from_secs(60);
+    let pools = pools_of(
+        &provider,
+        Settings {
+            reconcile_every: every,
+            ..Settings::default()
+        },
+    );
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let manual = Arc::new(billet_clock::ManualClock::new(start));
+    let clock: Arc<dyn Clock> = Arc::clone(&manual) as Arc<dyn Clock>;
+    let mut driver = Driver::new(&pools, clock);
+    let (send, inputs) = mpsc::unbounded_channel();
+    let mut watcher = Watcher {
+        waits: Vec::new(),
+        inputs,
+        gate: Gate::Hold(1),
+    };
+    send.send(In::Release(1)).unwrap();
+    send.send(In::Drain(Duration::ZERO)).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), driver.run(&mut watcher))
+        .await
+        .expect("the loop returned")
+        .unwrap();
+    let waits = watcher.waits;
+    // First: both pools' lists held by the gate, none in flight.
+    assert_eq!(
+        (waits[0].held, waits[0].in_flight, waits[0].draining),
+        (2, 0, false)
+    );
+    assert_eq!(waits[0].now, start);
+    // Released, made, answered: nothing in flight, the next reconcile ahead.
+    let quiet = waits
+        .iter()
+        .find(|w| w.held == 0 && w.in_flight == 0 && !w.draining)
+        .expect("a quiet wait");
+    assert_eq!(quiet.wake, Some(start + every), "{waits:?}");
+    assert_eq!(waits.len(), 2, "then the drain ends the loop: {waits:?}");
+    assert_eq!(provider.listed.load(Ordering::SeqCst), 2);
+}
