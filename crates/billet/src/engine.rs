@@ -33,7 +33,7 @@ use std::time::{Duration, SystemTime};
 use billet_clock::Clock;
 use billet_scheduler::{
     Action, Answer, Call, CallEnded, Core, Decision, Driver, Flow, Gate, Hooks, Job, JobId, PoolId,
-    Pools, Turn,
+    Pools, Turn, Waiting,
 };
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
@@ -56,6 +56,31 @@ pub const INTAKE_BATCH: usize = 256;
 /// How often retention looks for ended jobs past [`Bounds::retain`], in the
 /// clock's time.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The engine is quiescent (H13): at clock time `at` it had no request
+/// waiting, no provider call in flight or held at the gate, and everything
+/// it decided committed (so every request it took is answered); nothing but
+/// a new request wakes it before `wake` (`None`: nothing at all).
+///
+/// It stays so at any later time `t` with `wake` past `t` until a request
+/// comes: a caller who knows its own requests are answered can move a
+/// manual clock to `t` and know nothing happened in between
+/// ([`Quiet::holds_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quiet {
+    /// When it was last seen quiescent.
+    pub at: SystemTime,
+    /// When it next wakes by itself.
+    pub wake: Option<SystemTime>,
+}
+
+impl Quiet {
+    /// Whether, told no request since, the engine is quiescent at `t`: `t`
+    /// is at or after `at`, and before it wakes.
+    pub fn holds_at(&self, t: SystemTime) -> bool {
+        t >= self.at && self.wake.is_none_or(|wake| wake > t)
+    }
+}
 
 /// What the engine keeps bounded (L12).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +151,9 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Cleared once shutdown begins: requests then answer `503`.
     pub accepting: AtomicBool,
+    /// Whether (and since when) the engine is quiescent (H13): `None` while
+    /// it works.
+    pub quiet: tokio::sync::watch::Sender<Option<Quiet>>,
     /// Per pool, since when its inventory read has been outstanding.
     listing: Mutex<Vec<Option<SystemTime>>>,
     /// How long an inventory read may be outstanding before the pool is
@@ -231,6 +259,7 @@ impl Engine {
             unreadable: Mutex::new(BTreeSet::new()),
             metrics,
             accepting: AtomicBool::new(true),
+            quiet: tokio::sync::watch::Sender::new(None),
             listing: Mutex::new(vec![None; names.len()]),
             stall_after: stall_bound(pools.settings().reconcile_every),
             clock: Arc::clone(&clock),
@@ -695,6 +724,11 @@ impl Hooks for State {
                 Flow::Drain(now + grace)
             }
             Input::Commands(commands) => {
+                // Not quiescent from here: said before the batch these make
+                // is sent, so before any of them is answered (H13).
+                self.shared
+                    .quiet
+                    .send_if_modified(|quiet| quiet.take().is_some());
                 for command in commands {
                     match command {
                         Command::Submit(job, reply) => self.submit(turn.core, job, reply, now),
@@ -766,6 +800,27 @@ impl Hooks for State {
         if matches!(action.call, Call::List) {
             self.shared.listing.lock()[action.pool.0] = Some(now);
         }
+    }
+
+    /// Quiescent (H13) when the loop waits on nothing but its timer and
+    /// nothing of the engine's own is pending: no request waiting, every
+    /// batch committed, not draining.
+    fn waiting(&mut self, waiting: &Waiting) {
+        let quiet = (waiting.in_flight == 0
+            && waiting.held == 0
+            && !waiting.draining
+            && self.committed == self.sent
+            && self.inbox.is_empty()
+            && waiting.wake.is_none_or(|wake| wake > waiting.now))
+        .then_some(Quiet {
+            at: waiting.now,
+            wake: waiting.wake,
+        });
+        self.shared.quiet.send_if_modified(|now| {
+            let changed = *now != quiet;
+            *now = quiet;
+            changed
+        });
     }
 
     fn ended(&mut self, call: &CallEnded) {

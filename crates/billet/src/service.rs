@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use billet_clock::{Clock, SystemClock};
 use billet_config::{Config, ConfigError};
@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
-use crate::engine::{Bounds, Engine, EngineError};
+use crate::engine::{Bounds, Engine, EngineError, Quiet};
 use crate::http::{AppState, JobLimits, router};
 use crate::jobs::JobRecord;
 use crate::listener;
@@ -219,6 +219,30 @@ impl Service {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Whether, and since when, its engine is quiescent ([`Quiet`]): for a
+    /// driver of the service in modelled time (H13), which moves its clock
+    /// only once every service it drives holds [`Quiet::holds_at`] the time
+    /// it moves to, its own requests all answered.
+    pub fn quiet(&self) -> tokio::sync::watch::Receiver<Option<Quiet>> {
+        self.engine.shared.quiet.subscribe()
+    }
+
+    /// Waits until the engine is quiescent at `t` (see [`quiet`](Service::quiet)),
+    /// at most `bound` of wall time; answers what it last said.
+    pub async fn quiescent(&self, t: SystemTime, bound: Duration) -> Result<Quiet, Option<Quiet>> {
+        let mut quiet = self.quiet();
+        let seen: Option<Quiet> =
+            tokio::time::timeout(bound, quiet.wait_for(|q| q.is_some_and(|q| q.holds_at(t))))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|seen| *seen);
+        match seen {
+            Some(held) => Ok(held),
+            None => Err(*quiet.borrow()),
+        }
     }
 
     /// Serves until `shutdown` completes, then stops in order (L7): new
