@@ -56,7 +56,44 @@ pub const COVERED: &[&str] = &[
     "billet-config",
     "billet-conformance",
     "billet-scheduler",
+    "billet",
 ];
+
+/// Crates the gate covers in part: only these files, judged only by these
+/// test targets (`cargo test` arguments). `billet`'s are the service's
+/// decision code (the engine, the writer, the job table and its pages, the
+/// archive of ended jobs), judged by its in-process tests over the simulated
+/// backend; the HTTP glue, the CLI and the docker-backed tests are not.
+pub const ONLY: &[Only] = &[Only {
+    package: "billet",
+    files: &[
+        "crates/billet/src/engine.rs",
+        "crates/billet/src/engine/intake.rs",
+        "crates/billet/src/commit.rs",
+        "crates/billet/src/jobs.rs",
+        "crates/billet/src/jobs/page.rs",
+        "crates/billet/src/store/archive.rs",
+    ],
+    tests: &[
+        "--lib",
+        "--test=service",
+        "--test=ordering",
+        "--test=retention",
+        "--test=limits",
+        "--test=quiescence",
+    ],
+}];
+
+/// One crate of [`ONLY`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Only {
+    /// The crate.
+    pub package: &'static str,
+    /// Its files under the gate.
+    pub files: &'static [&'static str],
+    /// The test targets that judge them.
+    pub tests: &'static [&'static str],
+}
 
 /// The crates `cargo xtask mutants --ci` covers: the two smallest core crates,
 /// whose full run takes about two minutes and so fits the CI budget. The
@@ -174,6 +211,8 @@ pub struct Run<'a> {
     pub test_packages: &'a [&'a str],
     /// Where cargo-mutants writes its `mutants.out` report.
     pub output: PathBuf,
+    /// For a crate of [`ONLY`]: its files and test targets.
+    pub only: Option<&'a Only>,
 }
 
 /// The runs for `packages`, in order: first one run over every crate that is
@@ -186,10 +225,11 @@ pub fn plan<'a>(packages: &[&'a str], output: &Path) -> Vec<Run<'a>> {
             .find(|(crate_name, _)| *crate_name == name)
             .map(|(_, by)| *by)
     };
+    let only = |name: &str| ONLY.iter().find(|only| only.package == name);
     let own: Vec<&str> = packages
         .iter()
         .copied()
-        .filter(|name| also(name).is_none())
+        .filter(|name| also(name).is_none() && only(name).is_none())
         .collect();
     let mut runs = Vec::new();
     if !own.is_empty() {
@@ -197,6 +237,7 @@ pub fn plan<'a>(packages: &[&'a str], output: &Path) -> Vec<Run<'a>> {
             packages: own,
             test_packages: &[],
             output: output.to_owned(),
+            only: None,
         });
     }
     for name in packages {
@@ -205,6 +246,17 @@ pub fn plan<'a>(packages: &[&'a str], output: &Path) -> Vec<Run<'a>> {
                 packages: vec![*name],
                 test_packages: by,
                 output: output.join(name),
+                only: None,
+            });
+        }
+    }
+    for name in packages {
+        if let Some(only) = only(name) {
+            runs.push(Run {
+                packages: vec![*name],
+                test_packages: &[],
+                output: output.join(name),
+                only: Some(only),
             });
         }
     }
@@ -227,6 +279,16 @@ pub fn mutants_args(request: &Request, run: &Run<'_>) -> Vec<String> {
         // debug info they link faster. Doctests are left out: they are
         // compiled afresh for every mutant, and the suite's are examples.
         args.extend(["--profile", MUTANTS_PROFILE, "--cargo-test-arg=--tests"].map(String::from));
+    }
+    if let Some(only) = run.only {
+        args.extend(["--profile", MUTANTS_PROFILE].map(String::from));
+        for file in only.files {
+            args.push("--file".into());
+            args.push((*file).into());
+        }
+        for test in only.tests {
+            args.push(format!("--cargo-test-arg={test}"));
+        }
     }
     // One job (cargo-mutants' default; `--in-place` allows no other): the
     // machine's cores go to each mutant's own build and tests.
@@ -493,7 +555,11 @@ mod tests {
                 "billet-scheduler",
             ]
         );
-        assert_eq!(absent, ["billet-conformance"], "noted, not an error");
+        assert_eq!(
+            absent,
+            ["billet-conformance", "billet"],
+            "noted, not an error"
+        );
 
         let ci = parse_args(&args(&["--ci"])).unwrap();
         assert_eq!(select(&ci, &members).0, CI_COVERED);
@@ -597,6 +663,44 @@ mod tests {
             "the other crates build as they always did"
         );
         assert_eq!(plan(&["billet-conformance"], Path::new("/t/m")).len(), 1);
+    }
+
+    // The service is under the gate in part: its decision code only, judged
+    // by its in-process tests, in a run of its own built without debug info.
+    #[test]
+    fn the_service_is_judged_in_part_by_its_in_process_tests() {
+        assert!(COVERED.contains(&"billet") && !CI_COVERED.contains(&"billet"));
+        let runs = plan(&["billet-config", "billet"], Path::new("/t/m"));
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].packages, ["billet-config"]);
+        assert_eq!(runs[0].only, None);
+        assert_eq!(runs[1].packages, ["billet"]);
+        assert_eq!(runs[1].output, Path::new("/t/m/billet"));
+        let none = parse_args(&[]).unwrap();
+        let built = mutants_args(&none, &runs[1]);
+        let text = built.join(" ");
+        assert!(
+            text.starts_with(
+                "mutants --package billet --profile mutants --file crates/billet/src/engine.rs"
+            ),
+            "{text}"
+        );
+        for wanted in [
+            "--file crates/billet/src/commit.rs",
+            "--file crates/billet/src/jobs/page.rs",
+            "--file crates/billet/src/store/archive.rs",
+            "--cargo-test-arg=--lib",
+            "--cargo-test-arg=--test=retention",
+            "--output /t/m/billet",
+        ] {
+            assert!(text.contains(wanted), "{wanted}: {text}");
+        }
+        for file in ONLY[0].files {
+            assert!(
+                crate::workspace::root().join(file).is_file(),
+                "{file} is not a file of the workspace"
+            );
+        }
     }
 
     // The scheduler's mutants are judged by its own tests (its core is tested
