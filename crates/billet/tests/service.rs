@@ -468,3 +468,43 @@ async fn l5_a_body_over_the_limit() {
     assert!(running.jobs().await.is_empty());
     running.service.stop(Duration::from_secs(1)).await.unwrap();
 }
+
+// L10: a second live store launching into this deployment is said by
+// `/healthz` (degraded, naming the pool as contested) and by the pool's
+// count; its instance is never touched. In process, two stores over one
+// simulated host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l10_another_live_store_is_said_contested() {
+    let host = Host::new();
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = start(2, &host, Some(a_dir.path())).await;
+    let health = || async {
+        let response = reqwest::get(format!("{}/healthz", a.base)).await.unwrap();
+        (response.status(), response.json::<Value>().await.unwrap())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while health().await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "A never healthy");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let b = start(2, &host, Some(b_dir.path())).await;
+    let (status, _) = b
+        .post(json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let body = loop {
+        let (status, body) = health().await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "A never said it: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(body["contested"], json!(["linux"]), "{body}");
+    assert_eq!(body["unreadable"], json!([]), "{body}");
+    let (_, pools) = a.call("GET", "/v1/pools", None).await;
+    assert_eq!(pools["pools"][0]["contested"], 1, "{pools}");
+    assert_eq!(host.instances_of("svc"), 1, "B's instance stays");
+    b.service.stop(Duration::from_secs(1)).await.unwrap();
+    a.service.stop(Duration::from_secs(1)).await.unwrap();
+}
