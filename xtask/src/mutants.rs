@@ -69,6 +69,7 @@ pub const ONLY: &[Only] = &[Only {
     files: &[
         "crates/billet/src/engine.rs",
         "crates/billet/src/engine/intake.rs",
+        "crates/billet/src/engine/keys.rs",
         "crates/billet/src/commit.rs",
         "crates/billet/src/jobs.rs",
         "crates/billet/src/jobs/page.rs",

@@ -25,7 +25,7 @@
 //!   [`Bounds::retain`] ago are removed from the store with their keys, in
 //!   small transactions between commits (see [`crate::commit`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
@@ -45,9 +45,11 @@ use crate::metrics::Metrics;
 use crate::store::{Archive, Store, StoreError};
 
 mod intake;
+mod keys;
 
 use intake::Command;
 pub use intake::{Cancelled, EngineHandle, Submitted, Unanswered};
+use keys::Keys;
 
 /// How many requests the engine takes from its intake in one input: the
 /// most intake any provider answer or due timer waits behind (L12).
@@ -290,9 +292,7 @@ impl Engine {
             replies: Vec::new(),
             sent: 0,
             committed: 0,
-            keys: HashMap::new(),
-            key_of: HashMap::new(),
-            retiring: Vec::new(),
+            keys: Keys::default(),
             next_id: 1,
             draining: false,
             read: vec![false; pools.providers().len()],
@@ -353,15 +353,9 @@ struct State {
     /// The last batch sent, and the last committed.
     sent: u64,
     committed: u64,
-    /// The idempotency keys of jobs not yet ended, committed or not yet, and
-    /// of jobs whose end is not yet applied ([`State::retiring`]). Older
-    /// keys are found in the archive.
-    keys: HashMap<String, u64>,
-    /// The key of each job in `keys`.
-    key_of: HashMap<u64, String>,
-    /// Keys of ended jobs, each with the batch whose commit moves its job to
-    /// the archive: dropped from `keys` once that batch is committed.
-    retiring: Vec<(u64, String)>,
+    /// The idempotency keys of jobs not yet ended (see [`Keys`]); older
+    /// ones are found in the archive.
+    keys: Keys,
     next_id: u64,
     /// Set once the stop is asked or the requests end: no request is read
     /// from then on.
@@ -408,8 +402,7 @@ impl State {
         core.ended_through(JobId(jobs.last_id()));
         for record in jobs.iter() {
             if let Some(key) = &record.key {
-                self.keys.insert(key.clone(), record.id);
-                self.key_of.insert(record.id, key.clone());
+                self.keys.insert(key, record.id);
             }
             let id = JobId(record.id);
             if let Some(verdict) = &record.verdict {
@@ -490,9 +483,7 @@ impl State {
     /// Job `id` ends in the batch being gathered: its key, if it has one,
     /// is found in the archive once that batch is committed.
     fn retire_key(&mut self, id: u64) {
-        if let Some(key) = self.key_of.remove(&id) {
-            self.retiring.push((self.sent + 1, key));
-        }
+        self.keys.retire(id, self.sent);
     }
 
     /// Takes a commit: answers the batch committed through.
@@ -500,14 +491,7 @@ impl State {
         match written {
             Some(Written::Committed(seq)) => {
                 self.committed = seq;
-                let keys = &mut self.keys;
-                self.retiring.retain(|(batch, key)| {
-                    let applied = *batch <= seq;
-                    if applied {
-                        keys.remove(key);
-                    }
-                    !applied
-                });
+                self.keys.applied(seq);
                 Ok(seq)
             }
             Some(Written::Failed(error)) => Err(error.into()),
@@ -522,7 +506,7 @@ impl State {
         reply: oneshot::Sender<Submitted>,
         now: SystemTime,
     ) {
-        if let Some(&id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
+        if let Some(id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
                 let answer = match jobs.find(id) {
                     Ok(Some(record)) => Submitted::Existing(record.view()),
@@ -559,8 +543,7 @@ impl State {
             Ok(()) => {
                 self.next_id += 1;
                 if let Some(key) = &record.key {
-                    self.keys.insert(key.clone(), id);
-                    self.key_of.insert(id, key.clone());
+                    self.keys.insert(key, id);
                 }
                 tracing::info!(job = id, "accepted");
                 self.changes.push(Change::Accepted(Box::new(record)));
