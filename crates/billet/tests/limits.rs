@@ -3,6 +3,9 @@
 //! keeps across a crash (L14), and connections that are slow, idle or too
 //! many (L12).
 
+mod client;
+
+use client::support_client;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -81,7 +84,7 @@ async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
     Running {
         service,
         base,
-        client: reqwest::Client::new(),
+        client: support_client(),
     }
 }
 

@@ -3,6 +3,9 @@
 //! places a job that held a lease before its pool's first inventory; a stop
 //! lets the calls in flight finish and commits what they decided.
 
+mod client;
+
+use client::support_client;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,7 +73,7 @@ impl Provider for Hooked {
                 .and_then(|rest| rest.split('.').next())
                 .and_then(|n| n.parse().ok())
                 .unwrap();
-            let job: Value = reqwest::Client::new()
+            let job: Value = support_client()
                 .get(format!("{base}/v1/jobs/{id}"))
                 .bearer_auth(TOKEN)
                 .send()
@@ -156,7 +159,7 @@ async fn start_over(
 }
 
 async fn post(base: &str, job: Value) -> Value {
-    let response = reqwest::Client::new()
+    let response = support_client()
         .post(format!("{base}/v1/jobs"))
         .bearer_auth(TOKEN)
         .body(job.to_string())
@@ -168,7 +171,7 @@ async fn post(base: &str, job: Value) -> Value {
 }
 
 async fn get(base: &str, id: u64) -> Value {
-    reqwest::Client::new()
+    support_client()
         .get(format!("{base}/v1/jobs/{id}"))
         .bearer_auth(TOKEN)
         .send()

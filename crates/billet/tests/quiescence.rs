@@ -2,6 +2,9 @@
 //! (`Service::quiet`, `Service::quiescent`), so a driver can move the clock
 //! only then, from one wake to the next, and the run is deterministic.
 
+mod client;
+
+use client::support_client;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -56,7 +59,7 @@ async fn run(dir: &std::path::Path) -> Vec<Snapshot> {
         .await
         .unwrap();
     let base = format!("http://{}", service.addr());
-    let client = reqwest::Client::new();
+    let client = support_client();
     let call = |method: reqwest::Method, path: String, body: Option<Value>| {
         let client = client.clone();
         let url = format!("{base}{path}");

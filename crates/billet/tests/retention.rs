@@ -3,6 +3,9 @@
 //! removing them (with their keys) in modelled time, and a row removed from
 //! the store by hand breaking nothing else.
 
+mod client;
+
+use client::support_client;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -88,7 +91,7 @@ async fn start(
     Running {
         service,
         base,
-        client: reqwest::Client::new(),
+        client: support_client(),
         clock: Arc::clone(clock),
     }
 }

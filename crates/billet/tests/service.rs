@@ -3,6 +3,9 @@
 //! store (L6) and shutdown (L7), quickly and on any machine. The same things
 //! on a real daemon, through the built binary, are in `e2e.rs`.
 
+mod client;
+
+use client::support_client;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,7 +82,7 @@ async fn start(capacity: u32, host: &Host, store: Option<&Path>) -> Running {
     Running {
         service,
         provider,
-        client: reqwest::Client::new(),
+        client: support_client(),
         base,
     }
 }
@@ -454,7 +457,7 @@ async fn l5_a_body_over_the_limit() {
     // The server closes a connection whose body it did not read: go on over
     // a new one.
     let running = Running {
-        client: reqwest::Client::new(),
+        client: support_client(),
         ..running
     };
     let (status, answer) = running.call("GET", "/v1/jobs?state=done", None).await;
