@@ -633,6 +633,14 @@ async fn l6_b8_a_launch_landing_after_a_restart_never_overcommits() {
     let watch = Watch::start(&service.id).await;
     service.start().await;
     let mut invariants = Invariants::new(capacity);
+    // The hold shuts every open connection and holds every new one, lists
+    // included: the first inventory must have been read before it, or the
+    // pool is never ready and nothing is ever placed (seen once in CI).
+    let deadline = Deadline::after(Duration::from_secs(10), "the first inventory read");
+    while !service.log().contains("first inventory read") {
+        deadline.check(service.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 
     let hold = proxy.hold();
     let first = id_of(&service.submit_sh("sleep 1; exit 3").await);
@@ -1039,13 +1047,31 @@ async fn l5_bad_requests_answer_4xx_naming_the_field_and_record_nothing() {
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(serde_json::to_vec(&huge).expect("json"))
         .send()
-        .await
-        .expect("a body of 2 MiB: no answer");
-    let status = response.status().as_u16();
-    assert!(
-        matches!(status, 413 | 400),
-        "a body over the limit: {status}"
-    );
+        .await;
+    match response {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            assert!(
+                matches!(status, 413 | 400),
+                "a body over the limit: {status}"
+            );
+        }
+        // The server answered and closed while the client was still writing
+        // the rest of the body: the client sees the connection closed under
+        // its write, and the answer may be lost with it (seen once in CI,
+        // `BodyWrite`, broken pipe). That too is a refusal; that nothing was
+        // recorded is checked below either way.
+        Err(error) if error.is_request() && error.to_string().contains("/v1/jobs") => {
+            let cause = format!("{error:?}");
+            assert!(
+                cause.contains("BodyWrite")
+                    || cause.contains("reset")
+                    || cause.contains("Broken pipe"),
+                "a body of 2 MiB: {cause}"
+            );
+        }
+        Err(error) => panic!("a body of 2 MiB: no answer: {error:?}"),
+    }
 
     // A job no pool could ever take: 422 with the reason.
     for trust in [None, Some("unknown"), Some("untrusted")] {
