@@ -378,13 +378,28 @@ async fn run_once(
         .expect("the pools as JSON");
     let held = pools_seen["pools"][0]["held"].as_u64().unwrap_or(0);
     if check {
-        let jobs: serde_json::Value = get("/v1/jobs")
-            .await
-            .expect("GET /v1/jobs")
-            .json()
-            .await
-            .expect("the jobs as JSON");
-        let jobs = jobs["jobs"].as_array().expect("a list of jobs");
+        // Every page of `GET /v1/jobs` (at most 1,000 jobs each, L12).
+        let mut jobs = Vec::new();
+        let mut after = 0;
+        loop {
+            let page: serde_json::Value = get(&format!("/v1/jobs?limit=1000&after={after}"))
+                .await
+                .expect("GET /v1/jobs")
+                .json()
+                .await
+                .expect("the jobs as JSON");
+            jobs.extend(
+                page["jobs"]
+                    .as_array()
+                    .expect("a list of jobs")
+                    .iter()
+                    .cloned(),
+            );
+            match page["next"].as_u64() {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
         assert_eq!(jobs.len(), total, "every accepted job is listed");
         for (n, job) in jobs.iter().enumerate() {
             assert_eq!(job["id"], n + 1, "ids in order, none missing: {job}");
