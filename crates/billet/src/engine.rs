@@ -23,7 +23,7 @@
 //!   more ([`Driver::run`]): intake never starves reconciles.
 //! * Retention (L12): every [`PRUNE_EVERY`], jobs that ended more than
 //!   [`Bounds::retain`] ago are removed from the store with their keys, in
-//!   small transactions between commits (see [`crate::commit`]).
+//!   small transactions between commits (the writer, `commit.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
