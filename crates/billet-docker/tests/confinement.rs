@@ -66,15 +66,21 @@ fn engine_of(scope: &Scope) -> &'static str {
     if podman { "podman" } else { "docker" }
 }
 
-/// A trusted spec on the test image running `script` in busybox's shell.
+/// A trusted spec on the test image running `script` in busybox's shell,
+/// its standard error sent to its standard output: an engine may interleave
+/// a log's two streams mid-line (podman once gave `sh: forked=30`), and the
+/// tests read lines.
 fn job(name: &str, script: &str) -> Spec {
-    Spec::new(name, ["busybox", "sh", "-c", script])
-        .with_image(TEST_IMAGE)
-        .with_trust(TrustClass::Trusted)
-        .with_resources(Resources {
-            cpus: 1,
-            memory_mib: 128,
-        })
+    Spec::new(
+        name,
+        ["busybox", "sh", "-c", &format!("exec 2>&1; {script}")],
+    )
+    .with_image(TEST_IMAGE)
+    .with_trust(TrustClass::Trusted)
+    .with_resources(Resources {
+        cpus: 1,
+        memory_mib: 128,
+    })
 }
 
 /// A provider of `scope` confined by `confinement`.
