@@ -1,10 +1,13 @@
 //! The main job: a simulated fleet scenario through the production scheduler
 //! (`billet-scheduler`, one per deployment, H10), or the harness's reference
-//! scheduler with `--scheduler reference`.
+//! scheduler with `--scheduler reference`, or the whole of `billet serve`
+//! (one service per deployment, in process, jobs over HTTP, H13) with
+//! `--scheduler service`.
 //!
 //! ```text
 //! cargo run --release --example fleet
 //! cargo run --release --example fleet -- --scheduler reference
+//! cargo run --release --example fleet -- --scheduler service --store memory
 //! cargo run --release --example fleet -- --seed 7 --jobs 200000 --concurrency 5000 --chart fleet.svg
 //! cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000
 //! ```
@@ -27,6 +30,7 @@ use std::time::{Duration, Instant};
 use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::scenario::{Fleet, Scenario, Which};
+use billet_harness::service::{ServiceOptions, ServiceScheduler, StoreKind, Submission};
 use billet_harness::trace::Trace;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -44,6 +48,16 @@ struct Args {
     /// The scheduler under test.
     #[arg(long, value_enum, default_value_t = SchedulerArg::Production)]
     scheduler: SchedulerArg,
+    /// Where `--scheduler service` keeps its jobs: `durable` (SQLite in a
+    /// temporary directory, as `billet serve` does) or `memory` (nothing
+    /// survives a restart, so restarts are reported as unsupported).
+    #[arg(long, value_enum, default_value_t = StoreArg::Durable)]
+    store: StoreArg,
+    /// How `--scheduler service` sends the jobs of one instant: `concurrent`
+    /// (all at once) or `ordered` (one after another, the production
+    /// scheduler's order).
+    #[arg(long, value_enum, default_value_t = SubmissionArg::Concurrent)]
+    submission: SubmissionArg,
     /// Every deployment's pools: `routed` (linux, vm, mac, with routes and a
     /// label mix) or `single` (one docker pool, no labels). Default: routed
     /// for the production scheduler's generated fleet; single for the
@@ -92,6 +106,24 @@ enum SchedulerArg {
     Production,
     /// The harness's reference scheduler.
     Reference,
+    /// `billet serve` whole, one service per deployment (H13).
+    Service,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StoreArg {
+    /// SQLite, as `billet serve` keeps it.
+    Durable,
+    /// In memory.
+    Memory,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SubmissionArg {
+    /// The jobs of one instant all at once.
+    Concurrent,
+    /// One after another, in arrival order.
+    Ordered,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -105,7 +137,7 @@ enum LayoutArg {
 fn main() -> ExitCode {
     let args = Args::parse();
     let shape = match args.scheduler {
-        SchedulerArg::Production => Fleet::production(),
+        SchedulerArg::Production | SchedulerArg::Service => Fleet::production(),
         SchedulerArg::Reference => Fleet::default(),
     };
     let count = |n: Option<u64>, default: usize| n.map_or(default, |n| n as usize);
@@ -123,7 +155,7 @@ fn main() -> ExitCode {
         restarts: count(args.restarts, shape.restarts),
         strays: count(args.strays, shape.strays),
         scheduler: match args.scheduler {
-            SchedulerArg::Production => Which::Production,
+            SchedulerArg::Production | SchedulerArg::Service => Which::Production,
             SchedulerArg::Reference => Which::Reference,
         },
         ..shape
@@ -159,6 +191,20 @@ fn main() -> ExitCode {
     let result = match args.scheduler {
         SchedulerArg::Production => scenario.run_observed(ProductionScheduler::new, &mut observe),
         SchedulerArg::Reference => scenario.run_observed(ReferenceScheduler::new, &mut observe),
+        SchedulerArg::Service => {
+            let options = ServiceOptions {
+                store: match args.store {
+                    StoreArg::Durable => StoreKind::Durable,
+                    StoreArg::Memory => StoreKind::Memory,
+                },
+                submission: match args.submission {
+                    SubmissionArg::Concurrent => Submission::Concurrent,
+                    SubmissionArg::Ordered => Submission::Ordered,
+                },
+            };
+            let build = |ctx| ServiceScheduler::new(ctx, options);
+            scenario.run_observed(build, &mut observe)
+        }
     };
     bar.finish_and_clear();
 

@@ -56,5 +56,6 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod scheduler;
+pub mod service;
 pub mod trace;
 pub mod workload;

@@ -41,7 +41,7 @@ use crate::scheduler::{
     Adopted, Change, FreeReason, Freed, Launched, OrphanChange, OrphanFate, Placed,
     RestartUnsupported, Scheduler, SchedulerContext, Step,
 };
-use crate::workload::Job;
+use crate::workload::{Job, JobId};
 
 /// The production scheduler, one [`Inline`] per deployment. See the
 /// [module docs](self).
@@ -78,79 +78,99 @@ impl Deployment {
     /// Translates every decision made so far into changes for the harness.
     fn drain(&mut self, index: usize, changes: &mut Vec<Change>) {
         while let Some(decision) = self.inline.poll_decision() {
-            match decision {
-                Decision::Placed { job, pool } => {
-                    changes.push(Change::Placed(Placed {
-                        job: job.0,
-                        deployment: index,
-                        pool: pool.0,
-                    }));
-                }
-                Decision::Launched { job, instance, .. } => {
-                    changes.push(Change::Launched(Launched {
-                        job: job.0,
-                        deployment: index,
-                        instance,
-                    }));
-                }
-                Decision::Adopted {
-                    job,
-                    pool,
-                    instance,
-                } => {
-                    changes.push(Change::Adopted(Adopted {
-                        job: job.0,
-                        deployment: index,
-                        pool: pool.0,
-                        instance,
-                    }));
-                }
-                Decision::Retrying { .. }
-                | Decision::OutcomeDecided { .. }
-                | Decision::Foreign { .. } => {}
-                Decision::Ended { job, pool, outcome } => {
-                    let reason = reason(&outcome);
-                    changes.push(match pool {
-                        Some(pool) => Change::Freed(Freed {
-                            job: job.0,
-                            deployment: index,
-                            pool: pool.0,
-                            name: job.instance_name(&self.pool_names[pool.0]),
-                            reason,
-                        }),
-                        None => Change::Ended {
-                            job: job.0,
-                            deployment: index,
-                            reason,
-                        },
-                    });
-                }
-                Decision::Orphan {
-                    pool,
-                    instance,
-                    name,
-                    fate,
-                } => changes.push(Change::Orphan(OrphanChange {
-                    deployment: index,
-                    pool: pool.0,
-                    instance,
-                    name,
-                    fate: match fate {
-                        CoreFate::Seen => OrphanFate::Seen,
-                        CoreFate::Collected => OrphanFate::Collected,
-                    },
-                })),
-                Decision::InventoryError { pool, .. } => changes.push(Change::InventoryError {
-                    deployment: index,
-                    pool: pool.0,
-                }),
-            }
+            let pool_names = &self.pool_names;
+            let change = change_of(
+                decision,
+                index,
+                |job| job.0,
+                |job, pool| job.instance_name(&pool_names[pool.0]),
+            );
+            changes.extend(change);
         }
     }
 }
 
+/// The change the harness checks for one decision of deployment
+/// `deployment`'s scheduler, if it is one the harness follows; `job` names
+/// a core's job as the harness does, `name` gives the name of a job's
+/// instance in a pool.
+pub(crate) fn change_of(
+    decision: Decision,
+    deployment: usize,
+    job: impl Fn(CoreJobId) -> JobId,
+    name: impl Fn(CoreJobId, PoolId) -> String,
+) -> Option<Change> {
+    Some(match decision {
+        Decision::Placed { job: id, pool } => Change::Placed(Placed {
+            job: job(id),
+            deployment,
+            pool: pool.0,
+        }),
+        Decision::Launched {
+            job: id, instance, ..
+        } => Change::Launched(Launched {
+            job: job(id),
+            deployment,
+            instance,
+        }),
+        Decision::Adopted {
+            job: id,
+            pool,
+            instance,
+        } => Change::Adopted(Adopted {
+            job: job(id),
+            deployment,
+            pool: pool.0,
+            instance,
+        }),
+        Decision::Retrying { .. } | Decision::OutcomeDecided { .. } | Decision::Foreign { .. } => {
+            return None;
+        }
+        Decision::Ended {
+            job: id,
+            pool,
+            outcome,
+        } => {
+            let reason = reason(&outcome);
+            match pool {
+                Some(pool) => Change::Freed(Freed {
+                    job: job(id),
+                    deployment,
+                    pool: pool.0,
+                    name: name(id, pool),
+                    reason,
+                }),
+                None => Change::Ended {
+                    job: job(id),
+                    deployment,
+                    reason,
+                },
+            }
+        }
+        Decision::Orphan {
+            pool,
+            instance,
+            name,
+            fate,
+        } => Change::Orphan(OrphanChange {
+            deployment,
+            pool: pool.0,
+            instance,
+            name,
+            fate: match fate {
+                CoreFate::Seen => OrphanFate::Seen,
+                CoreFate::Collected => OrphanFate::Collected,
+            },
+        }),
+        Decision::InventoryError { pool, .. } => Change::InventoryError {
+            deployment,
+            pool: pool.0,
+        },
+    })
+}
+
 /// How the harness counts an outcome.
-fn reason(outcome: &Outcome) -> FreeReason {
+pub(crate) fn reason(outcome: &Outcome) -> FreeReason {
     match outcome {
         Outcome::Finished { .. } => FreeReason::Stopped,
         Outcome::Failed { reason } => match reason {

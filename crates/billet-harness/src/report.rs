@@ -71,6 +71,9 @@ pub struct Report {
     pub orphans_seen: u64,
     /// Orphans it destroyed after their grace period, each once.
     pub orphans_collected: u64,
+    /// Lines the scheduler added ([`Scheduler::finish`](crate::scheduler::Scheduler::finish)),
+    /// printed before `steps:`: the service's own (H13).
+    pub extra: Vec<String>,
     /// Steps (event times) the harness drove.
     pub steps: u64,
     /// The hash of the run's event trace, in hex: equal for equal runs.
@@ -385,6 +388,9 @@ impl fmt::Display for Report {
             "orphans: {} seen, {} collected ({} strays left on the host by the harness)",
             self.orphans_seen, self.orphans_collected, self.strays
         )?;
+        for line in &self.extra {
+            writeln!(f, "{line}")?;
+        }
         writeln!(f, "steps: {}", self.steps)?;
         write!(f, "digest: {}", self.digest)
     }

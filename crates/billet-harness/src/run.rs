@@ -167,6 +167,7 @@ impl Scenario {
         F: FnOnce(SchedulerContext) -> S,
     {
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .map_err(|err| self.invalid(format!("cannot start a runtime: {err}")))?;
         runtime.block_on(self.run_with(build, &mut |_| {}, tap))
@@ -183,6 +184,7 @@ impl Scenario {
         F: FnOnce(SchedulerContext) -> S,
     {
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
             .build()
             .map_err(|err| self.invalid(format!("cannot start a runtime: {err}")))?;
         runtime.block_on(self.run_async(build, progress))
@@ -344,6 +346,7 @@ impl Scenario {
                 strays: 0,
                 orphans_seen: 0,
                 orphans_collected: 0,
+                extra: Vec::new(),
                 steps: 0,
                 digest: String::new(),
                 series: Vec::new(),

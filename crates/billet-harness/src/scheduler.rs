@@ -86,10 +86,27 @@ impl std::error::Error for RestartUnsupported {}
 /// harness checks that against the host.
 #[async_trait]
 pub trait Scheduler: Send {
+    /// Called once, at the run's start time, before anything is submitted:
+    /// a scheduler with work to do before it takes jobs (starting a
+    /// service) does it here. The default: nothing.
+    async fn start(&mut self) {}
+
     /// Accepts a job that has just arrived. Answers `false` when it refuses
     /// the job outright (no deployment accepts its trust class, no route
     /// takes its labels): a refused job is done and never placed.
     async fn submit(&mut self, job: Job) -> bool;
+
+    /// Accepts the jobs that arrived at one instant, in arrival order, and
+    /// answers for each whether it was accepted ([`submit`](Scheduler::submit)'s
+    /// answer), in the same order. The default submits them one by one; a
+    /// scheduler behind a network service sends them at once.
+    async fn submit_all(&mut self, jobs: Vec<Job>) -> Vec<bool> {
+        let mut accepted = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            accepted.push(self.submit(job).await);
+        }
+        accepted
+    }
 
     /// Does whatever work is due at the clock's current time (placing queued
     /// jobs, reconciling inventories) and reports it, with whatever was done
@@ -129,6 +146,30 @@ pub trait Scheduler: Send {
     /// other schedulers (the default), reported as `custom`.
     fn name(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Whether the scheduler's own tasks sleep on the clock (a service's
+    /// engine waits on it for its timers). The driver then moves the clock
+    /// to [`next_wakeup`](Scheduler::next_wakeup) and the run's events only,
+    /// never to a sleeper's deadline: those are the scheduler's, and
+    /// `next_wakeup` says which of them it needs. The default: it does not.
+    fn sleeps_on_clock(&self) -> bool {
+        false
+    }
+
+    /// What has gone wrong inside the scheduler that no [`Step`] can say
+    /// (a service that stopped answering, say), checked after every tick:
+    /// the run fails with it. The default: nothing.
+    fn broken(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Called once the run's last job is done, before the report is made:
+    /// the lines the scheduler adds to the report (the service's own, H13),
+    /// or what it found wrong at the end, which fails the run. The default:
+    /// no lines.
+    async fn finish(&mut self) -> Result<Vec<String>, String> {
+        Ok(Vec::new())
     }
 
     /// Whether the scheduler destroys orphans (instances of its deployment

@@ -110,14 +110,19 @@ fn b3_specs_carry_the_pool_settings() {
 fn b3_refused_at_submission_records_nothing() {
     let mut world = World::new(config(THREE));
     world.settle();
-    let refused = world
-        .submit(
-            Job::new(JobId(1), run(1, 0))
-                .with_labels(["macos"])
-                .with_trust(TrustClass::Untrusted),
-        )
-        .unwrap_err();
-    assert!(matches!(refused, Refusal::Trust { .. }), "{refused}");
+    let untrusted = Job::new(JobId(1), run(1, 0))
+        .with_labels(["macos"])
+        .with_trust(TrustClass::Untrusted);
+    // Asked beforehand, the core answers the refusal submit gives, and
+    // takes nothing.
+    let foreseen = world.core.would_take(&untrusted).unwrap_err();
+    assert!(matches!(foreseen, Refusal::Trust { .. }), "{foreseen}");
+    assert_eq!(
+        world.core.would_take(&job(1, 1, 0).with_labels(["macos"])),
+        Ok(())
+    );
+    let refused = world.submit(untrusted).unwrap_err();
+    assert_eq!(refused, foreseen);
     // The firecracker pools accept nothing here (trusted only).
     let refused = world
         .submit(Job::new(JobId(2), run(1, 0)).with_labels(["linux"]))

@@ -796,12 +796,19 @@ fn h1_catches_a_launch_that_starts_unknown_work() {
 }
 
 // H7: instances that report Running well after their run time are caught in
-// wall time, once the wall clock is past the window around their end.
+// wall time, once the wall clock is past the window around their end. The
+// shortest sequence is a launch and a wait (with a list, 3 steps); on a
+// loaded machine a shrink attempt that drops a step may miss the window and
+// keep it (CI once kept two steps before the launch), so the bound is looser
+// than the shortest and the launch may come after steps that do not matter.
 #[test]
 fn h7_catches_instances_that_stop_well_after_their_run_time() {
-    let failure = caught_in_wall_time(Flaw::StopsLate, 3);
+    let failure = caught_in_wall_time(Flaw::StopsLate, 5);
     assert!(failure.reason.contains("wrong state: Running"), "{failure}");
-    assert!(failure.steps[0].contains("launch"), "{failure}");
+    assert!(
+        failure.steps.iter().any(|step| step.contains("launch")),
+        "{failure}"
+    );
 }
 
 // H7: an instance that stays Pending past the declared pending window is caught.

@@ -27,7 +27,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use billet_clock::Clock;
@@ -74,6 +74,11 @@ pub struct Quiet {
     pub at: SystemTime,
     /// When it next wakes by itself.
     pub wake: Option<SystemTime>,
+    /// Whether its core waits for nothing (no job, no orphan, no instance
+    /// unsettled, every inventory read): it then wakes only to read the
+    /// inventories again, and a driver with no more work to give it need
+    /// not move its clock for it.
+    pub idle: bool,
 }
 
 impl Quiet {
@@ -83,6 +88,13 @@ impl Quiet {
         t >= self.at && self.wake.is_none_or(|wake| wake > t)
     }
 }
+
+/// Told of every decision the engine's core makes, at the clock time it
+/// makes it, in order, on the engine's task and before the decision's
+/// changes are committed: for a driver that checks what a service decided
+/// against what the backend holds (H13). It must not block; whatever it
+/// keeps is its own to bound.
+pub type DecisionTap = Arc<dyn Fn(&Decision, SystemTime) + Send + Sync>;
 
 /// What the engine keeps bounded (L12).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +168,8 @@ pub struct Shared {
     /// Whether (and since when) the engine is quiescent (H13): `None` while
     /// it works.
     pub quiet: tokio::sync::watch::Sender<Option<Quiet>>,
+    /// How many commits the store has made (see [`Store::commits`]).
+    pub commits: Arc<AtomicU64>,
     /// Per pool, since when its inventory read has been outstanding.
     listing: Mutex<Vec<Option<SystemTime>>>,
     /// How long an inventory read may be outstanding before the pool is
@@ -241,6 +255,19 @@ impl Engine {
         clock: Arc<dyn Clock>,
         bounds: Bounds,
     ) -> Result<Engine, EngineError> {
+        Engine::start_tapped(pools, store, records, clock, bounds, None).await
+    }
+
+    /// [`start`](Engine::start), telling `tap` of every decision (also those
+    /// of the restart itself).
+    pub async fn start_tapped(
+        pools: &Pools,
+        store: Store,
+        records: Vec<JobRecord>,
+        clock: Arc<dyn Clock>,
+        bounds: Bounds,
+        tap: Option<DecisionTap>,
+    ) -> Result<Engine, EngineError> {
         let names: Vec<String> = pools
             .config()
             .providers()
@@ -262,6 +289,7 @@ impl Engine {
             metrics,
             accepting: AtomicBool::new(true),
             quiet: tokio::sync::watch::Sender::new(None),
+            commits: store.commits(),
             listing: Mutex::new(vec![None; names.len()]),
             stall_after: stall_bound(pools.settings().reconcile_every),
             clock: Arc::clone(&clock),
@@ -299,6 +327,8 @@ impl Engine {
             retain: bounds.retain,
             next_prune: now,
             prune: None,
+            tap,
+            idle: false,
         };
         state.restore(driver.core_mut(), now);
         driver.step(&mut state);
@@ -368,6 +398,10 @@ struct State {
     next_prune: SystemTime,
     /// The cutoff the batch being gathered carries to the writer.
     prune: Option<SystemTime>,
+    /// Told of every decision, if anyone asked.
+    tap: Option<DecisionTap>,
+    /// Whether the core waited for nothing after the last step.
+    idle: bool,
 }
 
 fn to_job(record: &JobRecord) -> Job {
@@ -728,6 +762,7 @@ impl Hooks for State {
     }
 
     fn observe(&mut self, core: &Core) {
+        self.idle = core.is_idle();
         let stats = core.stats();
         self.shared.metrics.observe(&stats);
         *self.shared.pools.write() = stats
@@ -747,6 +782,9 @@ impl Hooks for State {
     }
 
     fn decided(&mut self, decision: Decision, now: SystemTime) {
+        if let Some(tap) = &self.tap {
+            tap(&decision, now);
+        }
         self.on_decision(decision, now);
     }
 
@@ -798,6 +836,7 @@ impl Hooks for State {
         .then_some(Quiet {
             at: waiting.now,
             wake: waiting.wake,
+            idle: self.idle,
         });
         self.shared.quiet.send_if_modified(|now| {
             let changed = *now != quiet;

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
-use crate::engine::{Bounds, Engine, EngineError, Quiet};
+use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
 use crate::http::{AppState, JobLimits, router};
 use crate::jobs::JobRecord;
 use crate::listener;
@@ -183,11 +183,24 @@ impl Service {
         listener: TcpListener,
         limits: Limits,
     ) -> Result<Service, ServeError> {
+        let parts = (pools, store, records, clock);
+        Service::start_tapped(parts, credentials, listener, limits, None).await
+    }
+
+    /// [`start_with`](Service::start_with) over `(pools, store, records,
+    /// clock)`, telling `tap` of every decision the engine makes (H13).
+    pub async fn start_tapped(
+        (pools, store, records, clock): (&Pools, Store, Vec<JobRecord>, Arc<dyn Clock>),
+        credentials: Credentials,
+        listener: TcpListener,
+        limits: Limits,
+        tap: Option<DecisionTap>,
+    ) -> Result<Service, ServeError> {
         let addr = listener.local_addr().map_err(|source| ServeError::Listen {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
         })?;
-        let engine = Engine::start(pools, store, records, clock, limits.engine).await?;
+        let engine = Engine::start_tapped(pools, store, records, clock, limits.engine, tap).await?;
         let state = AppState {
             engine: engine.handle.clone(),
             shared: Arc::clone(&engine.shared),
@@ -219,6 +232,21 @@ impl Service {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Every pool as the engine's last step left it (what `GET /v1/pools`
+    /// answers).
+    pub fn pools(&self) -> Vec<PoolView> {
+        self.engine.shared.pools.read().clone()
+    }
+
+    /// How many commits its store has made so far (see
+    /// [`Store::commits`]).
+    pub fn commits(&self) -> u64 {
+        self.engine
+            .shared
+            .commits
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether, and since when, its engine is quiescent ([`Quiet`]): for a

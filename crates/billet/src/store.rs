@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use billet_scheduler::{Identity, JobId};
@@ -136,6 +137,8 @@ pub struct Store {
     last_id: u64,
     /// The highest id pruning has removed, as the database's meta keeps it.
     pruned_through: u64,
+    /// Transactions committed (see [`Store::commits`]).
+    commits: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -157,6 +160,7 @@ impl Store {
             archive: Arc::new(Archive::memory()),
             last_id: 0,
             pruned_through: 0,
+            commits: Arc::default(),
         }
     }
 
@@ -241,6 +245,7 @@ impl Store {
                 archive: Arc::new(archive),
                 last_id: highest.max(pruned_through),
                 pruned_through,
+                commits: Arc::default(),
             },
             records,
         ))
@@ -249,6 +254,14 @@ impl Store {
     /// The database file, or `None` for a store in memory.
     pub fn path(&self) -> Option<&Path> {
         self.db.as_ref().map(|(_, path)| path.as_path())
+    }
+
+    /// How many commits this store has made, shared: a counter the caller
+    /// may read while another thread commits. In a database each is one
+    /// transaction, and so one `fsync` of its write-ahead log
+    /// (`synchronous = FULL`); in memory it costs nothing.
+    pub fn commits(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.commits)
     }
 
     /// Writes `changes` in one transaction: all of them, or (on error) none.
@@ -262,6 +275,7 @@ impl Store {
         let Some((conn, path)) = &mut self.db else {
             std::thread::sleep(self.delay);
             self.last_id = last;
+            self.commits.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         };
         let sqlite = |source| StoreError::Sqlite {
@@ -274,6 +288,7 @@ impl Store {
         }
         tx.commit().map_err(sqlite)?;
         self.last_id = last;
+        self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

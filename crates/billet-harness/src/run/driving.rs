@@ -13,6 +13,10 @@ impl Driver<'_> {
         progress: &mut dyn FnMut(Progress),
         tap: &mut dyn Tap,
     ) -> Result<Source, RunFailure> {
+        scheduler.start().await;
+        if let Some(what) = scheduler.broken() {
+            return Err(self.fail(Violation::Inconsistent { what }));
+        }
         let mut pending = source
             .next_job()
             .map_err(|error| self.fail(Violation::Trace { error }))?;
@@ -45,7 +49,9 @@ impl Driver<'_> {
                 pending.as_ref().map(|j| j.submitted_at),
                 edges.get(edge).map(|e| e.0),
                 scheduler.next_wakeup(),
-                self.clock.next_deadline(),
+                self.clock
+                    .next_deadline()
+                    .filter(|_| !scheduler.sleeps_on_clock()),
             ]
             .into_iter()
             .flatten()
@@ -88,30 +94,50 @@ impl Driver<'_> {
                     },
                 }
             }
+            // Every job of this instant goes to the scheduler at once.
+            let mut arrived = Vec::new();
             while pending.as_ref().is_some_and(|j| j.submitted_at <= next) {
                 let Some(job) = pending.take() else { break };
                 pending = source
                     .next_job()
                     .map_err(|error| self.fail(Violation::Trace { error }))?;
                 last_arrival = job.submitted_at;
-                let id = job.id;
                 self.report.submitted += 1;
                 self.jobs.insert(
-                    id,
+                    job.id,
                     JobState::Queued {
                         since: job.submitted_at,
                     },
                 );
-                self.record(Event::Submit, id, 0, 0);
                 tap.submitted(&job);
-                if !scheduler.submit(job).await {
-                    self.jobs.remove(&id);
-                    self.report.refused += 1;
-                    self.record(Event::Refuse, id, 0, 0);
+                arrived.push(job);
+            }
+            if !arrived.is_empty() {
+                let ids: Vec<JobId> = arrived.iter().map(|job| job.id).collect();
+                let accepted = scheduler.submit_all(arrived).await;
+                if accepted.len() != ids.len() {
+                    return Err(self.fail(Violation::Inconsistent {
+                        what: format!(
+                            "{} jobs submitted at once, {} answers",
+                            ids.len(),
+                            accepted.len()
+                        ),
+                    }));
+                }
+                for (id, accepted) in ids.into_iter().zip(accepted) {
+                    self.record(Event::Submit, id, 0, 0);
+                    if !accepted {
+                        self.jobs.remove(&id);
+                        self.report.refused += 1;
+                        self.record(Event::Refuse, id, 0, 0);
+                    }
                 }
             }
             let step = scheduler.tick().await;
             tap.stepped(&step, self.clock.now());
+            if let Some(what) = scheduler.broken() {
+                return Err(self.fail(Violation::Inconsistent { what }));
+            }
             self.check(&step, scheduler).await?;
             if self.step.is_multiple_of(4096) {
                 progress(Progress {
@@ -119,6 +145,10 @@ impl Driver<'_> {
                     total: total(self.report.submitted),
                 });
             }
+        }
+        match scheduler.finish().await {
+            Ok(lines) => self.report.extra = lines,
+            Err(what) => return Err(self.fail(Violation::Inconsistent { what })),
         }
         let submitted = self.report.submitted;
         progress(Progress {

@@ -91,6 +91,14 @@ impl Core {
     /// The queue (class) of jobs with `job`'s labels and trust, or why no
     /// pool could ever take them. Routing depends on nothing else, so it is
     /// decided once per labels and trust and remembered.
+    /// Whether [`submit`](Core::submit) would route `job` to a pool, and the
+    /// refusal it would answer if not, without submitting it: for a caller
+    /// that must know before it sends a job on (a dispatcher over several
+    /// deployments). It says nothing of duplicates.
+    pub fn would_take(&mut self, job: &Job) -> Result<(), Refusal> {
+        self.route(job).map(|_| ())
+    }
+
     fn route(&mut self, job: &Job) -> Result<usize, Refusal> {
         let trust = trust_index(job.trust);
         if let Some(known) = self

@@ -1,0 +1,830 @@
+//! [`ServiceScheduler`]: the whole of `billet serve` driven through the
+//! harness's [`Scheduler`] trait (H13).
+//!
+//! Each deployment of a scenario is a [`billet::Service`] in this process:
+//! its listener on `127.0.0.1:0`, its store ([`StoreKind`]: SQLite in a
+//! temporary directory as `serve` keeps it, or in memory), its engine over
+//! the deployment's simulated pools injected under the configured pool
+//! names, all over the one shared host and the one
+//! [`ManualClock`](billet_clock::ManualClock).
+//!
+//! * **Jobs go over HTTP**: `POST /v1/jobs` on keep-alive connections, the
+//!   jobs of one instant sent together ([`Submission`]); at the end, every
+//!   job is read back page by page (`GET /v1/jobs`) and must be there once,
+//!   ended as the host and the decisions said.
+//! * **The clock moves only when every service is quiescent**: a tick waits
+//!   for [`Service::quiescent`] at the clock's time, so nothing a service
+//!   would do before its next wake is left undone when the harness moves on
+//!   (never a sleep, never a poll of wall time). A service that is not
+//!   quiescent within [`QUIESCENT_BOUND`] of wall time breaks the run.
+//! * **What a service decided** reaches the harness through the engine's
+//!   decision tap, in order, and becomes the [`Step`] the harness checks
+//!   against the host, as the production scheduler's decisions do. The
+//!   leases and queue the harness compares with its books are the engine's
+//!   own (`GET /v1/pools`'s view), not counted from those decisions.
+//! * **A restart is a crash**: [`Service::abort`], then a new service on the
+//!   same store (reopened, as `serve` would after `kill -9`) and the same
+//!   host. Only a durable store survives one; with the store in memory a
+//!   restart is unsupported, and the run says so.
+//! * **Which deployment takes a job**: as for the production scheduler, the
+//!   one with the most room (capacity less leases and queue), ties to the
+//!   first; a job the chosen deployment's routing refuses is refused.
+//!
+//! What it keeps is bounded by the jobs not yet ended: the ids of those, and
+//! the decisions of one step. The outcomes it checks at the end are one byte
+//! per job.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use billet::engine::{Bounds, DecisionTap, PoolView};
+use billet::http::JobLimits;
+use billet::{Limits, Service, Store};
+use billet_clock::Clock;
+use billet_provider::TrustClass;
+use billet_scheduler::{Core, Decision, Identity, JobId as CoreJobId, Pools};
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+use parking_lot::Mutex;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::{Value, json};
+
+use crate::production::change_of;
+use crate::scheduler::{Change, FreeReason, RestartUnsupported, Scheduler, SchedulerContext, Step};
+use crate::workload::{Job, JobId};
+
+/// The most wall time a service may take to become quiescent, or to
+/// answer one request, before the run fails saying so.
+pub const QUIESCENT_BOUND: Duration = Duration::from_secs(60);
+
+/// The most requests one deployment has in flight at once (its intake
+/// holds thousands: this stays well inside it).
+pub const IN_FLIGHT: usize = 64;
+
+/// The longest request latency the report tells apart, in microseconds (an
+/// hour; a longer one counts as an hour).
+const LATENCY_MAX_MICROS: u64 = 3_600_000_000;
+
+/// The token every service of a run is started with.
+const TOKEN: &str = "billet-harness-service-token-0123456789";
+
+/// How long a job may run: longer than any scenario or trace, since the
+/// harness's jobs have no timeout of their own.
+const NO_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// Where each service keeps its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreKind {
+    /// SQLite in a temporary directory, as `billet serve` keeps it: every
+    /// commit a transaction with its `fsync`. Survives a restart.
+    #[default]
+    Durable,
+    /// In memory, as the accept bench uses it: nothing survives a restart.
+    Memory,
+}
+
+/// How the jobs of one instant go to a deployment's service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Submission {
+    /// All at once, at most [`IN_FLIGHT`] in flight: the service takes them
+    /// in whatever order they reach it.
+    #[default]
+    Concurrent,
+    /// One after another, each answered before the next is sent: the order
+    /// of arrival is the order of acceptance, so that a run is the same as
+    /// the production scheduler's job for job (the differential test).
+    /// Deployments still receive theirs at the same time.
+    Ordered,
+}
+
+/// What a [`ServiceScheduler`] is built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServiceOptions {
+    /// Where the services keep their jobs.
+    pub store: StoreKind,
+    /// How the jobs of one instant are sent.
+    pub submission: Submission,
+}
+
+/// What one restart recovered, for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Recovery {
+    /// The deployment index.
+    pub deployment: usize,
+    /// Unended jobs the reopened store handed to the new service.
+    pub resumed: usize,
+    /// Jobs whose instance the new service adopted from an inventory.
+    pub adopted: usize,
+}
+
+/// The whole service, one per deployment. See the [module docs](self).
+#[derive(Debug)]
+pub struct ServiceScheduler {
+    clock: Arc<dyn Clock>,
+    options: ServiceOptions,
+    client: reqwest::Client,
+    deployments: Vec<Option<Deployment>>,
+    pool_counts: Vec<usize>,
+    changes: Vec<Change>,
+    /// The first thing that went wrong, if anything did.
+    broken: Option<String>,
+    /// Requests sent, and their wall-time latency in microseconds.
+    requests: u64,
+    latency: Histogram<u64>,
+    /// Jobs accepted by the services.
+    accepted: u64,
+    /// Jobs launched twice (across restarts): must stay 0.
+    twice: u64,
+    recoveries: Vec<Recovery>,
+    /// The deployments until [`Scheduler::start`] starts their services.
+    pending: Option<Vec<Option<Deployment>>>,
+}
+
+/// One deployment's service and what the harness knows of it.
+struct Deployment {
+    pools: Pools,
+    pool_names: Vec<String>,
+    capacity: usize,
+    /// The store's directory (durable stores only); removed with the run.
+    dir: Option<tempfile::TempDir>,
+    service: Option<Service>,
+    base: String,
+    identity: Option<Identity>,
+    /// Decisions told by the engine's tap since the last tick.
+    tapped: Arc<Mutex<Vec<Decision>>>,
+    /// The harness's job for each job of the service not yet ended.
+    ids: FxHashMap<u64, JobId>,
+    /// The service's jobs launched so far (ended ones included): a second
+    /// launch of one is a job run twice.
+    launched: FxHashSet<u64>,
+    /// How each ended job ended, by the service's id: what the end's
+    /// read-back over HTTP must show.
+    ended: FxHashMap<u64, Ending>,
+    /// Jobs its service accepted.
+    accepted: u64,
+    /// Asked whether the deployment's routing takes a job, before it is
+    /// sent (the dispatcher must know, as it does for the production one).
+    router: Core,
+    /// The engine's view after the last tick.
+    view: Vec<PoolView>,
+    /// Commits of the services before the last restart.
+    commits_before: u64,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("base", &self.base)
+            .field("capacity", &self.capacity)
+            .field("in_flight", &self.ids.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a job ended, as the API says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Finished,
+    Failed,
+    Cancelled,
+}
+
+impl Ending {
+    fn of(reason: FreeReason) -> Ending {
+        match reason {
+            FreeReason::Stopped => Ending::Finished,
+            FreeReason::Cancelled => Ending::Cancelled,
+            FreeReason::Absent
+            | FreeReason::TimedOut
+            | FreeReason::Refused
+            | FreeReason::Invalid
+            | FreeReason::GaveUp => Ending::Failed,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Ending::Finished => "finished",
+            Ending::Failed => "failed",
+            Ending::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl Deployment {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Leases the engine holds, and jobs it has queued.
+    fn held(&self) -> usize {
+        self.view.iter().map(|p| p.held as usize).sum()
+    }
+
+    fn queued(&self) -> usize {
+        self.view.iter().map(|p| p.queued as usize).sum()
+    }
+
+    fn commits(&self) -> u64 {
+        self.commits_before + self.service.as_ref().map_or(0, Service::commits)
+    }
+}
+
+/// Why a service could not be started or reached.
+fn broke(what: impl std::fmt::Display) -> String {
+    what.to_string()
+}
+
+impl ServiceScheduler {
+    /// A service per deployment of the context, each started (on the run's
+    /// runtime) when the run starts ([`Scheduler::start`]), reading its
+    /// first inventory before it answers.
+    pub fn new(ctx: SchedulerContext, options: ServiceOptions) -> Self {
+        let mut scheduler = ServiceScheduler {
+            clock: Arc::clone(&ctx.clock),
+            options,
+            client: reqwest::Client::new(),
+            deployments: Vec::new(),
+            pool_counts: ctx.deployments.iter().map(|d| d.pools.len()).collect(),
+            changes: Vec::new(),
+            broken: None,
+            requests: 0,
+            latency: Histogram::new_with_bounds(1, LATENCY_MAX_MICROS, 3)
+                .expect("bounds of 1 us to an hour at 3 significant figures are valid"),
+            accepted: 0,
+            twice: 0,
+            recoveries: Vec::new(),
+            pending: None,
+        };
+        match scheduler.build(ctx) {
+            Ok(deployments) => scheduler.pending = Some(deployments),
+            Err(why) => scheduler.broken = Some(why),
+        }
+        scheduler
+    }
+
+    /// Each deployment's pools and store, not yet started.
+    fn build(&mut self, ctx: SchedulerContext) -> Result<Vec<Option<Deployment>>, String> {
+        self.client = reqwest::Client::builder()
+            .timeout(QUIESCENT_BOUND)
+            .pool_max_idle_per_host(IN_FLIGHT)
+            .build()
+            .map_err(broke)?;
+        let mut deployments = Vec::with_capacity(ctx.deployments.len());
+        for handle in ctx.deployments {
+            let Some(config) = handle.config else {
+                deployments.push(None);
+                continue;
+            };
+            let mut builder = Pools::builder(config).settings(ctx.settings);
+            for pool in handle.pools {
+                builder = builder.provider(pool.name, pool.provider);
+            }
+            let pools = builder.build().map_err(broke)?;
+            let pool_names = pools
+                .config()
+                .providers()
+                .iter()
+                .map(|p| p.name().to_owned())
+                .collect();
+            let dir = match self.options.store {
+                StoreKind::Durable => Some(tempfile::tempdir().map_err(broke)?),
+                StoreKind::Memory => None,
+            };
+            let router = pools.core(ctx.clock.now());
+            deployments.push(Some(Deployment {
+                pools,
+                pool_names,
+                capacity: handle.capacity,
+                dir,
+                service: None,
+                base: String::new(),
+                identity: None,
+                tapped: Arc::default(),
+                ids: FxHashMap::default(),
+                launched: FxHashSet::default(),
+                ended: FxHashMap::default(),
+                accepted: 0,
+                router,
+                view: Vec::new(),
+                commits_before: 0,
+            }));
+        }
+        Ok(deployments)
+    }
+
+    /// Waits for every service to be quiescent at the clock's time, then
+    /// takes what each decided and how its pools stand.
+    async fn settle(&mut self) {
+        let now = self.clock.now();
+        for index in 0..self.deployments.len() {
+            let Some(d) = self.deployments[index].as_mut() else {
+                continue;
+            };
+            let Some(service) = &d.service else { continue };
+            if let Err(last) = service.quiescent(now, QUIESCENT_BOUND).await {
+                self.broken.get_or_insert(format!(
+                    "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
+                ));
+                continue;
+            }
+            d.view = service.pools();
+            let decisions = std::mem::take(&mut *d.tapped.lock());
+            for decision in decisions {
+                if let Err(what) = self.translate(index, decision) {
+                    self.broken.get_or_insert(what);
+                }
+            }
+        }
+    }
+
+    /// One decision of deployment `index`'s service as the harness's change.
+    fn translate(&mut self, index: usize, decision: Decision) -> Result<(), String> {
+        let Some(d) = self.deployments[index].as_mut() else {
+            return Ok(());
+        };
+        let ours = match &decision {
+            Decision::Placed { job, .. }
+            | Decision::Launched { job, .. }
+            | Decision::Adopted { job, .. }
+            | Decision::Ended { job, .. } => Some(job.0),
+            _ => None,
+        };
+        if let Some(id) = ours
+            && !d.ids.contains_key(&id)
+        {
+            return Err(format!(
+                "deployment {index}'s service decided {decision:?} for its job {id}, which it never accepted or which had ended"
+            ));
+        }
+        match &decision {
+            Decision::Launched { job, .. } if !d.launched.insert(job.0) => self.twice += 1,
+            Decision::Adopted { .. } => {
+                if let Some(last) = self
+                    .recoveries
+                    .iter_mut()
+                    .rev()
+                    .find(|r| r.deployment == index)
+                {
+                    last.adopted += 1;
+                }
+            }
+            _ => {}
+        }
+        let (ids, names, identity) = (&d.ids, &d.pool_names, d.identity.as_ref());
+        let change = change_of(
+            decision,
+            index,
+            |job| ids.get(&job.0).copied().unwrap_or_default(),
+            |job, pool| job.instance_name_in(identity, &names[pool.0]),
+        );
+        if let Some(change) = change {
+            let ended = match &change {
+                Change::Freed(freed) => Some((freed.job, freed.reason)),
+                Change::Ended { job, reason, .. } => Some((*job, *reason)),
+                _ => None,
+            };
+            if let (Some(id), Some((_, reason))) = (ours, ended) {
+                d.ids.remove(&id);
+                d.ended.insert(id, Ending::of(reason));
+            }
+            self.changes.push(change);
+        }
+        Ok(())
+    }
+
+    /// The deployment the dispatcher gives the next job: the most room,
+    /// ties to the first, counting the jobs already given in this instant.
+    fn choose(&self, given: &[usize]) -> Option<usize> {
+        let mut best: Option<(usize, i128)> = None;
+        for (index, deployment) in self.deployments.iter().enumerate() {
+            let Some(d) = deployment else { continue };
+            let room =
+                d.capacity as i128 - d.held() as i128 - d.queued() as i128 - given[index] as i128;
+            if best.is_none_or(|(_, most)| room > most) {
+                best = Some((index, room));
+            }
+        }
+        best.map(|(index, _)| index)
+    }
+
+    fn record(&mut self, took: Duration) {
+        self.requests += 1;
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        self.latency.saturating_record(micros);
+    }
+}
+
+/// Starts deployment `d`'s service on its store (opened again when it is
+/// durable: the jobs it holds are handed to the new engine); answers how
+/// many unended jobs the store handed over.
+async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, String> {
+    let (store, records) = match &d.dir {
+        Some(dir) => Store::open(dir.path()).map_err(broke)?,
+        None => (Store::memory(), Vec::new()),
+    };
+    let resumed = records.len();
+    d.identity = store.identity().cloned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(broke)?;
+    let tapped = Arc::clone(&d.tapped);
+    let tap: DecisionTap = Arc::new(move |decision: &Decision, _| {
+        tapped.lock().push(decision.clone());
+    });
+    let limits = Limits {
+        jobs: JobLimits {
+            default_timeout: NO_TIMEOUT,
+            max_timeout: NO_TIMEOUT,
+        },
+        engine: Bounds {
+            retain: NO_TIMEOUT,
+            ..Bounds::default()
+        },
+        ..Limits::default()
+    };
+    let parts = (&d.pools, store, records, Arc::clone(clock));
+    let service = Service::start_tapped(parts, TOKEN.into(), listener, limits, Some(tap))
+        .await
+        .map_err(broke)?;
+    d.base = format!("http://{}", service.addr());
+    d.service = Some(service);
+    Ok(resumed)
+}
+
+/// The body of a job's `POST /v1/jobs`.
+fn body(job: &Job) -> String {
+    let trust = match job.trust {
+        TrustClass::Trusted => "trusted",
+        TrustClass::Untrusted => "untrusted",
+        _ => "unknown",
+    };
+    json!({"command": job.command, "labels": job.labels, "trust": trust}).to_string()
+}
+
+/// What a `POST /v1/jobs` came to.
+enum Posted {
+    Accepted(u64),
+    Refused,
+    Failed(String),
+}
+
+/// Sends one job to `url`; answers what came of it and its wall time.
+async fn post(client: &reqwest::Client, url: &str, body: String) -> (Posted, Duration) {
+    let started = Instant::now();
+    let sent = client
+        .post(url)
+        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await;
+    let posted = match sent {
+        Err(error) => Posted::Failed(format!("POST {url}: {error}")),
+        Ok(response) => {
+            let status = response.status();
+            match response.json::<Value>().await {
+                Err(error) => Posted::Failed(format!("POST {url}: {status}, unreadable: {error}")),
+                Ok(answer) if status.as_u16() == 422 => {
+                    let _ = answer;
+                    Posted::Refused
+                }
+                Ok(answer) => match answer["id"].as_u64() {
+                    Some(id) if status.is_success() => Posted::Accepted(id),
+                    _ => Posted::Failed(format!("POST {url}: {status}: {answer}")),
+                },
+            }
+        }
+    };
+    (posted, started.elapsed())
+}
+
+#[async_trait]
+impl Scheduler for ServiceScheduler {
+    async fn start(&mut self) {
+        let Some(mut deployments) = self.pending.take() else {
+            return;
+        };
+        for (index, d) in deployments.iter_mut().enumerate() {
+            let Some(d) = d else { continue };
+            if let Err(why) = launch(d, &self.clock).await {
+                self.broken
+                    .get_or_insert(format!("deployment {index}'s service did not start: {why}"));
+            }
+        }
+        self.deployments = deployments;
+        // What the first inventories decided is the first tick's.
+        self.settle().await;
+    }
+
+    async fn submit(&mut self, job: Job) -> bool {
+        self.submit_all(vec![job])
+            .await
+            .first()
+            .copied()
+            .unwrap_or(false)
+    }
+
+    async fn submit_all(&mut self, jobs: Vec<Job>) -> Vec<bool> {
+        // The engines do what is due at this instant first (their wake may
+        // be now), as a production scheduler's tick would before it takes
+        // new work; the room each job is given by is the room after the
+        // last tick, as the production dispatcher counts it.
+        let mut given = vec![0; self.deployments.len()];
+        let mut accepted = vec![false; jobs.len()];
+        // By deployment: (position among the jobs, harness id, body).
+        let mut sends: Vec<Vec<(usize, JobId, String)>> = vec![Vec::new(); self.deployments.len()];
+        for (at, job) in jobs.iter().enumerate() {
+            let Some(index) = self.choose(&given) else {
+                continue;
+            };
+            let Some(d) = self.deployments[index].as_mut() else {
+                continue;
+            };
+            let core_job = billet_scheduler::Job::new(CoreJobId(job.id), job.command.clone())
+                .with_labels(job.labels.clone())
+                .with_trust(job.trust);
+            if d.router.would_take(&core_job).is_err() {
+                continue;
+            }
+            given[index] += 1;
+            sends[index].push((at, job.id, body(job)));
+        }
+        let now = self.clock.now();
+        for d in self.deployments.iter().flatten() {
+            if let Some(service) = &d.service
+                && service.quiescent(now, QUIESCENT_BOUND).await.is_err()
+            {
+                self.broken.get_or_insert(format!(
+                    "a service was not quiescent at {now:?} before its jobs were sent"
+                ));
+            }
+        }
+        let client = &self.client;
+        let ordered = self.options.submission == Submission::Ordered;
+        let per_deployment = sends.into_iter().enumerate().map(|(index, sends)| {
+            let url = self.deployments[index]
+                .as_ref()
+                .map(|d| d.url("/v1/jobs"))
+                .unwrap_or_default();
+            async move {
+                let limit = if ordered { 1 } else { IN_FLIGHT };
+                futures::stream::iter(sends)
+                    .map(|(at, id, body)| {
+                        let url = url.clone();
+                        async move { (at, id, post(client, &url, body).await) }
+                    })
+                    .buffered(limit)
+                    .collect::<Vec<_>>()
+                    .await
+            }
+        });
+        let answers = futures::future::join_all(per_deployment).await;
+        for (index, answers) in answers.into_iter().enumerate() {
+            for (at, id, (posted, took)) in answers {
+                self.record(took);
+                let Some(d) = self.deployments[index].as_mut() else {
+                    continue;
+                };
+                match posted {
+                    Posted::Accepted(service_id) => {
+                        if d.ids.insert(service_id, id).is_some() {
+                            self.broken.get_or_insert(format!(
+                                "deployment {index}'s service gave id {service_id} twice"
+                            ));
+                        }
+                        d.accepted += 1;
+                        self.accepted += 1;
+                        accepted[at] = true;
+                    }
+                    Posted::Refused => {
+                        self.broken.get_or_insert(format!(
+                            "deployment {index}'s service refused job {id}, which its routing takes"
+                        ));
+                    }
+                    Posted::Failed(why) => {
+                        self.broken.get_or_insert(why);
+                    }
+                }
+            }
+        }
+        accepted
+    }
+
+    async fn tick(&mut self) -> Step {
+        self.settle().await;
+        Step {
+            changes: std::mem::take(&mut self.changes),
+        }
+    }
+
+    fn next_wakeup(&mut self) -> Option<SystemTime> {
+        if self.broken.is_some() {
+            return None;
+        }
+        // As the production scheduler's: an engine whose core waits for
+        // nothing asks for no time (it still reads its inventories when the
+        // clock passes its wake for another's sake).
+        self.deployments
+            .iter()
+            .flatten()
+            .filter_map(|d| d.service.as_ref())
+            .filter_map(|service| *service.quiet().borrow())
+            .filter(|quiet| !quiet.idle)
+            .filter_map(|quiet| quiet.wake)
+            .min()
+    }
+
+    fn queued(&self) -> usize {
+        self.deployments
+            .iter()
+            .flatten()
+            .map(Deployment::queued)
+            .sum()
+    }
+
+    fn leases(&self) -> Vec<usize> {
+        self.deployments
+            .iter()
+            .map(|d| d.as_ref().map_or(0, Deployment::held))
+            .collect()
+    }
+
+    fn pool_leases(&self) -> Vec<Vec<usize>> {
+        self.deployments
+            .iter()
+            .zip(&self.pool_counts)
+            .map(|(d, &pools)| match d {
+                Some(d) => d.view.iter().map(|p| p.held as usize).collect(),
+                None => vec![0; pools],
+            })
+            .collect()
+    }
+
+    async fn restart(&mut self, index: usize) -> Result<(), RestartUnsupported> {
+        if self.options.store == StoreKind::Memory {
+            return Err(RestartUnsupported);
+        }
+        let Some(Some(d)) = self.deployments.get_mut(index) else {
+            return Ok(());
+        };
+        // A crash: nothing more is committed, calls in flight are dropped.
+        if let Some(service) = d.service.take() {
+            d.commits_before += service.commits();
+            service.abort();
+        }
+        // Let the aborted tasks be dropped (their store's writer with them)
+        // before the store is opened again.
+        tokio::task::yield_now().await;
+        match launch(d, &self.clock).await {
+            Ok(resumed) => {
+                self.changes.push(Change::Restarted {
+                    deployment: index,
+                    handed_over: resumed,
+                });
+                self.recoveries.push(Recovery {
+                    deployment: index,
+                    resumed,
+                    adopted: 0,
+                });
+            }
+            Err(why) => {
+                self.broken.get_or_insert(format!(
+                    "deployment {index}'s service did not restart: {why}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> Option<&'static str> {
+        Some("service")
+    }
+
+    fn collects_orphans(&self) -> bool {
+        true
+    }
+
+    fn sleeps_on_clock(&self) -> bool {
+        true
+    }
+
+    fn broken(&mut self) -> Option<String> {
+        self.broken.clone()
+    }
+
+    async fn finish(&mut self) -> Result<Vec<String>, String> {
+        if let Some(broken) = &self.broken {
+            return Err(broken.clone());
+        }
+        if self.twice > 0 {
+            return Err(format!("{} jobs were launched twice", self.twice));
+        }
+        // Every job accepted is there once, ended as its decisions said.
+        for index in 0..self.deployments.len() {
+            let Some(d) = self.deployments[index].as_ref() else {
+                continue;
+            };
+            let mut seen = 0u64;
+            let mut after: Option<u64> = None;
+            loop {
+                let url = match after {
+                    Some(after) => d.url(&format!("/v1/jobs?limit=1000&after={after}")),
+                    None => d.url("/v1/jobs?limit=1000"),
+                };
+                let started = Instant::now();
+                let page: Value = self
+                    .client
+                    .get(&url)
+                    .header("Authorization", format!("Bearer {TOKEN}"))
+                    .send()
+                    .await
+                    .map_err(|e| format!("GET {url}: {e}"))?
+                    .json()
+                    .await
+                    .map_err(|e| format!("GET {url}: {e}"))?;
+                self.requests += 1;
+                self.latency.saturating_record(
+                    u64::try_from(started.elapsed().as_micros())
+                        .unwrap_or(u64::MAX)
+                        .max(1),
+                );
+                let jobs = page["jobs"]
+                    .as_array()
+                    .ok_or_else(|| format!("GET {url}: no jobs in {page}"))?;
+                for job in jobs {
+                    let id = job["id"].as_u64().unwrap_or_default();
+                    let state = job["state"].as_str().unwrap_or_default();
+                    let expected = d.ended.get(&id).map(|e| e.as_str());
+                    if expected != Some(state) {
+                        return Err(format!(
+                            "deployment {index}'s job {id} reads {state:?} over HTTP, its decisions said {expected:?}"
+                        ));
+                    }
+                    seen += 1;
+                }
+                match page["next"].as_u64() {
+                    Some(next) => after = Some(next),
+                    None => break,
+                }
+            }
+            if seen != d.accepted || seen != d.ended.len() as u64 {
+                return Err(format!(
+                    "deployment {index}'s service lists {seen} jobs over HTTP; it accepted {} and {} ended",
+                    d.accepted,
+                    d.ended.len()
+                ));
+            }
+        }
+        let jobs = self.accepted.max(1) as f64;
+        let commits: u64 = self
+            .deployments
+            .iter()
+            .flatten()
+            .map(Deployment::commits)
+            .sum();
+        let fsyncs = match self.options.store {
+            StoreKind::Durable => commits,
+            StoreKind::Memory => 0,
+        };
+        let store = match self.options.store {
+            StoreKind::Durable => "durable (SQLite, synchronous = FULL: one fsync per commit)",
+            StoreKind::Memory => "memory",
+        };
+        let micros = |q: f64| Duration::from_micros(self.latency.value_at_quantile(q));
+        let mut lines = vec![
+            format!(
+                "service: store {store}; {} requests ({:.2} per job), {commits} commits ({:.2} per job), {fsyncs} fsyncs ({:.2} per job)",
+                self.requests,
+                self.requests as f64 / jobs,
+                commits as f64 / jobs,
+                fsyncs as f64 / jobs,
+            ),
+            format!(
+                "service HTTP latency (wall): p50 {:?}, p99 {:?}, max {:?}; peak memory (process RSS) {}",
+                micros(0.50),
+                micros(0.99),
+                Duration::from_micros(self.latency.max()),
+                peak_rss()
+                    .map_or_else(|| "unknown".to_owned(), |kib| format!("{} MiB", kib / 1024)),
+            ),
+        ];
+        for r in &self.recoveries {
+            lines.push(format!(
+                "recovery of deployment {}: {} unended jobs resumed from the store, {} instances adopted, nothing run twice",
+                r.deployment, r.resumed, r.adopted
+            ));
+        }
+        Ok(lines)
+    }
+}
+
+/// The process's peak resident set, in KiB (`VmHWM`), where the system says.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
