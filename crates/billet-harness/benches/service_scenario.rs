@@ -19,9 +19,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
+use billet::Store;
 use billet::api::NewJob;
 use billet::jobs::{Change, JobRecord};
-use billet::Store;
 use billet_harness::production::ProductionScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};

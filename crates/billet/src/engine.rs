@@ -55,6 +55,12 @@ use keys::Keys;
 /// most intake any provider answer or due timer waits behind (L12).
 pub const INTAKE_BATCH: usize = 256;
 
+/// How long, in wall time, the engine waits for the store to answer one
+/// commit when it must (at the start, before it serves; at the end, before
+/// it stops) before it gives up with an error: a store that hangs stops a
+/// start rather than holding it for ever.
+pub const COMMIT_WAIT: Duration = Duration::from_secs(10);
+
 /// How often retention looks for ended jobs past [`Bounds::retain`], in the
 /// clock's time.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -504,10 +510,15 @@ impl State {
     }
 
     /// Waits until every batch sent is committed, releasing the calls each
-    /// commit lets go.
+    /// commit lets go; a store that answers no commit for [`COMMIT_WAIT`]
+    /// is an error.
     async fn wait_committed(&mut self, driver: &mut Driver) -> Result<(), EngineError> {
         while self.committed < self.sent {
-            let written = self.written.recv().await;
+            let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await else {
+                return Err(EngineError::Writer(format!(
+                    "no commit answered within {COMMIT_WAIT:?}"
+                )));
+            };
             let through = self.on_written(written)?;
             driver.release(through, self);
         }
@@ -878,6 +889,10 @@ mod tests {
     use billet_simulated::{Host, SimulatedProvider};
 
     async fn engine() -> Engine {
+        engine_over(Store::memory(), Vec::new()).await
+    }
+
+    async fn engine_over(store: Store, records: Vec<JobRecord>) -> Engine {
         let config = billet_config::Config::from_yaml_str(
             "deployment: {id: blue}\n\
              providers: [{name: linux, kind: docker, capacity: 1, docker: {image: runner}}]\n\
@@ -896,15 +911,38 @@ mod tests {
             .provider("linux", provider)
             .build()
             .unwrap();
-        Engine::start(
-            &pools,
-            Store::memory(),
-            Vec::new(),
-            clock,
-            Bounds::default(),
-        )
-        .await
-        .unwrap()
+        Engine::start(&pools, store, records, clock, Bounds::default())
+            .await
+            .unwrap()
+    }
+
+    // L6: what a restart decides is committed, and the table shows it,
+    // before the engine starts serving: a job that ran at the crash is
+    // queued again the moment `start` returns (a durable store's commit
+    // takes an fsync, so a start that did not wait would show it running).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn l6_a_restart_commits_what_it_decided_before_it_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        {
+            let (mut store, _) = Store::open(dir.path()).unwrap();
+            store
+                .commit(&[
+                    Change::Accepted(Box::new(JobRecord::accepted(1, job(), now))),
+                    Change::Placed {
+                        id: 1,
+                        pool: "linux".to_owned(),
+                        at: now,
+                    },
+                ])
+                .unwrap();
+        }
+        let (store, records) = Store::open(dir.path()).unwrap();
+        assert_eq!(records[0].state, JobState::Running);
+        let engine = engine_over(store, records).await;
+        let state = engine.shared.jobs.read().find(1).unwrap().unwrap().state;
+        assert_eq!(state, JobState::Queued);
+        assert!(engine.shared.commits.load(Ordering::Relaxed) >= 1);
     }
 
     fn job() -> NewJob {
