@@ -51,6 +51,128 @@ pub(crate) enum Written {
     Failed(StoreError),
 }
 
+/// Where the engine's batches go: to the writer thread, or, for a store in
+/// memory that commits at once, committed on the engine's own task (a thread
+/// there would add nothing but two wake-ups per batch). Either way the
+/// engine hears of each commit through `written`, in order.
+pub(crate) enum Writer {
+    /// The writer thread, and the channel its batches go by.
+    Thread {
+        batches: mpsc::Sender<Batch>,
+        thread: JoinHandle<()>,
+    },
+    /// Committed as sent.
+    Inline(Box<Inline>),
+}
+
+/// A writer that commits on its caller's task.
+pub(crate) struct Inline {
+    store: Store,
+    jobs: Arc<RwLock<Jobs>>,
+    written: UnboundedSender<Written>,
+    /// The cutoff retention is still working towards, one batch of it per
+    /// batch sent.
+    pruning: Option<SystemTime>,
+    /// Set once a commit failed: nothing more is committed.
+    failed: bool,
+}
+
+impl Writer {
+    /// A writer for `store`: inline when it is in memory with no delay,
+    /// else a thread ([`spawn`]).
+    pub(crate) fn start(
+        store: Store,
+        jobs: Arc<RwLock<Jobs>>,
+        written: UnboundedSender<Written>,
+    ) -> std::io::Result<Writer> {
+        if store.is_instant() {
+            return Ok(Writer::Inline(Box::new(Inline {
+                store,
+                jobs,
+                written,
+                pruning: None,
+                failed: false,
+            })));
+        }
+        let (batches, inbox) = mpsc::channel();
+        let thread = spawn(store, jobs, inbox, written)?;
+        Ok(Writer::Thread { batches, thread })
+    }
+
+    /// Commits `batch`, after every batch sent before it.
+    pub(crate) fn send(&mut self, mut batch: Batch) {
+        match self {
+            // A writer that is gone reports why through `written`.
+            Writer::Thread { batches, .. } => {
+                let _ = batches.send(batch);
+            }
+            Writer::Inline(inline) => {
+                let Inline {
+                    store,
+                    jobs,
+                    written,
+                    pruning,
+                    failed,
+                } = &mut **inline;
+                if *failed {
+                    return;
+                }
+                let changes = std::mem::take(&mut batch.changes);
+                let prune = batch.prune;
+                let mut group = vec![batch];
+                match commit_group(store, jobs, &changes, &mut group) {
+                    Ok(seq) => {
+                        *pruning = prune.or(*pruning);
+                        if let Some(before) = *pruning {
+                            *pruning = prune_some(store, before);
+                        }
+                        let _ = written.send(Written::Committed(seq));
+                    }
+                    Err(error) => {
+                        *failed = true;
+                        let _ = written.send(Written::Failed(error));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for the thread, if there is one, to commit what it was sent
+    /// and end.
+    pub(crate) fn finish(self) {
+        if let Writer::Thread { batches, thread } = self {
+            drop(batches);
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Commits `changes` (the changes of every batch of `group`, in order) in
+/// one transaction, then applies them to the table and runs the group's
+/// replies; answers the last batch's number.
+fn commit_group(
+    store: &mut Store,
+    jobs: &RwLock<Jobs>,
+    changes: &[Change],
+    group: &mut Vec<Batch>,
+) -> Result<u64, StoreError> {
+    store.commit(changes)?;
+    let last = group.last().map_or(0, |batch| batch.seq);
+    {
+        let mut table = jobs.write();
+        for change in changes {
+            table.apply(change);
+        }
+    }
+    let table = jobs.read();
+    for batch in group.drain(..) {
+        for reply in batch.replies {
+            reply(&table);
+        }
+    }
+    Ok(last)
+}
+
 /// Starts the writer over `store` and `jobs`; it stops when every sender of
 /// batches is dropped (after committing what it was sent) or a commit fails.
 pub(crate) fn spawn(
@@ -93,25 +215,14 @@ pub(crate) fn spawn(
                     changes.append(&mut batch.changes);
                     pruning = batch.prune.or(pruning);
                 }
-                if let Err(error) = store.commit(&changes) {
-                    tracing::error!(%error, "the store failed to commit; stopping");
-                    let _ = written.send(Written::Failed(error));
-                    return;
-                }
-                let last = group.last().map_or(0, |batch| batch.seq);
-                {
-                    let mut table = jobs.write();
-                    for change in &changes {
-                        table.apply(change);
+                let last = match commit_group(&mut store, &jobs, &changes, &mut group) {
+                    Ok(last) => last,
+                    Err(error) => {
+                        tracing::error!(%error, "the store failed to commit; stopping");
+                        let _ = written.send(Written::Failed(error));
+                        return;
                     }
-                }
-                let table = jobs.read();
-                for batch in group.drain(..) {
-                    for reply in batch.replies {
-                        reply(&table);
-                    }
-                }
-                drop(table);
+                };
                 if written.send(Written::Committed(last)).is_err() {
                     return;
                 }
@@ -196,6 +307,73 @@ mod tests {
                 .all(|(i, id)| *id == Some(i as u64 + 1))
         );
         assert_eq!(jobs.read().len(), total as usize);
+    }
+
+    // L6, L12: a store in memory with no delay is written on the caller's
+    // task: each batch is applied and answered as it is sent, and said
+    // committed in order; a retention cutoff removes one PRUNE_BATCH per
+    // batch sent after it, until done. A store with a delay, or a database,
+    // gets the thread.
+    #[test]
+    fn l6_an_instant_store_commits_as_each_batch_is_sent() {
+        assert!(Store::memory().is_instant());
+        assert!(!Store::slow_memory(std::time::Duration::from_millis(1)).is_instant());
+        let thread = Writer::start(
+            Store::slow_memory(std::time::Duration::from_millis(1)),
+            Arc::default(),
+            tokio::sync::mpsc::unbounded_channel().0,
+        )
+        .unwrap();
+        assert!(matches!(thread, Writer::Thread { .. }));
+        thread.finish();
+
+        let store = Store::memory();
+        let archive = store.archive();
+        let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), 0, Vec::new())));
+        let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let mut writer = Writer::start(store, Arc::clone(&jobs), written_tx).unwrap();
+        assert!(matches!(writer, Writer::Inline(_)));
+        let seen = Arc::new(parking_lot::Mutex::new(None));
+        let reply: Reply = {
+            let seen = Arc::clone(&seen);
+            Box::new(move |table: &Jobs| *seen.lock() = Some(table.len()))
+        };
+        let total = PRUNE_BATCH as u64 + 3;
+        writer.send(Batch {
+            seq: 1,
+            changes: ended_jobs(total),
+            replies: vec![reply],
+            prune: None,
+        });
+        assert_eq!(*seen.lock(), Some(0), "ended jobs go to the archive");
+        assert_eq!(archive.page(0, None, 10_000).unwrap().len(), total as usize);
+        assert!(matches!(written.try_recv(), Ok(Written::Committed(1))));
+        let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+        writer.send(Batch {
+            seq: 2,
+            changes: vec![],
+            replies: vec![],
+            prune: Some(cutoff),
+        });
+        assert!(matches!(written.try_recv(), Ok(Written::Committed(2))));
+        assert_eq!(
+            archive.page(0, None, 10_000).unwrap().len(),
+            3,
+            "one batch pruned"
+        );
+        writer.send(Batch {
+            seq: 3,
+            changes: vec![accepted(total + 1)],
+            replies: vec![],
+            prune: None,
+        });
+        assert!(matches!(written.try_recv(), Ok(Written::Committed(3))));
+        assert!(
+            archive.page(0, None, 10_000).unwrap().is_empty(),
+            "the rest"
+        );
+        assert_eq!(jobs.read().len(), 1);
+        writer.finish();
     }
 
     /// Jobs `1..=n` accepted and ended at the epoch.

@@ -39,7 +39,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::api::{JobState, NewJob};
-use crate::commit::{self, Batch, Reply, Written};
+use crate::commit::{Batch, Reply, Writer, Written};
 use crate::jobs::{Change, JobRecord, Jobs, Verdict};
 use crate::metrics::Metrics;
 use crate::store::{Archive, Store, StoreError};
@@ -307,9 +307,8 @@ impl Engine {
         if let Some(last) = store.unnamed_through() {
             core = core.with_unnamed_through(last);
         }
-        let (batches, batch_inbox) = std::sync::mpsc::channel();
         let (written_tx, written) = mpsc::unbounded_channel();
-        let writer = commit::spawn(store, jobs, batch_inbox, written_tx)
+        let writer = Writer::start(store, jobs, written_tx)
             .map_err(|e| EngineError::Writer(e.to_string()))?;
         let (commands, inbox) = mpsc::channel(bounds.intake.max(1));
         let (stop, stopped) = oneshot::channel();
@@ -318,7 +317,7 @@ impl Engine {
         let mut state = State {
             names,
             shared: Arc::clone(&shared),
-            batches: Some(batches),
+            writer: Some(writer),
             written,
             inbox,
             stop: stopped,
@@ -346,9 +345,9 @@ impl Engine {
                 // Whatever the last answers decided is committed.
                 result = state.wait_committed(&mut driver).await;
             }
-            let batches = state.batches.take();
-            drop(batches);
-            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            if let Some(writer) = state.writer.take() {
+                let _ = tokio::task::spawn_blocking(move || writer.finish()).await;
+            }
             result
         });
         Ok(Engine {
@@ -379,7 +378,8 @@ impl Engine {
 struct State {
     names: Vec<String>,
     shared: Arc<Shared>,
-    batches: Option<std::sync::mpsc::Sender<Batch>>,
+    /// Where batches go to be committed; taken at the end.
+    writer: Option<Writer>,
     written: mpsc::UnboundedReceiver<Written>,
     inbox: mpsc::Receiver<Command>,
     stop: oneshot::Receiver<Duration>,
@@ -812,9 +812,8 @@ impl Hooks for State {
                 replies: std::mem::take(&mut self.replies),
                 prune: self.prune.take(),
             };
-            if let Some(batches) = &self.batches {
-                // A writer that is gone reports why through `written`.
-                let _ = batches.send(batch);
+            if let Some(writer) = &mut self.writer {
+                writer.send(batch);
             }
         }
     }

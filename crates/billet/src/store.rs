@@ -256,6 +256,12 @@ impl Store {
         self.db.as_ref().map(|(_, path)| path.as_path())
     }
 
+    /// Whether a commit costs nothing and waits for nothing: a store in
+    /// memory with no delay ([`Store::memory`]).
+    pub fn is_instant(&self) -> bool {
+        self.db.is_none() && self.delay.is_zero()
+    }
+
     /// How many commits this store has made, shared: a counter the caller
     /// may read while another thread commits. In a database each is one
     /// transaction, and so one `fsync` of its write-ahead log
