@@ -37,32 +37,39 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
 
-/// Counts the modelled instants at which anything happened: a job arrived
-/// or a step changed something.
+/// What a run did, as the bench reads it: the modelled instants at which
+/// anything happened (a job arrived or a step changed something), and every
+/// placement as (job, deployment, modelled time), in order.
 #[derive(Default)]
-struct Instants(BTreeSet<SystemTime>);
+struct Seen {
+    instants: BTreeSet<SystemTime>,
+    placed: Vec<(u64, usize, SystemTime)>,
+}
 
-impl Tap for Instants {
+impl Tap for Seen {
     fn submitted(&mut self, job: &Job) {
-        self.0.insert(job.submitted_at);
+        self.instants.insert(job.submitted_at);
     }
     fn stepped(&mut self, step: &Step, now: SystemTime) {
         if !step.is_empty() {
-            self.0.insert(now);
+            self.instants.insert(now);
+        }
+        for placed in step.placed() {
+            self.placed.push((placed.job, placed.deployment, now));
         }
     }
 }
 
-fn through_service(scenario: &Scenario, store: StoreKind) -> (Report, usize) {
+fn through_service(scenario: &Scenario, store: StoreKind) -> (Report, Seen) {
     let options = ServiceOptions {
         store,
         submission: Submission::Concurrent,
     };
-    let mut instants = Instants::default();
+    let mut seen = Seen::default();
     let report = scenario
-        .run_tapped(|ctx| ServiceScheduler::new(ctx, options), &mut instants)
+        .run_tapped(|ctx| ServiceScheduler::new(ctx, options), &mut seen)
         .unwrap_or_else(|f| panic!("{f}"));
-    (report, instants.0.len())
+    (report, seen)
 }
 
 /// The number after `label` in the report's service line.
@@ -111,14 +118,38 @@ fn main() {
         restarts: 0,
         ..Fleet::production()
     });
+    let mut placed = Seen::default();
     let production = scenario
-        .run(ProductionScheduler::new)
+        .run_tapped(ProductionScheduler::new, &mut placed)
         .unwrap_or_else(|f| panic!("{f}"));
-    let (memory, _) = through_service(&scenario, StoreKind::Memory);
-    let (durable, instants) = through_service(&scenario, StoreKind::Durable);
+    let (memory, in_memory) = through_service(&scenario, StoreKind::Memory);
+    let (durable, seen) = through_service(&scenario, StoreKind::Durable);
     for report in [&production, &memory, &durable] {
         assert_eq!(report.finished + report.refused, jobs);
     }
+    // The differential on the whole scenario (its arrivals never share an
+    // instant, so the jobs sent at once are sent in order anyway).
+    for (name, run, report) in [
+        ("in memory", &in_memory, &memory),
+        ("durable", &seen, &durable),
+    ] {
+        if let Some(k) =
+            (0..placed.placed.len()).find(|&k| placed.placed.get(k) != run.placed.get(k))
+        {
+            panic!(
+                "the service {name} placed differently at placement {k}: production {:?}, service {:?}",
+                placed.placed.get(k),
+                run.placed.get(k)
+            );
+        }
+        assert_eq!(placed.placed.len(), run.placed.len(), "{name}");
+        assert_eq!(production.queue_wait, report.queue_wait, "{name}");
+    }
+    println!(
+        "differential: the service (in memory and durable) placed all {} jobs as the production scheduler did (job, deployment, modelled time)",
+        placed.placed.len()
+    );
+    let instants = seen.instants.len();
     println!("{durable}");
     let (p50, p99) = lone_commit(size(500, 5));
     let secs = |r: &Report| r.wall.as_secs_f64();
