@@ -478,6 +478,13 @@ mod tests {
             })
             .unwrap();
         let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();
+        // It stops by itself, its channel still open; bounded, so a writer
+        // that goes on fails the test rather than hangs it.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !writer.is_finished() {
+            assert!(std::time::Instant::now() < until, "the writer went on");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         writer.join().unwrap();
         assert!(matches!(written.try_recv(), Ok(Written::Failed(_))));
         assert!(jobs.read().is_empty());
