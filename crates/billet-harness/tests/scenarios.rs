@@ -520,6 +520,11 @@ fn t4_lcg_ships_with_header_and_readme_report() {
         "cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000",
         "trace: data/LCG.swf.gz (LCG grid, computer various, starting Sun Nov 20 00:00:05 GMT 2005): 188041 records, 188041 jobs",
         "not replayed: 0 of 188041 records",
+        // H13: the same trace through the whole service, and its own lines.
+        "cargo run --release --example fleet -- --scheduler service --trace data/LCG.swf.gz --concurrency 2000 --deployments 1",
+        "scheduler: service",
+        "service: store durable (SQLite, synchronous = FULL: one fsync per commit); 188230 requests",
+        "recovery of deployment 0: 1891 unended jobs resumed from the store, 1891 instances adopted, nothing run twice",
     ] {
         assert!(readme.contains(needle), "README.md lacks {needle:?}");
     }
