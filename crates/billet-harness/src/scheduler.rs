@@ -197,6 +197,46 @@ pub trait Tap {
 /// Taps nothing.
 impl Tap for () {}
 
+/// A [`Tap`] that writes down what a run placed, in the order placed: each
+/// placement as (job, deployment, modelled time since `start`), and each
+/// job's queue wait. What two runs placed compares job for job (the
+/// differential tests). It holds the arrival of every job not yet placed.
+#[derive(Debug, Clone, Default)]
+pub struct Placements {
+    start: Option<SystemTime>,
+    arrived: rustc_hash::FxHashMap<JobId, SystemTime>,
+    /// (job, deployment, modelled time since the start), in order.
+    pub placed: Vec<(JobId, usize, std::time::Duration)>,
+    /// (job, its queue wait), in the order placed.
+    pub waits: Vec<(JobId, std::time::Duration)>,
+}
+
+impl Placements {
+    /// An empty log for a run that starts at `start`.
+    pub fn new(start: SystemTime) -> Placements {
+        Placements {
+            start: Some(start),
+            ..Placements::default()
+        }
+    }
+}
+
+impl Tap for Placements {
+    fn submitted(&mut self, job: &Job) {
+        self.arrived.insert(job.id, job.submitted_at);
+    }
+
+    fn stepped(&mut self, step: &Step, now: SystemTime) {
+        let since = |t: SystemTime| now.duration_since(t).unwrap_or_default();
+        for placed in step.placed() {
+            let at = self.start.map(since).unwrap_or_default();
+            self.placed.push((placed.job, placed.deployment, at));
+            let arrived = self.arrived.remove(&placed.job).unwrap_or(now);
+            self.waits.push((placed.job, since(arrived)));
+        }
+    }
+}
+
 /// What a scheduler did in one tick, in the order it did it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {

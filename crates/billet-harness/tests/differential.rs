@@ -12,68 +12,27 @@
 //! 2,000 leases) is compared the same way by the `production_replay` bench
 //! under `cargo bench -p billet-harness --bench production_replay`.
 
-use std::time::{Duration, SystemTime};
-
 use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
-use billet_harness::scheduler::{Change, Step, Tap};
+use billet_harness::scheduler::Placements;
 use billet_harness::trace::Trace;
-use billet_harness::workload::{Job, JobId};
-use rustc_hash::FxHashMap;
 
 const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
-
-/// What one run placed: (job, deployment, modelled time since the start),
-/// and each job's queue wait, in the order placed.
-#[derive(Debug, Default)]
-struct Placements {
-    placed: Vec<(JobId, usize, Duration)>,
-    waits: Vec<(JobId, Duration)>,
-}
-
-/// Writes down what a run placed, and when, as the run's tap.
-struct Recording {
-    start: SystemTime,
-    arrived: FxHashMap<JobId, SystemTime>,
-    log: Placements,
-}
-
-impl Tap for Recording {
-    fn submitted(&mut self, job: &Job) {
-        self.arrived.insert(job.id, job.submitted_at);
-    }
-    fn stepped(&mut self, step: &Step, now: SystemTime) {
-        for change in &step.changes {
-            if let Change::Placed(p) = change {
-                let at = now.duration_since(self.start).unwrap();
-                self.log.placed.push((p.job, p.deployment, at));
-                let arrived = self.arrived.remove(&p.job).unwrap();
-                self.log
-                    .waits
-                    .push((p.job, now.duration_since(arrived).unwrap()));
-            }
-        }
-    }
-}
 
 /// Runs `scenario` through both schedulers; answers both reports and what
 /// each placed.
 fn both(scenario: &Scenario) -> [(Report, Placements); 2] {
     let run = |production: bool| {
-        let mut tap = Recording {
-            start: scenario.start,
-            arrived: FxHashMap::default(),
-            log: Placements::default(),
-        };
+        let mut tap = Placements::new(scenario.start);
         let report = if production {
             scenario.run_tapped(ProductionScheduler::new, &mut tap)
         } else {
             scenario.run_tapped(ReferenceScheduler::new, &mut tap)
         };
         let report = report.unwrap_or_else(|failure| panic!("{failure}"));
-        (report, tap.log)
+        (report, tap)
     };
     [run(true), run(false)]
 }

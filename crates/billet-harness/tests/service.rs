@@ -15,53 +15,14 @@
 //!   in whichever order they reach the service, which is the service's to
 //!   choose and not a difference of placement.
 
-use std::time::{Duration, SystemTime};
-
 use billet_harness::production::ProductionScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
-use billet_harness::scheduler::{Change, Step, Tap};
+use billet_harness::scheduler::Placements;
 use billet_harness::service::{ServiceOptions, ServiceScheduler, StoreKind, Submission};
 use billet_harness::trace::Trace;
-use billet_harness::workload::{Job, JobId};
-use rustc_hash::FxHashMap;
 
 const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
-
-/// What a run placed, (job, deployment, modelled time), and each job's queue
-/// wait, in the order placed.
-#[derive(Debug, Default, PartialEq)]
-struct Placements {
-    placed: Vec<(JobId, usize, Duration)>,
-    waits: Vec<(JobId, Duration)>,
-}
-
-struct Recording {
-    start: SystemTime,
-    arrived: FxHashMap<JobId, SystemTime>,
-    log: Placements,
-}
-
-impl Tap for Recording {
-    fn submitted(&mut self, job: &Job) {
-        self.arrived.insert(job.id, job.submitted_at);
-    }
-    fn stepped(&mut self, step: &Step, now: SystemTime) {
-        for change in &step.changes {
-            if let Change::Placed(p) = change {
-                self.log.placed.push((
-                    p.job,
-                    p.deployment,
-                    now.duration_since(self.start).unwrap(),
-                ));
-                let arrived = self.arrived.remove(&p.job).unwrap();
-                self.log
-                    .waits
-                    .push((p.job, now.duration_since(arrived).unwrap()));
-            }
-        }
-    }
-}
 
 fn service(store: StoreKind, submission: Submission) -> ServiceOptions {
     ServiceOptions { store, submission }
@@ -70,17 +31,13 @@ fn service(store: StoreKind, submission: Submission) -> ServiceOptions {
 /// Runs `scenario` through the service (with `options`) or the production
 /// scheduler; answers the report and what was placed.
 fn run(scenario: &Scenario, options: Option<ServiceOptions>) -> (Report, Placements) {
-    let mut tap = Recording {
-        start: scenario.start,
-        arrived: FxHashMap::default(),
-        log: Placements::default(),
-    };
+    let mut tap = Placements::new(scenario.start);
     let report = match options {
         Some(options) => scenario.run_tapped(|ctx| ServiceScheduler::new(ctx, options), &mut tap),
         None => scenario.run_tapped(ProductionScheduler::new, &mut tap),
     };
     let report = report.unwrap_or_else(|failure| panic!("{failure}"));
-    (report, tap.log)
+    (report, tap)
 }
 
 /// Asserts the service placed as the production scheduler did, naming the
