@@ -670,6 +670,16 @@ impl Scheduler for ServiceScheduler {
             return Ok(());
         };
         // A crash: nothing more is committed, calls in flight are dropped.
+        // It comes once what the service held back is committed (at most
+        // its hold of wall time), so that what it loses is the same in every
+        // run: a crash that loses held-back changes is billet's own test.
+        if let Some(service) = &d.service
+            && let Err(last) = service.settled(QUIESCENT_BOUND).await
+        {
+            self.broken.get_or_insert(format!(
+                "deployment {index}'s service did not settle before its crash within {QUIESCENT_BOUND:?} (it last said {last:?})"
+            ));
+        }
         if let Some(service) = d.service.take() {
             d.commits_before += service.commits();
             service.abort();
@@ -726,6 +736,14 @@ impl Scheduler for ServiceScheduler {
             let Some(d) = self.deployments[index].as_ref() else {
                 continue;
             };
+            // What it held back (a job's end, at most LAZY_COMMIT) is shown.
+            if let Some(service) = &d.service
+                && let Err(last) = service.settled(QUIESCENT_BOUND).await
+            {
+                return Err(format!(
+                    "deployment {index}'s service did not settle within {QUIESCENT_BOUND:?} (it last said {last:?})"
+                ));
+            }
             let mut seen = 0u64;
             let mut after: Option<u64> = None;
             loop {

@@ -239,6 +239,17 @@ impl Change {
             | Change::Ended { id, .. } => *id,
         }
     }
+
+    /// Whether the change's commit may wait for a later batch's (see
+    /// [`LAZY_COMMIT`](crate::engine::LAZY_COMMIT)): nothing waits on it (no
+    /// answer, no call), and a crash that loses it loses nothing a restart
+    /// does not learn again. An instance backing a job is found again by the
+    /// first inventory, which names it after its job, and adopted (B8); an
+    /// end after its instance was destroyed follows again from the outcome
+    /// committed before the destroy (L6). Every other change is waited on.
+    pub fn can_wait(&self) -> bool {
+        matches!(self, Change::Backed { .. } | Change::Ended { .. })
+    }
 }
 
 /// The jobs the service holds in memory: those that have not ended, by id

@@ -273,6 +273,25 @@ impl Service {
         }
     }
 
+    /// Waits until the engine is quiescent with nothing held back
+    /// ([`Quiet::settled`]): everything it decided is committed and shown
+    /// over HTTP. At most `bound` of wall time (a held-back change waits at
+    /// most [`LAZY_COMMIT`](crate::engine::LAZY_COMMIT)); answers what it
+    /// last said.
+    pub async fn settled(&self, bound: Duration) -> Result<Quiet, Option<Quiet>> {
+        let mut quiet = self.quiet();
+        let seen: Option<Quiet> =
+            tokio::time::timeout(bound, quiet.wait_for(|q| q.is_some_and(|q| q.settled)))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .and_then(|seen| *seen);
+        match seen {
+            Some(held) => Ok(held),
+            None => Err(*quiet.borrow()),
+        }
+    }
+
     /// Serves until `shutdown` completes, then stops in order (L7): new
     /// requests answer `503`, calls in flight get `grace` to finish, what
     /// they decided is committed, the listener closes. Instances keep

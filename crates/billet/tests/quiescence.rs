@@ -1,6 +1,7 @@
 //! H13's footing: a service on a manual clock says when it is quiescent
 //! (`Service::quiet`, `Service::quiescent`), so a driver can move the clock
-//! only then, from one wake to the next, and the run is deterministic.
+//! only then, from one wake to the next, and the run is deterministic; and
+//! when what it decided is all shown (`Service::settled`).
 
 mod client;
 
@@ -100,6 +101,13 @@ async fn run(dir: &std::path::Path) -> Vec<Snapshot> {
             .quiescent(now, BOUND)
             .await
             .unwrap_or_else(|last| panic!("not quiescent at {now:?}: last said {last:?}"));
+        // What it held back (a job's end) is shown over HTTP once settled,
+        // at most LAZY_COMMIT of wall time later; it decides nothing.
+        let settled = service
+            .settled(BOUND)
+            .await
+            .unwrap_or_else(|last| panic!("not settled at {now:?}: last said {last:?}"));
+        assert_eq!(settled.wake, quiet.wake, "settling woke nothing");
         let mut states = Vec::new();
         for id in 1..=4 {
             let job = call(reqwest::Method::GET, format!("/v1/jobs/{id}"), None).await;

@@ -10,8 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use billet::engine::Bounds;
 use billet::jobs::JobRecord;
-use billet::{Service, Store};
+use billet::{Limits, Service, Store};
 use billet_clock::{Clock, SystemClock};
 use billet_config::Config;
 use billet_provider::Error;
@@ -49,6 +50,16 @@ struct Running {
 }
 
 async fn start(capacity: u32, host: &Host, store: Option<&Path>) -> Running {
+    start_holding(capacity, host, store, Bounds::default().hold).await
+}
+
+/// [`start`], with the longest a change that can wait is held back.
+async fn start_holding(
+    capacity: u32,
+    host: &Host,
+    store: Option<&Path>,
+    hold: Duration,
+) -> Running {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = Arc::new(
         SimulatedProvider::builder("svc")
@@ -75,9 +86,24 @@ async fn start(capacity: u32, host: &Host, store: Option<&Path>) -> Running {
         None => (Store::memory(), Vec::new()),
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let service = Service::start(&pools, store, records, clock, TOKEN, listener)
-        .await
-        .unwrap();
+    let limits = Limits {
+        engine: Bounds {
+            hold,
+            ..Bounds::default()
+        },
+        ..Limits::default()
+    };
+    let service = Service::start_with(
+        &pools,
+        store,
+        records,
+        clock,
+        TOKEN.into(),
+        listener,
+        limits,
+    )
+    .await
+    .unwrap();
     let base = format!("http://{}", service.addr());
     Running {
         service,
@@ -346,6 +372,64 @@ async fn l6_a_crash_then_a_restart_loses_and_doubles_nothing() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     second.service.stop(Duration::from_secs(1)).await.unwrap();
+}
+
+// L6: a crash loses at most the changes held back (a job's end once its
+// instance is gone, an instance backing a job), and the restart learns them
+// again: the ended job's committed outcome stands; the running job's
+// instance is adopted, not launched twice. They are held for an hour here,
+// so each crash surely loses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_a_crash_loses_only_what_a_restart_learns_again() {
+    let host = Host::new();
+    let state = tempfile::tempdir().unwrap();
+    let hour = Duration::from_secs(3600);
+    let until_host_holds = |n: usize| {
+        let host = host.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while host.len() != n {
+                assert!(Instant::now() < deadline, "the host never held {n}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Job 1 ends, its instance is destroyed, and its end is held back.
+    let first = start_holding(1, &host, Some(state.path()), hour).await;
+    assert_eq!(first.post(work(100)).await.0, StatusCode::CREATED);
+    until_host_holds(1).await;
+    until_host_holds(0).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(first.job(1).await["state"], "running", "its end is held");
+    first.service.abort();
+    // Its outcome, committed before the destroy, stands.
+    let second = start_holding(1, &host, Some(state.path()), hour).await;
+    let job = second.until(1, "finished").await;
+    assert_eq!(job["exit_code"], 0);
+    // Job 2 is launched, and the instance backing it is held back.
+    assert_eq!(second.post(work(60_000)).await.0, StatusCode::CREATED);
+    until_host_holds(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let job = second.job(2).await;
+    assert_eq!(job["instance"], Value::Null, "its instance is held: {job}");
+    let before = billet_provider::Provider::list(&*second.provider)
+        .await
+        .unwrap();
+    second.service.abort();
+    // The first inventory finds it: adopted, not launched again.
+    let third = start(1, &host, Some(state.path())).await;
+    let job = third.until(2, "running").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut job = job;
+    while job["instance"].is_null() {
+        assert!(Instant::now() < deadline, "never adopted: {job}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        job = third.job(2).await;
+    }
+    assert_eq!(job["instance"].as_str(), Some(before[0].id.as_str()));
+    assert_eq!(host.len(), 1);
+    assert_eq!(third.job(1).await["state"], "finished");
+    third.service.stop(Duration::from_secs(1)).await.unwrap();
 }
 
 // L7: once stopping, every request answers 503; the stop is orderly.

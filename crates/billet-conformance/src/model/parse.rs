@@ -240,7 +240,21 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 mod tests {
     use std::time::Duration;
 
-    use super::parse_duration;
+    use super::super::transition::{Side, Transition};
+    use super::{parse_duration, parse_step};
+
+    // H1: a leading step number is skipped, and only a number: a step that
+    // has none but holds ". " (in an instance's name) is read whole.
+    #[test]
+    fn h1_only_a_number_is_taken_for_the_step_number() {
+        let find = Transition::Find {
+            side: Side::Blue,
+            name: "job-a. b".to_owned(),
+        };
+        assert_eq!(parse_step("blue: find \"job-a. b\"", &[]), Ok(find.clone()));
+        assert_eq!(parse_step("  12. blue: find \"job-a. b\"", &[]), Ok(find));
+        assert!(parse_step("x1. blue: list", &[]).is_err());
+    }
 
     // H1: a time in a printed step is read back exactly as `Debug` printed
     // it, and nothing else is taken for one: no sign, no digits missing on
