@@ -46,6 +46,14 @@ pub enum Error {
         /// The deployment that owns it.
         owner: String,
     },
+    /// This deployment holds no instance with that id (destroyed, or never
+    /// launched): what an instance's [`Output`](crate::Output) answers once
+    /// it is gone.
+    #[error("this deployment holds no instance {id}")]
+    NotFound {
+        /// The id that was asked for.
+        id: InstanceId,
+    },
     /// The deployment identity a provider was built for is not usable.
     #[error("invalid deployment identity {owner:?}: {reason}")]
     InvalidOwner {
@@ -81,6 +89,8 @@ pub enum ErrorKind {
     Conflict,
     /// See [`Error::NotOwned`].
     NotOwned,
+    /// See [`Error::NotFound`].
+    NotFound,
     /// See [`Error::InvalidOwner`].
     InvalidOwner,
     /// See [`Error::InventoryUnavailable`].
@@ -97,6 +107,7 @@ impl Error {
             Error::InvalidSpec { .. } => ErrorKind::InvalidSpec,
             Error::Conflict { .. } => ErrorKind::Conflict,
             Error::NotOwned { .. } => ErrorKind::NotOwned,
+            Error::NotFound { .. } => ErrorKind::NotFound,
             Error::InvalidOwner { .. } => ErrorKind::InvalidOwner,
             Error::InventoryUnavailable { .. } => ErrorKind::InventoryUnavailable,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
@@ -128,6 +139,11 @@ impl Error {
             id,
             owner: owner.into(),
         }
+    }
+
+    /// An [`Error::NotFound`]: this deployment holds no instance `id`.
+    pub fn not_found(id: InstanceId) -> Self {
+        Error::NotFound { id }
     }
 
     /// An [`Error::InvalidOwner`]: `owner` cannot be a deployment identity, for `reason`.
@@ -179,6 +195,10 @@ mod tests {
         assert!(matches!(
             Error::not_owned(id.clone(), "green"),
             Error::NotOwned { id: got, owner } if got == id && owner == "green"
+        ));
+        assert!(matches!(
+            Error::not_found(id.clone()),
+            Error::NotFound { id: got } if got == id
         ));
         assert!(matches!(
             Error::invalid_owner(" ", "empty"),

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod capability;
 mod error;
 mod instance;
 mod kind;
@@ -23,6 +24,7 @@ mod provider;
 mod spec;
 mod trust;
 
+pub use capability::{Hint, HintKind, HintStream, Hints, OUTPUT_CHUNK, Output, OutputStream};
 pub use error::{Cause, Error, ErrorKind};
 pub use instance::{Instance, InstanceId, State, Teardown};
 pub use kind::{ProviderKind, UnknownKind};
@@ -81,6 +83,88 @@ mod tests {
     }
 
     fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+
+    /// A provider that offers both capabilities (P9): output "hello" for
+    /// its one instance, and one hint.
+    #[derive(Debug)]
+    struct Capable;
+
+    #[async_trait::async_trait]
+    impl Output for Capable {
+        async fn read(&self, id: &InstanceId, from: u64) -> Result<OutputStream, Error> {
+            if id.as_str() != "i-1" {
+                return Err(Error::not_found(id.clone()));
+            }
+            let rest = b"hello".get(from as usize..).unwrap_or_default().to_vec();
+            Ok(Box::pin(futures::stream::iter([Ok(rest)])))
+        }
+    }
+
+    impl Hints for Capable {
+        fn subscribe(&self) -> HintStream {
+            Box::pin(futures::stream::iter([Hint {
+                kind: HintKind::Stopped,
+                id: "i-1".into(),
+                name: "held".into(),
+            }]))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for Capable {
+        fn kind(&self) -> ProviderKind {
+            OneInstance.kind()
+        }
+        fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+            OneInstance.accepts(trust)
+        }
+        async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+            OneInstance.launch(spec).await
+        }
+        async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+            OneInstance.find(name).await
+        }
+        async fn list(&self) -> Result<Vec<Instance>, Error> {
+            OneInstance.list().await
+        }
+        async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+            OneInstance.destroy(id).await
+        }
+        fn output(&self) -> Option<&dyn Output> {
+            Some(self)
+        }
+        fn hints(&self) -> Option<&dyn Hints> {
+            Some(self)
+        }
+    }
+
+    // P9: the capabilities are asked of the object, behind `Arc<dyn
+    // Provider>` and the forwarding impl alike: a backend without them
+    // says so (`None`), one with them answers through them.
+    #[tokio::test]
+    async fn p9_capabilities_are_asked_of_the_object() {
+        use futures::StreamExt;
+        let without: Arc<dyn Provider> = Arc::new(OneInstance);
+        assert!(without.output().is_none() && without.hints().is_none());
+        let with: Arc<Arc<dyn Provider>> = Arc::new(Arc::new(Capable));
+        let output = with.output().expect("offered");
+        let read: Vec<_> = output.read(&"i-1".into(), 2).await.unwrap().collect().await;
+        assert_eq!(
+            read.into_iter().map(Result::unwrap).collect::<Vec<_>>(),
+            [b"llo".to_vec()]
+        );
+        let gone = output.read(&"i-2".into(), 0).await.err().unwrap();
+        assert_eq!(gone.kind(), ErrorKind::NotFound);
+        assert!(gone.to_string().contains("i-2"), "{gone}");
+        let hints: Vec<Hint> = with.hints().expect("offered").subscribe().collect().await;
+        assert_eq!(hints.len(), 1);
+        assert_eq!(
+            (hints[0].kind, hints[0].name.as_str()),
+            (HintKind::Stopped, "held")
+        );
+        assert_send_sync::<dyn Output>();
+        assert_send_sync::<dyn Hints>();
+    }
 
     // P1: the trait is object-safe, Send + Sync, and usable as Arc<dyn Provider>,
     // including through the Arc forwarding impl.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::{Error, Instance, InstanceId, ProviderKind, Spec, Teardown, TrustClass};
+use crate::{Error, Hints, Instance, InstanceId, Output, ProviderKind, Spec, Teardown, TrustClass};
 
 /// A compute backend, as one deployment of the scheduler sees it.
 ///
@@ -91,6 +91,15 @@ use crate::{Error, Instance, InstanceId, ProviderKind, Spec, Teardown, TrustClas
 ///   instance and removed it.
 /// * Destroy does not depend on the inventory being readable.
 ///
+/// # `output` and `hints` (optional capabilities)
+///
+/// Asked of the provider itself, so the trait stays object-safe: a backend
+/// that offers an instance's output ([`Output`]) or change hints ([`Hints`])
+/// answers `Some` with itself (or a part of itself), one that lacks it keeps
+/// the default `None`, and a caller does without. Each answers the same
+/// every time it is asked. Hints only say where to look: whatever they do,
+/// every guarantee above holds as stated.
+///
 /// # Implementing it
 ///
 /// Everything a backend needs is in this crate, the `#[async_trait]`
@@ -157,6 +166,19 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Removes this deployment's instance `id`; idempotent and scoped by
     /// identity. See the trait docs, section `destroy`.
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error>;
+
+    /// The output of this backend's instances, if it keeps it; `None` (the
+    /// default) if it does not. See the trait docs, section `output`.
+    fn output(&self) -> Option<&dyn Output> {
+        None
+    }
+
+    /// Change hints for this deployment's instances, if the backend gives
+    /// them; `None` (the default) if it does not. See the trait docs,
+    /// section `hints`.
+    fn hints(&self) -> Option<&dyn Hints> {
+        None
+    }
 }
 
 /// A shared provider is a provider: `Arc<P>` forwards every call, so generic
@@ -185,5 +207,13 @@ impl<P: Provider + ?Sized> Provider for Arc<P> {
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
         (**self).destroy(id).await
+    }
+
+    fn output(&self) -> Option<&dyn Output> {
+        (**self).output()
+    }
+
+    fn hints(&self) -> Option<&dyn Hints> {
+        (**self).hints()
     }
 }

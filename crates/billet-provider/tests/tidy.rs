@@ -5,8 +5,9 @@
 const MANIFEST: &str = include_str!("../Cargo.toml");
 
 // P1: the contract crate stays light: its only normal dependencies are
-// async-trait and thiserror, so any backend or scheduler can take it without
-// pulling in a runtime or a configuration format.
+// async-trait, thiserror and futures-core (the `Stream` trait alone, for the
+// optional capabilities of P9), so any backend or scheduler can take it
+// without pulling in a runtime or a configuration format.
 #[test]
 fn contract_crate_stays_light() {
     let mut section = String::new();
@@ -24,5 +25,5 @@ fn contract_crate_stays_light() {
         );
     }
     deps.sort();
-    assert_eq!(deps, ["async-trait", "thiserror"]);
+    assert_eq!(deps, ["async-trait", "futures-core", "thiserror"]);
 }
