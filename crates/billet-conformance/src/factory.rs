@@ -190,6 +190,16 @@ pub trait ProviderFactory: Send + Sync {
     /// command that does not stop while the case runs.
     fn command(&self, run_time: Duration) -> Vec<String>;
 
+    /// A command that runs for `run_time` (as [`command`](Self::command)
+    /// does) and writes exactly `bytes` bytes of output in all, stdout and
+    /// stderr together, every one of them before it stops: for the output
+    /// checks of [`check_capabilities`](crate::check_capabilities) (P9).
+    /// `None`, the default, for a backend that keeps no output.
+    fn command_writing(&self, run_time: Duration, bytes: u64) -> Option<Vec<String>> {
+        let _ = (run_time, bytes);
+        None
+    }
+
     /// The image every launched spec names. Empty unless overridden.
     fn image(&self) -> String {
         String::new()

@@ -394,12 +394,14 @@ use std::time::{Duration, Instant};
 use billet_provider::Teardown;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
 
+mod capabilities;
 mod concurrent;
 mod driver;
 mod factory;
 mod model;
 
 pub use async_trait::async_trait;
+pub use capabilities::{CAPABILITY_WAIT, CapabilityFailure, CapabilityReport, check_capabilities};
 #[doc(hidden)]
 pub use concurrent::synthetic as concurrent_synthetic;
 pub use concurrent::{

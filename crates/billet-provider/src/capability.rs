@@ -96,7 +96,7 @@ pub enum HintKind {
 ///   instance that is gone by the time it is read. A caller acts on what
 ///   it then reads from the inventory or `find`, never on the hint alone:
 ///   whatever hints do, the answers of `list` and `find` are exact.
-/// * The stream ends only when the provider is dropped.
+/// * The stream may never end: a caller drops it when done.
 pub trait Hints: Send + Sync {
     /// A new stream of hints from now on. See the trait docs.
     fn subscribe(&self) -> HintStream;

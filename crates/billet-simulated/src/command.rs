@@ -1,4 +1,5 @@
-//! [`run_for`] and [`parse_run_for`]: the command that names an instance's modelled run time.
+//! [`run_for`], [`run_for_writing`] and their parsers: the command that names
+//! an instance's modelled run time, and how much output it writes.
 
 use std::time::Duration;
 
@@ -8,9 +9,13 @@ use billet_provider::Error;
 pub const PROGRAM: &str = "billet-simulated";
 /// The verb that follows the program name.
 pub const VERB: &str = "run-for";
+/// The word before the count of bytes an instance writes
+/// ([`run_for_writing`]).
+pub const WRITING: &str = "writing";
 
 const EXPECTED: &str = "expected [\"billet-simulated\", \"run-for\", \"<seconds>[.<fraction of up to 9 digits>]s\"], \
-     for example [\"billet-simulated\", \"run-for\", \"90s\"] or [\"billet-simulated\", \"run-for\", \"0.25s\"]";
+     optionally followed by \"writing\", \"<bytes>\", \
+     for example [\"billet-simulated\", \"run-for\", \"90s\"] or [\"billet-simulated\", \"run-for\", \"0.25s\", \"writing\", \"4096\"]";
 
 /// The command that makes a simulated instance run for `d` of modelled time.
 ///
@@ -29,24 +34,63 @@ pub fn run_for(d: Duration) -> Vec<String> {
     vec![PROGRAM.to_owned(), VERB.to_owned(), text]
 }
 
-/// Reads the duration a command names: the inverse of [`run_for`].
+/// The command that makes a simulated instance run for `d` of modelled time
+/// and write `bytes` bytes of output over it, at an even pace, all of them
+/// by its stop (P9): [`run_for`] followed by `"writing"` and the count
+/// (`["billet-simulated", "run-for", "90s", "writing", "4096"]`).
+pub fn run_for_writing(d: Duration, bytes: u64) -> Vec<String> {
+    let mut command = run_for(d);
+    command.push(WRITING.to_owned());
+    command.push(bytes.to_string());
+    command
+}
+
+/// Reads the duration a command names: the inverse of [`run_for`], and the
+/// duration of [`run_for_writing`]'s form.
 ///
 /// A command of any other shape, or a duration that is malformed or overflows
 /// a `Duration`, is [`Error::InvalidSpec`] with a message that quotes what was
 /// given and shows the expected form.
 pub fn parse_run_for(command: &[String]) -> Result<Duration, Error> {
-    let [program, verb, text] = command else {
-        return Err(Error::invalid_spec(format!(
+    parse_run_for_writing(command).map(|(d, _)| d)
+}
+
+/// Reads the duration and the bytes written a command names: the inverse of
+/// [`run_for_writing`]; [`run_for`]'s form writes 0 bytes. Refuses as
+/// [`parse_run_for`] does, and a count that is not a whole number of bytes.
+pub fn parse_run_for_writing(command: &[String]) -> Result<(Duration, u64), Error> {
+    let no_duration = || {
+        Error::invalid_spec(format!(
             "the command {command:?} names no duration: {EXPECTED}"
-        )));
+        ))
+    };
+    let (program, verb, text, writes) = match command {
+        [program, verb, text] => (program, verb, text, None),
+        [program, verb, text, writing, bytes] if writing == WRITING => {
+            (program, verb, text, Some(bytes))
+        }
+        _ => return Err(no_duration()),
     };
     if program != PROGRAM || verb != VERB {
-        return Err(Error::invalid_spec(format!(
-            "the command {command:?} names no duration: {EXPECTED}"
-        )));
+        return Err(no_duration());
     }
-    parse_duration(text)
-        .map_err(|why| Error::invalid_spec(format!("the duration {text:?} is {why}: {EXPECTED}")))
+    let d = parse_duration(text).map_err(|why| {
+        Error::invalid_spec(format!("the duration {text:?} is {why}: {EXPECTED}"))
+    })?;
+    let bytes = match writes {
+        None => 0,
+        Some(bytes) if !bytes.is_empty() && bytes.bytes().all(|b| b.is_ascii_digit()) => {
+            bytes.parse().map_err(|_| {
+                Error::invalid_spec(format!("the count {bytes:?} is too large: {EXPECTED}"))
+            })?
+        }
+        Some(bytes) => {
+            return Err(Error::invalid_spec(format!(
+                "the count {bytes:?} is not a whole number of bytes: {EXPECTED}"
+            )));
+        }
+    };
+    Ok((d, bytes))
 }
 
 /// Parses `<seconds>[.<fraction>]s`, answering why not when it cannot.
@@ -122,6 +166,20 @@ mod tests {
             cmd(&["billet-simulated", "run-for", "١s"]),
             // one past u64::MAX seconds overflows
             cmd(&["billet-simulated", "run-for", "18446744073709551616s"]),
+            cmd(&["billet-simulated", "run-for", "90s", "writing"]),
+            cmd(&["billet-simulated", "run-for", "90s", "writes", "1"]),
+            cmd(&["billet-simulated", "run-for", "90s", "writing", ""]),
+            cmd(&["billet-simulated", "run-for", "90s", "writing", "-1"]),
+            cmd(&["billet-simulated", "run-for", "90s", "writing", "1e3"]),
+            cmd(&[
+                "billet-simulated",
+                "run-for",
+                "90s",
+                "writing",
+                "18446744073709551616",
+            ]),
+            cmd(&["billet-simulated", "run-for", "9x", "writing", "1"]),
+            cmd(&["billet-simulated", "run-for", "90s", "writing", "1", "more"]),
         ];
         for command in bad {
             let err = parse_run_for(&command).unwrap_err();
@@ -131,6 +189,27 @@ mod tests {
                 "{command:?}: {err}"
             );
         }
+    }
+
+    // P9: the writing form names the bytes written; the plain form none.
+    #[test]
+    fn p9_the_command_names_what_an_instance_writes() {
+        let d = Duration::from_millis(1500);
+        assert_eq!(
+            run_for_writing(d, 4096),
+            ["billet-simulated", "run-for", "1.5s", "writing", "4096"]
+        );
+        assert_eq!(
+            parse_run_for_writing(&run_for_writing(d, 4096)).unwrap(),
+            (d, 4096)
+        );
+        assert_eq!(parse_run_for_writing(&run_for(d)).unwrap(), (d, 0));
+        assert_eq!(parse_run_for(&run_for_writing(d, 7)).unwrap(), d);
+        let max = run_for_writing(Duration::MAX, u64::MAX);
+        assert_eq!(
+            parse_run_for_writing(&max).unwrap(),
+            (Duration::MAX, u64::MAX)
+        );
     }
 
     proptest! {

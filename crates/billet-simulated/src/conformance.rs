@@ -18,7 +18,8 @@ use billet_conformance::{
     Deployment, Fixture, FixtureError, Outage, Policies, ProviderFactory, Timing, WallWindows,
 };
 use billet_provider::{
-    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
+    Error, HintStream, Hints, Instance, InstanceId, Output, OutputStream, Provider, ProviderKind,
+    Spec, Teardown, TrustClass,
 };
 use parking_lot::Mutex;
 
@@ -225,6 +226,10 @@ impl ProviderFactory for SimulatedFactory {
     fn command(&self, run_time: Duration) -> Vec<String> {
         run_for(run_time)
     }
+
+    fn command_writing(&self, run_time: Duration, bytes: u64) -> Option<Vec<String>> {
+        Some(crate::run_for_writing(run_time, bytes))
+    }
 }
 
 /// A [`SimulatedProvider`] behind a connection a test can cut: how the
@@ -359,5 +364,31 @@ impl Provider for Severable {
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
         self.exchange(false, self.provider.destroy(id)).await
+    }
+
+    fn output(&self) -> Option<&dyn Output> {
+        Some(self)
+    }
+
+    fn hints(&self) -> Option<&dyn Hints> {
+        Some(self)
+    }
+}
+
+/// A severed connection reads no output: the read answers
+/// [`Error::Unavailable`], as a daemon out of reach would.
+#[async_trait]
+impl Output for Severable {
+    async fn read(&self, id: &InstanceId, from: u64) -> Result<OutputStream, Error> {
+        self.connected(false)?;
+        Output::read(&self.provider, id, from).await
+    }
+}
+
+/// Hints come from the host whatever the connection does: they only say
+/// where to look.
+impl Hints for Severable {
+    fn subscribe(&self) -> HintStream {
+        Hints::subscribe(&self.provider)
     }
 }

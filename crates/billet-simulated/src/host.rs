@@ -1,10 +1,11 @@
 //! [`Host`]: the store simulated instances live in, shared by every provider over it.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use billet_provider::{Instance, InstanceId, ProviderKind, State};
+use billet_provider::{Hint, Instance, InstanceId, ProviderKind, State};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
@@ -76,6 +77,9 @@ pub(crate) struct Record {
     pub(crate) started_at: SystemTime,
     /// When it stops; `None` when its run time passes the end of representable time.
     pub(crate) stops_at: Option<SystemTime>,
+    /// How many bytes of output it writes over its run (see
+    /// [`run_for_writing`](crate::run_for_writing)).
+    pub(crate) writes: u64,
 }
 
 impl Record {
@@ -108,9 +112,38 @@ pub(crate) struct Shelf {
     owner: Arc<str>,
     records: FxHashMap<u64, Record>,
     names: FxHashMap<Arc<str>, u64>,
+    /// Every instance held with a stop time, by (stop time, id): where a
+    /// hint stream finds what stopped since it last looked (P9).
+    stops: BTreeSet<(SystemTime, u64)>,
 }
 
 impl Shelf {
+    /// The instance `id`, if the shelf holds it.
+    pub(crate) fn get(&self, id: u64) -> Option<&Record> {
+        self.records.get(&id)
+    }
+
+    /// The first stop time after `after` of an instance held, if any.
+    pub(crate) fn next_stop_after(&self, after: SystemTime) -> Option<SystemTime> {
+        self.stops
+            .range((after, u64::MAX)..)
+            .find(|(at, _)| *at > after)
+            .map(|(at, _)| *at)
+    }
+
+    /// The instances held that stop after `after` and at or before `until`,
+    /// in stop order.
+    pub(crate) fn stopping(
+        &self,
+        after: SystemTime,
+        until: SystemTime,
+    ) -> impl Iterator<Item = &Record> {
+        self.stops
+            .range((after, u64::MAX)..=(until, u64::MAX))
+            .filter(move |(at, _)| *at > after)
+            .filter_map(|(_, id)| self.records.get(id))
+    }
+
     /// Every instance on the shelf with its id, in no particular order.
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = (u64, &Record)> {
         self.records.iter().map(|(id, record)| (*id, record))
@@ -163,6 +196,8 @@ pub(crate) struct Store {
     len: usize,
     shelves: Vec<Shelf>,
     shelf_of: FxHashMap<Arc<str>, usize>,
+    /// Each owner's hint channel, made by its first subscriber (P9).
+    hints: FxHashMap<Arc<str>, tokio::sync::broadcast::Sender<Hint>>,
 }
 
 impl Store {
@@ -179,6 +214,34 @@ impl Store {
     /// The deployment's shelf, if it has launched here.
     pub(crate) fn shelf(&self, owner: &str) -> Option<&Shelf> {
         self.shelf_of.get(owner).map(|k| &self.shelves[*k])
+    }
+
+    /// Where `owner`'s hints go, made on first use with room for
+    /// [`HINT_BUFFER`](crate::HINT_BUFFER) hints per subscriber.
+    pub(crate) fn hint_channel(
+        &mut self,
+        owner: &Arc<str>,
+    ) -> &tokio::sync::broadcast::Sender<Hint> {
+        self.hints
+            .entry(Arc::clone(owner))
+            .or_insert_with(|| tokio::sync::broadcast::channel(crate::HINT_BUFFER).0)
+    }
+
+    /// Tells `owner`'s subscribers, if any, of `hint`.
+    pub(crate) fn hint(&self, owner: &str, hint: impl FnOnce() -> Hint) {
+        if let Some(channel) = self.hints.get(owner)
+            && channel.receiver_count() > 0
+        {
+            // A receiver that falls behind misses the oldest: hints may be lost.
+            let _ = channel.send(hint());
+        }
+    }
+
+    /// The id `id` is on a shelf of another deployment than `owner`: its
+    /// owner, if so.
+    pub(crate) fn owner_of(&self, id: u64) -> Option<&Arc<str>> {
+        let shelf = self.shelves.get((id >> SEQ_BITS) as usize)?;
+        shelf.records.contains_key(&id).then_some(&shelf.owner)
     }
 
     /// The deployment's instance named exactly `name`, with its id.
@@ -200,6 +263,7 @@ impl Store {
         name: Arc<str>,
         started_at: SystemTime,
         stops_at: Option<SystemTime>,
+        writes: u64,
     ) -> Option<(u64, &Record)> {
         let (shelf, is_new) = match self.shelf_of.get(&**owner) {
             Some(k) => (*k, false),
@@ -213,6 +277,7 @@ impl Store {
                 owner: Arc::clone(owner),
                 records: FxHashMap::default(),
                 names: FxHashMap::default(),
+                stops: BTreeSet::new(),
             });
             self.shelf_of.insert(Arc::clone(owner), shelf);
         }
@@ -220,11 +285,15 @@ impl Store {
         self.len += 1;
         let shelf = &mut self.shelves[shelf];
         shelf.names.insert(Arc::clone(&name), id);
+        if let Some(at) = stops_at {
+            shelf.stops.insert((at, id));
+        }
         let record = Record {
             id: format_id(id),
             name,
             started_at,
             stops_at,
+            writes,
         };
         Some((id, shelf.records.entry(id).insert_entry(record).into_mut()))
     }
@@ -248,6 +317,9 @@ impl Store {
             return Removal::Absent;
         };
         shelf.names.remove(&*record.name);
+        if let Some(at) = record.stops_at {
+            shelf.stops.remove(&(at, id));
+        }
         self.len -= 1;
         Removal::Removed(record)
     }
@@ -305,16 +377,16 @@ mod tests {
         let blue: Arc<str> = Arc::from("blue");
         let green: Arc<str> = Arc::from("green");
         let a = store
-            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
             .unwrap()
             .0;
         assert!(matches!(store.take("blue", a), Removal::Removed(_)));
         let b = store
-            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
             .unwrap()
             .0;
         let g = store
-            .insert(&green, Arc::from("a"), SystemTime::UNIX_EPOCH, None)
+            .insert(&green, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
             .unwrap()
             .0;
         assert!(a != b && b != g && a != g);
@@ -346,19 +418,19 @@ mod tests {
         // the id itself.
         assert_eq!(
             store
-                .insert(&blue, Arc::from("x"), SystemTime::UNIX_EPOCH, None)
+                .insert(&blue, Arc::from("x"), SystemTime::UNIX_EPOCH, None, 0)
                 .map(|(id, _)| id),
             Some((1 << 40) - 1)
         );
         assert_eq!(
             store
-                .insert(&blue, Arc::from("y"), SystemTime::UNIX_EPOCH, None)
+                .insert(&blue, Arc::from("y"), SystemTime::UNIX_EPOCH, None, 0)
                 .map(|(id, _)| id),
             None
         );
         assert_eq!(
             store
-                .insert(&green, Arc::from("z"), SystemTime::UNIX_EPOCH, None)
+                .insert(&green, Arc::from("z"), SystemTime::UNIX_EPOCH, None, 0)
                 .map(|(id, _)| id),
             None
         );

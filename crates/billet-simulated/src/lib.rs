@@ -58,12 +58,16 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod capabilities;
 mod command;
 pub mod conformance;
 mod host;
 mod provider;
 
-pub use command::{PROGRAM, VERB, parse_run_for, run_for};
+pub use capabilities::HINT_BUFFER;
+pub use command::{
+    PROGRAM, VERB, WRITING, parse_run_for, parse_run_for_writing, run_for, run_for_writing,
+};
 pub use conformance::{Severable, SimulatedFactory};
 pub use host::Host;
 pub use provider::{Builder, SimulatedProvider};

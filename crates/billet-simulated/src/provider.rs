@@ -6,12 +6,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use billet_clock::{Clock, SystemClock};
 use billet_provider::{
-    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
+    Error, Hint, HintKind, Hints, Instance, InstanceId, Output, Provider, ProviderKind, Spec,
+    Teardown, TrustClass,
 };
 use parking_lot::Mutex;
 use tracing::Dispatch;
 
-use crate::command::parse_run_for;
+use crate::command::parse_run_for_writing;
 use crate::host::{Host, Removal, parse_id};
 
 /// The simulated backend for one deployment.
@@ -34,6 +35,13 @@ use crate::host::{Host, Removal, parse_id};
 /// * `destroy` is scoped by the deployment identity and idempotent: an id the
 ///   host does not hold is [`Teardown::Absent`], confirmed, because the host
 ///   is authoritative about its contents.
+///
+/// Both optional capabilities (P9) are offered, at fleet scale: an
+/// instance's [`Output`] is the count of bytes its command names
+/// ([`run_for_writing`](crate::run_for_writing)), written at an even pace
+/// over its run and made as it is read (never held); its [`Hints`] are told
+/// at the modelled instant it stops, and as it appears and vanishes. Neither
+/// costs a launch anything more than its record.
 ///
 /// Launches, destroys and refusals emit `tracing` events (target
 /// `billet_simulated`) carrying `deployment`, `id` and `name`.
@@ -123,6 +131,11 @@ impl SimulatedProvider {
         &self.host
     }
 
+    /// The clock this provider reads.
+    pub(crate) fn clock(&self) -> Arc<dyn Clock> {
+        Arc::clone(&self.clock)
+    }
+
     /// Makes this provider's `list` and `find` answer `err` until called again
     /// with `None`; then they answer the exact inventory again.
     ///
@@ -193,8 +206,8 @@ impl Provider for SimulatedProvider {
             let err = Error::invalid_spec("the instance name is empty");
             return Err(self.refuse(&spec.name, err));
         }
-        let run_time = match parse_run_for(&spec.command) {
-            Ok(d) => d,
+        let (run_time, writes) = match parse_run_for_writing(&spec.command) {
+            Ok(parsed) => parsed,
             Err(err) => return Err(self.refuse(&spec.name, err)),
         };
         let now = self.clock.now();
@@ -208,13 +221,18 @@ impl Provider for SimulatedProvider {
         }
         let stops_at = now.checked_add(run_time);
         let name = Arc::from(spec.name.as_str());
-        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at) else {
+        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at, writes) else {
             drop(store);
             let err = Error::unavailable("the simulated host has issued every instance id it can");
             return Err(self.refuse(&spec.name, err));
         };
         let id = record.id.clone();
         let state = record.state(now);
+        store.hint(&self.owner, || Hint {
+            kind: HintKind::Appeared,
+            id: id.clone(),
+            name: spec.name.clone(),
+        });
         drop(store);
         let instance = Instance {
             id,
@@ -261,7 +279,18 @@ impl Provider for SimulatedProvider {
 
     async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
         let removal = match parse_id(id) {
-            Some(key) => self.host.lock().take(&self.owner, key),
+            Some(key) => {
+                let mut store = self.host.lock();
+                let removal = store.take(&self.owner, key);
+                if let Removal::Removed(record) = &removal {
+                    store.hint(&self.owner, || Hint {
+                        kind: HintKind::Vanished,
+                        id: id.clone(),
+                        name: String::from(&*record.name),
+                    });
+                }
+                removal
+            }
             None => Removal::Absent,
         };
         match removal {
@@ -307,5 +336,13 @@ impl Provider for SimulatedProvider {
                 Err(err)
             }
         }
+    }
+
+    fn output(&self) -> Option<&dyn Output> {
+        Some(self)
+    }
+
+    fn hints(&self) -> Option<&dyn Hints> {
+        Some(self)
     }
 }

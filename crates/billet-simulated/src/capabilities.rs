@@ -1,0 +1,243 @@
+//! The simulated backend's optional capabilities (P9): an instance's output,
+//! modelled from its command ([`run_for_writing`](crate::run_for_writing))
+//! and made as it is read, never held; and hints, told at the modelled
+//! instant an instance stops, and as instances appear and vanish.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use billet_clock::Clock;
+use billet_provider::{
+    Error, Hint, HintKind, HintStream, Hints, InstanceId, OUTPUT_CHUNK, Output, OutputStream,
+};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::host::{Host, Record, parse_id};
+use crate::provider::SimulatedProvider;
+
+/// The most hints one subscriber may fall behind by before it misses the
+/// oldest (hints may be lost: P9).
+pub const HINT_BUFFER: usize = 4096;
+
+/// What every simulated instance writes, over and over: byte `n` of its
+/// output is `PATTERN[n % PATTERN.len()]`, so any part of it is made at once
+/// from its offset.
+pub(crate) const PATTERN: &[u8] = b"billet-simulated output: one line, written again and again.\n";
+
+/// How many bytes `record` has written by `now`: at an even pace over its run
+/// time, all of them from its stop on.
+fn written(record: &Record, now: SystemTime) -> u64 {
+    let Some(stop) = record.stops_at else {
+        // It never stops: its run time is longer than time can say.
+        return 0;
+    };
+    if now >= stop {
+        return record.writes;
+    }
+    let run = stop.duration_since(record.started_at).unwrap_or_default();
+    let elapsed = now.duration_since(record.started_at).unwrap_or_default();
+    // elapsed < run here, so this is below `writes`.
+    (u128::from(record.writes) * elapsed.as_nanos() / run.as_nanos().max(1)) as u64
+}
+
+/// When `record` will have written more than `from` bytes (its stop time
+/// when it writes no more), or `None` if never.
+fn more_at(record: &Record, from: u64) -> Option<SystemTime> {
+    let stop = record.stops_at?;
+    if from >= record.writes {
+        return Some(stop);
+    }
+    let run = stop.duration_since(record.started_at).unwrap_or_default();
+    // The first elapsed time at which writes * elapsed / run > from.
+    let nanos = (u128::from(from) + 1) * run.as_nanos();
+    let nanos = nanos.div_ceil(u128::from(record.writes));
+    let secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    let elapsed = Duration::new(secs, (nanos % 1_000_000_000) as u32);
+    Some(
+        record
+            .started_at
+            .checked_add(elapsed)
+            .unwrap_or(stop)
+            .min(stop),
+    )
+}
+
+/// Bytes `from..to` of an instance's output.
+pub(crate) fn output_bytes(from: u64, to: u64) -> Vec<u8> {
+    let len = PATTERN.len() as u64;
+    (from..to).map(|n| PATTERN[(n % len) as usize]).collect()
+}
+
+/// One read of an instance's output, as it goes.
+struct Reading {
+    host: Host,
+    owner: Arc<str>,
+    clock: Arc<dyn Clock>,
+    key: u64,
+    id: InstanceId,
+    from: u64,
+    done: bool,
+}
+
+/// What a reading does next.
+enum Next {
+    Bytes(Vec<u8>),
+    Gone,
+    End,
+    Wait(Option<SystemTime>),
+}
+
+impl Reading {
+    fn next(&self) -> Next {
+        let now = self.clock.now();
+        let store = self.host.lock();
+        let Some(record) = store
+            .shelf(&self.owner)
+            .and_then(|shelf| shelf.get(self.key))
+        else {
+            return Next::Gone;
+        };
+        let written = written(record, now);
+        if self.from < written {
+            let to = written.min(self.from.saturating_add(OUTPUT_CHUNK as u64));
+            return Next::Bytes(output_bytes(self.from, to));
+        }
+        if record.stops_at.is_some_and(|stop| now >= stop) {
+            return Next::End;
+        }
+        Next::Wait(more_at(record, self.from))
+    }
+}
+
+#[async_trait]
+impl Output for SimulatedProvider {
+    async fn read(&self, id: &InstanceId, from: u64) -> Result<OutputStream, Error> {
+        let Some(key) = parse_id(id) else {
+            return Err(Error::not_found(id.clone()));
+        };
+        match self.host().lock().owner_of(key) {
+            None => return Err(Error::not_found(id.clone())),
+            Some(owner) if **owner != *self.owner() => {
+                return Err(Error::not_owned(id.clone(), owner.to_string()));
+            }
+            Some(_) => {}
+        }
+        let reading = Reading {
+            host: self.host().clone(),
+            owner: Arc::from(self.owner()),
+            clock: self.clock(),
+            key,
+            id: id.clone(),
+            from,
+            done: false,
+        };
+        Ok(Box::pin(futures::stream::unfold(
+            reading,
+            |mut reading| async move {
+                loop {
+                    if reading.done {
+                        return None;
+                    }
+                    match reading.next() {
+                        Next::Bytes(bytes) => {
+                            reading.from += bytes.len() as u64;
+                            return Some((Ok(bytes), reading));
+                        }
+                        Next::Gone => {
+                            reading.done = true;
+                            let gone = Error::not_found(reading.id.clone());
+                            return Some((Err(gone), reading));
+                        }
+                        Next::End => return None,
+                        Next::Wait(Some(at)) => reading.clock.sleep_until(at).await,
+                        Next::Wait(None) => std::future::pending::<()>().await,
+                    }
+                }
+            },
+        )))
+    }
+}
+
+/// One subscriber's hints, as they go: what launches and destroys tell,
+/// and the stops it finds on the host after `seen`.
+struct Watching {
+    host: Host,
+    owner: Arc<str>,
+    clock: Arc<dyn Clock>,
+    told: tokio::sync::broadcast::Receiver<Hint>,
+    /// Every stop at or before this has been told.
+    seen: SystemTime,
+    pending: std::collections::VecDeque<Hint>,
+}
+
+impl Watching {
+    /// Queues the stops after `seen` up to `now`, and moves `seen` to `now`.
+    fn stops_until(&mut self, now: SystemTime) {
+        let store = self.host.lock();
+        if let Some(shelf) = store.shelf(&self.owner) {
+            for record in shelf.stopping(self.seen, now) {
+                self.pending.push_back(Hint {
+                    kind: HintKind::Stopped,
+                    id: record.id.clone(),
+                    name: String::from(&*record.name),
+                });
+            }
+        }
+        self.seen = self.seen.max(now);
+    }
+
+    fn next_stop(&self) -> Option<SystemTime> {
+        let store = self.host.lock();
+        store.shelf(&self.owner)?.next_stop_after(self.seen)
+    }
+}
+
+impl Hints for SimulatedProvider {
+    fn subscribe(&self) -> HintStream {
+        let owner: Arc<str> = Arc::from(self.owner());
+        let told = self.host().lock().hint_channel(&owner).subscribe();
+        let clock = self.clock();
+        let watching = Watching {
+            host: self.host().clone(),
+            owner,
+            seen: clock.now(),
+            clock,
+            told,
+            pending: std::collections::VecDeque::new(),
+        };
+        Box::pin(futures::stream::unfold(
+            watching,
+            |mut watching| async move {
+                loop {
+                    if let Some(hint) = watching.pending.pop_front() {
+                        return Some((hint, watching));
+                    }
+                    let now = watching.clock.now();
+                    watching.stops_until(now);
+                    if !watching.pending.is_empty() {
+                        continue;
+                    }
+                    let next = watching.next_stop();
+                    let clock = Arc::clone(&watching.clock);
+                    let sleep = async move {
+                        match next {
+                            Some(at) => clock.sleep_until(at).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        told = watching.told.recv() => match told {
+                            Ok(hint) => return Some((hint, watching)),
+                            // Fell behind: the oldest are missed (P9).
+                            Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => return None,
+                        },
+                        () = sleep => {}
+                    }
+                }
+            },
+        ))
+    }
+}
