@@ -1016,6 +1016,15 @@ mod tests {
         assert!(engine.shared.commits.load(Ordering::Relaxed) >= 1);
     }
 
+    /// `f`, or a failure once an hour has passed: in paused time that is at
+    /// once when nothing else can happen, so a mutant that never answers
+    /// fails fast rather than hangs.
+    async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(3600), f)
+            .await
+            .expect("answered")
+    }
+
     // L6: a change nothing waits on (an instance backing a job) is not
     // committed on its own at once: it rides with the next batch, and alone
     // it is committed once LAZY_COMMIT has passed. Time is paused: tokio
@@ -1035,14 +1044,20 @@ mod tests {
             ..job()
         };
         // The first inventory is read: a job is placed as it is accepted.
-        quiet.wait_for(|q| q.is_some()).await.unwrap();
+        within(quiet.wait_for(|q| q.is_some())).await.unwrap();
         let start = tokio::time::Instant::now();
+        // A request that changes nothing is answered at once, alone.
+        assert!(matches!(
+            within(engine.handle.cancel(99)).await,
+            Ok(Cancelled::Unknown)
+        ));
+        assert!(start.elapsed() < LAZY_COMMIT, "a reply waits for nothing");
         let base = commits();
         assert!(matches!(
-            engine.handle.submit(long()).await,
+            within(engine.handle.submit(long())).await,
             Ok(Submitted::Created(_))
         ));
-        let seen = *quiet.wait_for(|q| q.is_some()).await.unwrap();
+        let seen = *within(quiet.wait_for(|q| q.is_some())).await.unwrap();
         assert_eq!(
             seen.map(|q| q.settled),
             Some(false),
@@ -1051,7 +1066,7 @@ mod tests {
         assert_eq!((commits(), instance(1)), (base + 1, None));
         // The next submission's batch carries it: one commit for both.
         assert!(matches!(
-            engine.handle.submit(long()).await,
+            within(engine.handle.submit(long())).await,
             Ok(Submitted::Created(_))
         ));
         assert_eq!(commits(), base + 2);
@@ -1059,8 +1074,7 @@ mod tests {
         assert_eq!(instance(2), None);
         assert!(start.elapsed() < LAZY_COMMIT, "no flush was waited for");
         // Alone, it goes once LAZY_COMMIT has passed, not before.
-        let seen = *quiet
-            .wait_for(|q| q.is_some_and(|q| q.settled))
+        let seen = *within(quiet.wait_for(|q| q.is_some_and(|q| q.settled)))
             .await
             .unwrap();
         assert!(seen.is_some());
@@ -1082,13 +1096,13 @@ mod tests {
         };
         let start = tokio::time::Instant::now();
         assert!(matches!(
-            engine.handle.submit(job).await,
+            within(engine.handle.submit(job)).await,
             Ok(Submitted::Created(_))
         ));
-        let seen = *quiet.wait_for(|q| q.is_some()).await.unwrap();
+        let seen = *within(quiet.wait_for(|q| q.is_some())).await.unwrap();
         assert_eq!(seen.map(|q| q.settled), Some(false));
         engine.shutdown(Duration::ZERO);
-        (&mut engine.task).await.unwrap().unwrap();
+        within(&mut engine.task).await.unwrap().unwrap();
         assert!(start.elapsed() < LAZY_COMMIT, "not the flush's timer");
         let jobs = engine.shared.jobs.read();
         assert!(jobs.find(1).unwrap().unwrap().instance.is_some());
