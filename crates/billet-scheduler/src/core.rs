@@ -32,6 +32,7 @@ use crate::settings::Settings;
 use crate::stats::{PoolStats, Stats};
 
 mod calls;
+mod hints;
 mod identity;
 mod leases;
 mod orphans;
@@ -149,6 +150,9 @@ pub struct Core {
     /// that pool's first inventory has shown whether their instance is
     /// still there (B8).
     held_before: rustc_hash::FxHashMap<JobId, PoolId>,
+    /// Running jobs whose instance a hint asked to look at, the look not yet
+    /// answered (B12): at most one look each.
+    looking: rustc_hash::FxHashSet<JobId>,
     /// The store's identity every instance name carries (L10).
     identity: Option<Identity>,
     /// Jobs up to this one were launched before the store had an identity:
@@ -287,6 +291,8 @@ impl Stage {
 enum Purpose {
     Job(JobId),
     List { pool: PoolId, epoch: u64 },
+    /// A look at a running job's instance a hint asked for (B12).
+    Look { job: JobId, pool: PoolId },
     Collect { pool: PoolId, instance: InstanceId },
 }
 
@@ -349,6 +355,7 @@ impl Core {
             ended_before: Default::default(),
             ended_through: None,
             held_before: Default::default(),
+            looking: Default::default(),
             identity: None,
             unnamed_through: None,
             born: now,
@@ -410,6 +417,9 @@ impl Core {
             }
             (Purpose::Collect { pool, instance }, Answer::Destroyed(result)) => {
                 self.on_collect(pool, &instance, &result);
+            }
+            (Purpose::Look { job, pool }, Answer::Found(result)) => {
+                self.on_look(job, pool, result);
             }
             (purpose, _) => self.lost(id, purpose),
         }

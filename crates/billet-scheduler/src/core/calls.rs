@@ -171,6 +171,7 @@ impl Core {
                 &instance,
                 &Err(Error::unavailable("no answer before the call's deadline")),
             ),
+            Purpose::Look { job, .. } => self.look_lost(job),
         }
     }
 

@@ -165,7 +165,7 @@ impl Core {
 
     /// Step 1: launched leases whose instance has stopped: destroyed, and the job
     /// finished with the instance's exit code once that is confirmed.
-    fn end_stopped(&mut self, pool: PoolId, mut stopped: Vec<(JobId, i32)>) {
+    pub(super) fn end_stopped(&mut self, pool: PoolId, mut stopped: Vec<(JobId, i32)>) {
         stopped.sort_unstable();
         for (id, exit_code) in stopped {
             if let Some(Stage::Running {

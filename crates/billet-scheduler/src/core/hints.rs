@@ -1,0 +1,82 @@
+//! Hints (B12): a provider's word that one of this deployment's instances
+//! stopped or vanished (P9) leads to a look at that instance, a `find` asked
+//! for in the same step, so that a stopped instance's job ends and its lease
+//! frees without waiting for the next reconcile. Only the look's answer acts,
+//! never the hint: a hint lost, late, repeated or invented changes no
+//! outcome, only how soon one is seen.
+
+use billet_provider::{Error, Hint, HintKind, Instance, State};
+
+use crate::job::{InstanceName, JobId};
+use crate::protocol::Call;
+use crate::routing::PoolId;
+
+use super::{Core, Purpose, Stage};
+
+impl Core {
+    /// A hint from `pool`'s provider, at `now` (B12). When it says that the
+    /// instance backing one of this pool's running leases stopped or
+    /// vanished, the core asks to look at it ([`Call::Find`] of its name) in
+    /// this step, unless a look at it is already under way; any other hint
+    /// (an instance that appeared, one no running lease of this pool holds,
+    /// a name that is no job's) is ignored. On the look's answer, a stopped
+    /// instance's job ends with its exit code, as a reconcile would end it;
+    /// an instance confirmed absent has that pool's inventory read at once,
+    /// which decides, as it always does; a running one changes nothing.
+    pub fn handle_hint(&mut self, pool: PoolId, hint: &Hint, now: std::time::SystemTime) {
+        self.advance(now);
+        if hint.kind == HintKind::Appeared {
+            return;
+        }
+        let Some(job) = InstanceName::parse(&hint.name).map(|name| name.job) else {
+            return;
+        };
+        let Some(rec) = self.jobs.get(&job) else {
+            return;
+        };
+        let Stage::Running {
+            pool: held, ref instance, ..
+        } = rec.stage
+        else {
+            return;
+        };
+        if held != pool || *instance != hint.id || !self.looking.insert(job) {
+            return;
+        }
+        let name = self.instance_name(job, pool);
+        self.call(pool, Call::Find(name), Purpose::Look { job, pool });
+    }
+
+    /// The answer to a look at `job`'s instance on `pool`.
+    pub(super) fn on_look(&mut self, job: JobId, pool: PoolId, result: Result<Option<Instance>, Error>) {
+        self.looking.remove(&job);
+        let Some(Stage::Running { pool: held, instance, .. }) =
+            self.jobs.get(&job).map(|rec| rec.stage.clone())
+        else {
+            return;
+        };
+        if held != pool {
+            return;
+        }
+        match result {
+            Ok(Some(found)) if found.id == instance => {
+                if let State::Stopped { exit_code } = found.state {
+                    self.end_stopped(pool, vec![(job, exit_code)]);
+                }
+            }
+            Ok(None) => {
+                if self.pools[pool.0].listing.is_none() {
+                    self.list(pool);
+                }
+            }
+            // Another instance under its name, or no answer: the next
+            // inventory decides.
+            Ok(Some(_)) | Err(_) => {}
+        }
+    }
+
+    /// A look that got no answer: the next inventory decides.
+    pub(super) fn look_lost(&mut self, job: JobId) {
+        self.looking.remove(&job);
+    }
+}
