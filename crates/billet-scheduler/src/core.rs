@@ -290,10 +290,19 @@ impl Stage {
 #[derive(Debug, Clone)]
 enum Purpose {
     Job(JobId),
-    List { pool: PoolId, epoch: u64 },
+    List {
+        pool: PoolId,
+        epoch: u64,
+    },
     /// A look at a running job's instance a hint asked for (B12).
-    Look { job: JobId, pool: PoolId },
-    Collect { pool: PoolId, instance: InstanceId },
+    Look {
+        job: JobId,
+        pool: PoolId,
+    },
+    Collect {
+        pool: PoolId,
+        instance: InstanceId,
+    },
 }
 
 impl Core {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_clock::Clock;
-use billet_provider::Provider;
+use billet_provider::{Hint, Provider};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
@@ -76,7 +76,8 @@ pub struct Turn<'a> {
 ///
 /// * **Order.** Each turn of the loop handles one event: first an owner's
 ///   input ([`next_input`](Hooks::next_input)) if one is ready, then a call
-///   that ended, then the core's timer.
+///   that ended, then a hint (once [`Driver::subscribe_hints`]), then the
+///   core's timer.
 /// * **Fairness.** After an input, every call that has ended meanwhile and
 ///   the core's timer, if due, are handled before the next input is taken:
 ///   an answer or a due reconcile waits behind at most one input, however
@@ -166,7 +167,12 @@ pub struct Driver {
     calls: FuturesUnordered<CallFuture>,
     held: std::collections::VecDeque<(u64, Action)>,
     draining: bool,
+    /// The hints of every pool subscribed to ([`Driver::subscribe_hints`]).
+    hints: futures::stream::SelectAll<HintsOf>,
 }
+
+/// One pool's hints, each with the pool it came from.
+type HintsOf = Pin<Box<dyn futures::Stream<Item = (PoolId, Hint)> + Send>>;
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,7 +201,28 @@ impl Driver {
             calls: FuturesUnordered::new(),
             held: std::collections::VecDeque::new(),
             draining: false,
+            hints: futures::stream::SelectAll::new(),
         }
+    }
+
+    /// Subscribes to the hints (P9) of every pool whose provider gives them:
+    /// from then on each hint reaches the core ([`Core::handle_hint`], B12)
+    /// as an event of its own, after the calls that ended and before the
+    /// timer, and what it asks for goes out in that step. A provider without
+    /// hints changes nothing; while draining, hints are not read.
+    pub fn subscribe_hints(&mut self) {
+        for (p, provider) in self.providers.iter().enumerate() {
+            if let Some(hints) = provider.hints() {
+                let pool = PoolId(p);
+                self.hints
+                    .push(Box::pin(hints.subscribe().map(move |hint| (pool, hint))));
+            }
+        }
+    }
+
+    /// How many pools' hints the loop reads.
+    pub fn hinted_pools(&self) -> usize {
+        self.hints.len()
     }
 
     /// The core, to feed it before the loop starts.
@@ -311,6 +338,11 @@ impl Driver {
                 }
                 Some(ended) = self.calls.next(), if !self.calls.is_empty() => {
                     self.on_ended(ended, hooks);
+                }
+                Some((pool, hint)) = self.hints.next(),
+                    if !self.hints.is_empty() && drain_until.is_none() =>
+                {
+                    self.core.handle_hint(pool, &hint, self.clock.now());
                 }
                 () = sleep => {
                     if drain_until.is_none() {

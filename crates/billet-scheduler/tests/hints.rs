@@ -53,13 +53,18 @@ fn placed_at(w: &World, n: u64) -> usize {
 fn b12_a_stop_hinted_ends_its_job_at_once() {
     let (mut w, id, name) = running();
     w.now += secs(3);
-    w.core.handle_hint(PoolId(0), &hint(HintKind::Stopped, &id, &name), w.now);
+    w.core
+        .handle_hint(PoolId(0), &hint(HintKind::Stopped, &id, &name), w.now);
     w.collect();
     assert_eq!(finds(&w), [name.clone()], "one look, at its own name");
     w.settle();
     assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
     assert!(placed_at(&w, 2) > placed_at(&w, 1));
-    assert_eq!(w.fake.instances(0).len(), 1, "job 2's instance, job 1's destroyed");
+    assert_eq!(
+        w.fake.instances(0).len(),
+        1,
+        "job 2's instance, job 1's destroyed"
+    );
     assert_ne!(w.fake.instances(0)[0].id, id);
 }
 
@@ -106,9 +111,14 @@ fn b12_a_vanish_hinted_reads_the_inventory_at_once() {
     let (mut w, id, name) = running();
     w.now += secs(1);
     w.fake.pools.get_mut(&0).unwrap().remove(&id);
-    w.core.handle_hint(PoolId(0), &hint(HintKind::Vanished, &id, &name), w.now);
+    w.core
+        .handle_hint(PoolId(0), &hint(HintKind::Vanished, &id, &name), w.now);
     w.collect();
-    let look = w.calls().into_iter().find(|a| matches!(a.call, Call::Find(_))).unwrap();
+    let look = w
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Find(_)))
+        .unwrap();
     let answer = w.fake.answer(&look, w.now);
     w.answer_with(look.id, answer);
     assert!(
@@ -134,7 +144,11 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     let stopped = hint(HintKind::Stopped, &id, &name);
     w.core.handle_hint(PoolId(0), &stopped, w.now);
     w.collect();
-    let look = w.calls().into_iter().find(|a| matches!(a.call, Call::Find(_))).unwrap();
+    let look = w
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Find(_)))
+        .unwrap();
     w.answer_with(
         look.id,
         Answer::Found(Err(billet_provider::Error::inventory_unavailable("down"))),
@@ -142,7 +156,11 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     assert_eq!(w.outcome(1), None);
     w.core.handle_hint(PoolId(0), &stopped, w.now);
     w.collect();
-    let look = w.calls().into_iter().find(|a| matches!(a.call, Call::Find(_))).unwrap();
+    let look = w
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Find(_)))
+        .unwrap();
     // No answer before its deadline (5 s): lost, and forgotten.
     w.pending.remove(&look.id);
     w.wait(secs(5));

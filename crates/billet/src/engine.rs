@@ -132,6 +132,10 @@ pub struct Bounds {
     /// ([`Change::can_wait`]) is held back for a later batch to carry
     /// ([`LAZY_COMMIT`] by default).
     pub hold: Duration,
+    /// Whether the engine reads its providers' hints (P9, B12), so that a
+    /// job's end is seen when its instance stops rather than at the next
+    /// reconcile. On by default; a provider without hints changes nothing.
+    pub hints: bool,
 }
 
 /// Ended jobs are kept a week by default: long enough to look back on a
@@ -148,6 +152,7 @@ impl Default for Bounds {
             retain: DEFAULT_RETAIN,
             intake: DEFAULT_INTAKE,
             hold: LAZY_COMMIT,
+            hints: true,
         }
     }
 }
@@ -336,6 +341,9 @@ impl Engine {
         let (stop, stopped) = oneshot::channel();
         let now = clock.now();
         let mut driver = Driver::with_core(core, pools, clock);
+        if bounds.hints {
+            driver.subscribe_hints();
+        }
         let mut state = State {
             names,
             shared: Arc::clone(&shared),

@@ -53,12 +53,37 @@ async fn start(capacity: u32, host: &Host, store: Option<&Path>) -> Running {
     start_holding(capacity, host, store, Bounds::default().hold).await
 }
 
+/// The settings the tests run with: a reconcile every 50 ms.
+fn quick() -> Settings {
+    Settings {
+        reconcile_every: Duration::from_millis(50),
+        call_timeout: Duration::from_secs(5),
+        orphan_grace: Duration::from_millis(200),
+        ..Settings::default()
+    }
+}
+
 /// [`start`], with the longest a change that can wait is held back.
 async fn start_holding(
     capacity: u32,
     host: &Host,
     store: Option<&Path>,
     hold: Duration,
+) -> Running {
+    let bounds = Bounds {
+        hold,
+        ..Bounds::default()
+    };
+    start_tuned(capacity, host, store, quick(), bounds).await
+}
+
+/// [`start`], with the scheduler's settings and the engine's bounds given.
+async fn start_tuned(
+    capacity: u32,
+    host: &Host,
+    store: Option<&Path>,
+    settings: Settings,
+    bounds: Bounds,
 ) -> Running {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = Arc::new(
@@ -73,12 +98,7 @@ async fn start_holding(
             "linux",
             Arc::clone(&provider) as Arc<dyn billet_provider::Provider>,
         )
-        .settings(Settings {
-            reconcile_every: Duration::from_millis(50),
-            call_timeout: Duration::from_secs(5),
-            orphan_grace: Duration::from_millis(200),
-            ..Settings::default()
-        })
+        .settings(settings)
         .build()
         .unwrap();
     let (store, records): (Store, Vec<JobRecord>) = match store {
@@ -87,10 +107,7 @@ async fn start_holding(
     };
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let limits = Limits {
-        engine: Bounds {
-            hold,
-            ..Bounds::default()
-        },
+        engine: bounds,
         ..Limits::default()
     };
     let service = Service::start_with(
@@ -430,6 +447,37 @@ async fn l6_a_crash_loses_only_what_a_restart_learns_again() {
     assert_eq!(host.len(), 1);
     assert_eq!(third.job(1).await["state"], "finished");
     third.service.stop(Duration::from_secs(1)).await.unwrap();
+}
+
+// B12: with hints (the default), a job's end is seen when its instance
+// stops, not at the next reconcile a minute later; without them, it waits
+// for that reconcile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b12_an_end_is_seen_when_the_instance_stops() {
+    let minute = Settings {
+        reconcile_every: Duration::from_secs(60),
+        ..quick()
+    };
+    for hints in [true, false] {
+        let host = Host::new();
+        let bounds = Bounds {
+            hints,
+            ..Bounds::default()
+        };
+        let service = start_tuned(1, &host, None, minute, bounds).await;
+        // The first inventory is read at the start; then nothing for a minute.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (status, _) = service.post(work(200)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let state = service.job(1).await["state"].clone();
+        if hints {
+            assert_eq!(state, "finished", "seen when it stopped");
+        } else {
+            assert_eq!(state, "running", "seen only at the next reconcile");
+        }
+        service.service.stop(Duration::from_secs(1)).await.unwrap();
+    }
 }
 
 // L7: once stopping, every request answers 503; the stop is orderly.

@@ -35,7 +35,9 @@ impl Core {
             return;
         };
         let Stage::Running {
-            pool: held, ref instance, ..
+            pool: held,
+            ref instance,
+            ..
         } = rec.stage
         else {
             return;
@@ -48,10 +50,18 @@ impl Core {
     }
 
     /// The answer to a look at `job`'s instance on `pool`.
-    pub(super) fn on_look(&mut self, job: JobId, pool: PoolId, result: Result<Option<Instance>, Error>) {
+    pub(super) fn on_look(
+        &mut self,
+        job: JobId,
+        pool: PoolId,
+        result: Result<Option<Instance>, Error>,
+    ) {
         self.looking.remove(&job);
-        let Some(Stage::Running { pool: held, instance, .. }) =
-            self.jobs.get(&job).map(|rec| rec.stage.clone())
+        let Some(Stage::Running {
+            pool: held,
+            instance,
+            ..
+        }) = self.jobs.get(&job).map(|rec| rec.stage.clone())
         else {
             return;
         };
