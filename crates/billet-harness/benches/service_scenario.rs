@@ -116,6 +116,7 @@ fn main() {
         jobs,
         concurrency: size(1_000, 100),
         restarts: 0,
+        hints: false,
         ..Fleet::production()
     });
     let mut placed = Seen::default();
@@ -188,6 +189,7 @@ fn main() {
             concurrency: size(2_000, 100),
             deployments: 1,
             routed: false,
+            hints: false,
             ..Fleet::production()
         },
     )

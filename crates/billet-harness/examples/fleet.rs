@@ -58,6 +58,12 @@ struct Args {
     /// scheduler's order).
     #[arg(long, value_enum, default_value_t = SubmissionArg::Concurrent)]
     submission: SubmissionArg,
+    /// Whether the scheduler reads its providers' hints (B12): an end is then
+    /// seen at the instant its instance stops, not at the next reconcile.
+    /// Default: on for the production scheduler; the reference scheduler and
+    /// the service take none.
+    #[arg(long, value_enum)]
+    hints: Option<HintsArg>,
     /// Every deployment's pools: `routed` (linux, vm, mac, with routes and a
     /// label mix) or `single` (one docker pool, no labels). Default: routed
     /// for the production scheduler's generated fleet; single for the
@@ -127,6 +133,14 @@ enum SubmissionArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum HintsArg {
+    /// Read hints.
+    On,
+    /// Read none: ends are seen at the reconciles.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LayoutArg {
     /// Three pools with routes, and labelled jobs.
     Routed,
@@ -154,6 +168,10 @@ fn main() -> ExitCode {
             }),
         restarts: count(args.restarts, shape.restarts),
         strays: count(args.strays, shape.strays),
+        hints: match args.scheduler {
+            SchedulerArg::Production => args.hints.map_or(shape.hints, |h| h == HintsArg::On),
+            SchedulerArg::Reference | SchedulerArg::Service => false,
+        },
         scheduler: match args.scheduler {
             SchedulerArg::Production | SchedulerArg::Service => Which::Production,
             SchedulerArg::Reference => Which::Reference,

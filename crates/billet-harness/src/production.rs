@@ -48,6 +48,8 @@ use crate::workload::{Job, JobId};
 #[derive(Debug)]
 pub struct ProductionScheduler {
     clock: Arc<dyn Clock>,
+    /// Whether each deployment's driver reads hints (B12).
+    hints: bool,
     /// By deployment index; `None` for a deployment with no lease (it has no
     /// valid configuration, so no scheduler, and never takes a job).
     deployments: Vec<Option<Deployment>>,
@@ -220,7 +222,10 @@ impl ProductionScheduler {
                 .iter()
                 .map(|p| p.name().to_owned())
                 .collect();
-            let inline = Inline::new(&pools, Arc::clone(&ctx.clock));
+            let mut inline = Inline::new(&pools, Arc::clone(&ctx.clock));
+            if ctx.hints {
+                inline = inline.with_hints();
+            }
             deployments.push(Some(Deployment {
                 pools,
                 pool_names,
@@ -230,6 +235,7 @@ impl ProductionScheduler {
         }
         Ok(ProductionScheduler {
             clock: ctx.clock,
+            hints: ctx.hints,
             deployments,
             pool_counts,
             changes: Vec::new(),
@@ -352,7 +358,12 @@ impl Scheduler for ProductionScheduler {
             deployment: index,
             handed_over: jobs.len(),
         });
-        d.inline = Inline::new(&d.pools, Arc::clone(&self.clock));
+        let inline = Inline::new(&d.pools, Arc::clone(&self.clock));
+        d.inline = if self.hints {
+            inline.with_hints()
+        } else {
+            inline
+        };
         d.inline.start().await;
         d.drain(index, &mut self.changes);
         // The store hands the new scheduler those jobs, in order.
@@ -372,6 +383,10 @@ impl Scheduler for ProductionScheduler {
 
     fn name(&self) -> Option<&'static str> {
         Some("production")
+    }
+
+    fn reads_hints(&self) -> bool {
+        self.hints
     }
 
     fn collects_orphans(&self) -> bool {

@@ -44,6 +44,15 @@ pub struct Report {
     /// Queue wait (arrival to launch) percentiles in modelled time: p50, p90,
     /// p99 and max.
     pub queue_wait: Percentiles,
+    /// Whether the scheduler read its providers' hints (B12).
+    pub hints: bool,
+    /// How soon ends were seen: modelled time from a launched job's instance
+    /// stopping to its lease's release, over the jobs whose lease was freed
+    /// because their instance stopped (adopted jobs, whose launch the run did
+    /// not see, are left out).
+    pub end_seen: Percentiles,
+    /// The sum of those: lease time held after the jobs' instances stopped.
+    pub idle_after_end: Duration,
     /// Modelled time from the scenario's start to the end of the run.
     pub modelled: Duration,
     /// Wall time the run took.
@@ -369,6 +378,16 @@ impl fmt::Display for Report {
             Human(w.p90),
             Human(w.p99),
             Human(w.max)
+        )?;
+        let e = &self.end_seen;
+        writeln!(
+            f,
+            "ends seen (modelled, instance stop to lease freed; hints {}): p50 {}, p99 {}, max {}; {:.1} lease-hours idle after their jobs ended",
+            if self.hints { "on" } else { "off" },
+            Human(e.p50),
+            Human(e.p99),
+            Human(e.max),
+            self.idle_after_end.as_secs_f64() / 3600.0
         )?;
         writeln!(f, "modelled time: {}", Human(self.modelled))?;
         writeln!(f, "wall time: {:.3}s", self.wall.as_secs_f64())?;

@@ -139,6 +139,16 @@ struct Driver<'a> {
     reconcile_every: Duration,
     report: Report,
     waits: WaitHistogram,
+    /// Each job in flight's run time, from its arrival until it is done.
+    run_times: FxHashMap<JobId, Duration>,
+    /// When each launched job's instance stops (its launch plus its run
+    /// time), until its lease is freed.
+    stops: FxHashMap<JobId, SystemTime>,
+    /// How long after its instance stopped each finished job's lease was
+    /// freed, in modelled time (B12).
+    seen_after: WaitHistogram,
+    /// Their sum: lease time idle after the jobs ended.
+    idle_after: Duration,
     trace: Xxh3,
     step: u64,
     next_sample: Duration,
@@ -280,6 +290,7 @@ impl Scenario {
                 orphan_grace: self.orphan_grace,
                 ..billet_scheduler::Settings::default()
             },
+            hints: self.hints,
         });
         if !self.strays.is_empty() && !scheduler.collects_orphans() {
             return Err(self.invalid(format!(
@@ -347,12 +358,19 @@ impl Scenario {
                 orphans_seen: 0,
                 orphans_collected: 0,
                 extra: Vec::new(),
+                hints: false,
+                end_seen: Default::default(),
+                idle_after_end: Duration::ZERO,
                 steps: 0,
                 digest: String::new(),
                 series: Vec::new(),
                 trace: None,
             },
             waits: WaitHistogram::new(),
+            run_times: FxHashMap::default(),
+            stops: FxHashMap::default(),
+            seen_after: WaitHistogram::new(),
+            idle_after: Duration::ZERO,
             trace: Xxh3::new(),
             step: 0,
             next_sample: Duration::ZERO,
@@ -373,6 +391,9 @@ impl Scenario {
             report.trace = Some(jobs.summary());
         }
         report.queue_wait = driver.waits.percentiles();
+        report.end_seen = driver.seen_after.percentiles();
+        report.idle_after_end = driver.idle_after;
+        report.hints = scheduler.reads_hints();
         report.wall = wall.elapsed();
         report.digest = format!("{:032x}", driver.trace.digest128());
         Ok(report)

@@ -302,6 +302,8 @@ pub struct Scenario {
     pub start: SystemTime,
     /// The scheduler's reconciliation interval, for schedulers that take one.
     pub reconcile_every: Duration,
+    /// Whether the scheduler reads hints (P9, B12), for schedulers that can.
+    pub hints: bool,
     /// A run that has not finished this long after its last arrival fails.
     pub drain_limit: Duration,
     /// How many points the chart's series hold at most.
@@ -326,6 +328,7 @@ impl fmt::Debug for Scenario {
             .field("orphan_grace", &self.orphan_grace)
             .field("start", &self.start)
             .field("reconcile_every", &self.reconcile_every)
+            .field("hints", &self.hints)
             .field("wrapped", &self.wrap.is_some())
             .finish_non_exhaustive()
     }
@@ -388,6 +391,11 @@ pub struct Fleet {
     pub restarts: usize,
     /// Stray instances spread over the run, on deployments in turn.
     pub strays: usize,
+    /// Whether the scheduler reads its providers' hints (P9, B12), so that
+    /// an end is seen at the modelled instant its instance stops: on for the
+    /// production scheduler's fleet, off otherwise (the reference scheduler
+    /// and the service take none).
+    pub hints: bool,
 }
 
 impl Default for Fleet {
@@ -407,6 +415,7 @@ impl Default for Fleet {
             routed: false,
             restarts: 0,
             strays: 0,
+            hints: false,
         }
     }
 }
@@ -421,6 +430,7 @@ impl Fleet {
             routed: true,
             restarts: 1,
             strays: 2,
+            hints: true,
             ..Fleet::default()
         }
     }
@@ -428,11 +438,12 @@ impl Fleet {
     /// The flags of the fleet example that give this fleet's shape.
     fn flags(&self) -> String {
         format!(
-            "--scheduler {} --layout {} --restarts {} --strays {}",
+            "--scheduler {} --layout {} --restarts {} --strays {} --hints {}",
             self.scheduler.as_str(),
             if self.routed { "routed" } else { "single" },
             self.restarts,
-            self.strays
+            self.strays,
+            if self.hints { "on" } else { "off" }
         )
     }
 }
@@ -459,6 +470,7 @@ impl Scenario {
             orphan_grace: Duration::from_secs(300),
             start: SystemTime::UNIX_EPOCH + DEFAULT_START,
             reconcile_every: Duration::from_secs(60),
+            hints: false,
             drain_limit: Duration::from_secs(30 * 24 * 3600),
             chart_points: 600,
             replay: None,
@@ -532,6 +544,7 @@ impl Scenario {
             layout,
             restarts,
             strays,
+            hints: fleet.hints,
             replay: Some(format!(
                 "cargo run --release --example fleet -- --seed {} --jobs {} --concurrency {} --deployments {} --outages {} {}",
                 fleet.seed,
@@ -615,6 +628,7 @@ impl Scenario {
             layout,
             restarts,
             strays,
+            hints: fleet.hints,
             replay: Some(replay),
             ..Scenario::new(fleet.seed)
         })

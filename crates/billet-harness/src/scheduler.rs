@@ -59,6 +59,10 @@ pub struct SchedulerContext {
     /// The scenario's scheduler settings (its reconcile interval and orphan
     /// grace period), for schedulers that take them.
     pub settings: billet_scheduler::Settings,
+    /// Whether the scenario asks for hints (P9, B12): a scheduler that can
+    /// read its providers' hints does; one that cannot says so in its
+    /// report's `hints` line.
+    pub hints: bool,
 }
 
 /// A restart the scheduler under test cannot do: the run records it and goes
@@ -146,6 +150,12 @@ pub trait Scheduler: Send {
     /// other schedulers (the default), reported as `custom`.
     fn name(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Whether the scheduler reads its providers' hints (P9, B12), as the
+    /// report's `hints` line says. The default: it does not.
+    fn reads_hints(&self) -> bool {
+        false
     }
 
     /// Whether the scheduler's own tasks sleep on the clock (a service's

@@ -440,6 +440,11 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
         },
         engine: Bounds {
             retain: NO_TIMEOUT,
+            // The engine would read hints on the clock's own sleepers, which
+            // the harness does not move to (the service sleeps on the clock):
+            // its ends are seen at the reconciles, as the production
+            // scheduler's with `--hints off`.
+            hints: false,
             ..Bounds::default()
         },
         ..Limits::default()

@@ -522,3 +522,40 @@ fn h10_a_stray_appearing_while_idle_is_collected() {
         (1, 1, 1)
     );
 }
+
+// B12: at fleet scale, through outages, a restart and strays, hints change
+// no outcome, only how soon ends are seen: with them, the lease of a job
+// whose instance stopped is freed at that instant (p50 0) and queues are
+// shorter; without, at the next reconcile. Every invariant holds either way.
+#[test]
+fn b12_hints_on_a_fleet_change_no_outcome_only_how_soon() {
+    let run = |hints| {
+        Scenario::fleet(Fleet {
+            seed: 5,
+            jobs: 3_000,
+            concurrency: 150,
+            deployments: 3,
+            outages: 4,
+            hints,
+            ..Fleet::production()
+        })
+        .run(ProductionScheduler::new)
+        .unwrap_or_else(|f| panic!("{f}"))
+    };
+    let (on, off) = (run(true), run(false));
+    assert!(on.hints && !off.hints);
+    assert_eq!(
+        (on.submitted, on.finished, on.refused, on.outcomes.clone()),
+        (
+            off.submitted,
+            off.finished,
+            off.refused,
+            off.outcomes.clone()
+        )
+    );
+    assert_eq!(on.end_seen.p50, Duration::ZERO, "{on}");
+    assert!(off.end_seen.p50 > Duration::ZERO, "{off}");
+    assert!(on.idle_after_end < off.idle_after_end / 4, "{on}\n{off}");
+    assert!(on.queue_wait.p90 <= off.queue_wait.p90, "{on}\n{off}");
+    assert!(on.to_string().contains("hints on): p50 0ms"), "{on}");
+}

@@ -87,6 +87,7 @@ fn h13_a_fleet_through_the_service_survives_a_crash() {
         jobs: 20_000,
         concurrency: 1_000,
         restarts: 1,
+        hints: false,
         ..Fleet::production()
     };
     let scenario = Scenario::fleet(fleet);
@@ -124,6 +125,7 @@ fn h13_a_memory_store_cannot_be_restarted() {
         concurrency: 100,
         restarts: 1,
         strays: 0,
+        hints: false,
         ..Fleet::production()
     };
     let (report, _) = run(
@@ -146,6 +148,7 @@ fn h13_the_service_places_as_the_production_scheduler_on_the_default_fleet() {
         jobs: 10_000,
         restarts: 0,
         strays: 0,
+        hints: false,
         ..Fleet::production()
     };
     let report = assert_agree("default fleet", &Scenario::fleet(fleet), StoreKind::Memory);
@@ -165,6 +168,7 @@ fn h13_the_service_places_as_the_production_scheduler_on_the_lcg_trace() {
             outages: 4,
             restarts: 0,
             strays: 0,
+            hints: false,
             ..Fleet::production()
         },
     )

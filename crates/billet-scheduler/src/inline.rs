@@ -1,11 +1,13 @@
 //! [`Inline`]: a driver that makes the core's calls one at a time, in the
 //! order asked for, for callers that step modelled time themselves.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use billet_clock::Clock;
-use billet_provider::Provider;
+use billet_provider::{Hint, Provider};
+use futures::{FutureExt, Stream, StreamExt};
 
 use crate::build::Pools;
 use crate::core::Core;
@@ -31,11 +33,29 @@ pub async fn perform(provider: &dyn Provider, call: Call) -> Answer {
 ///
 /// A call that never returns blocks it: meant for providers that answer
 /// (the simulated backend), not for a service (use [`Scheduler`](crate::Scheduler)).
-#[derive(Debug)]
+///
+/// With [`with_hints`](Inline::with_hints), after each input and each tick
+/// it reads every hint ready (B12), each handed to the core with the
+/// clock's time and its calls made, until none is ready: a hint whose
+/// backend tells it at a modelled instant is read by the first input or
+/// tick at or after that instant.
 pub struct Inline {
     core: Core,
     providers: Vec<Arc<dyn Provider>>,
     clock: Arc<dyn Clock>,
+    hints: futures::stream::SelectAll<HintsOf>,
+}
+
+/// One pool's hints, each with the pool it came from.
+type HintsOf = Pin<Box<dyn Stream<Item = (crate::PoolId, Hint)> + Send>>;
+
+impl std::fmt::Debug for Inline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inline")
+            .field("core", &self.core)
+            .field("hinted_pools", &self.hints.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Inline {
@@ -46,7 +66,22 @@ impl Inline {
             core: pools.core(clock.now()),
             providers: pools.providers().to_vec(),
             clock,
+            hints: futures::stream::SelectAll::new(),
         }
+    }
+
+    /// The same driver, reading the hints (P9) of every pool whose provider
+    /// gives them (B12). A provider without hints changes nothing.
+    #[must_use]
+    pub fn with_hints(mut self) -> Inline {
+        for (p, provider) in self.providers.iter().enumerate() {
+            if let Some(hints) = provider.hints() {
+                let pool = crate::PoolId(p);
+                self.hints
+                    .push(Box::pin(hints.subscribe().map(move |hint| (pool, hint))));
+            }
+        }
+        self
     }
 
     /// Reads every pool's inventory, as a new scheduler must before it places
@@ -97,10 +132,17 @@ impl Inline {
     }
 
     async fn drain(&mut self) {
-        while let Some(action) = self.core.poll_action() {
-            let provider = Arc::clone(&self.providers[action.pool.0]);
-            let answer = perform(&*provider, action.call).await;
-            self.core.handle_answer(action.id, answer, self.clock.now());
+        loop {
+            while let Some(action) = self.core.poll_action() {
+                let provider = Arc::clone(&self.providers[action.pool.0]);
+                let answer = perform(&*provider, action.call).await;
+                self.core.handle_answer(action.id, answer, self.clock.now());
+            }
+            // Every hint ready now, each with its calls made before the next.
+            match self.hints.next().now_or_never() {
+                Some(Some((pool, hint))) => self.core.handle_hint(pool, &hint, self.clock.now()),
+                _ => return,
+            }
         }
     }
 }

@@ -56,7 +56,11 @@ fn b12_a_stop_hinted_ends_its_job_at_once() {
     w.core
         .handle_hint(PoolId(0), &hint(HintKind::Stopped, &id, &name), w.now);
     w.collect();
-    assert_eq!(finds(&w), [name.clone()], "one look, at its own name");
+    assert_eq!(
+        finds(&w),
+        std::slice::from_ref(&name),
+        "one look, at its own name"
+    );
     w.settle();
     assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
     assert!(placed_at(&w, 2) > placed_at(&w, 1));

@@ -11,7 +11,8 @@ use billet_clock::Clock;
 use billet_provider::{
     Error, Hint, HintKind, HintStream, Hints, InstanceId, OUTPUT_CHUNK, Output, OutputStream,
 };
-use tokio::sync::broadcast::error::RecvError;
+use futures::future::Either;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::host::{Host, Record, parse_id};
 use crate::provider::SimulatedProvider;
@@ -213,6 +214,16 @@ impl Hints for SimulatedProvider {
                     if let Some(hint) = watching.pending.pop_front() {
                         return Some((hint, watching));
                     }
+                    // What was told first, without waiting: `try_recv` takes
+                    // no part in tokio's cooperative budget, so a driver that
+                    // polls without ever yielding (one that steps modelled
+                    // time) still reads every hint.
+                    match watching.told.try_recv() {
+                        Ok(hint) => return Some((hint, watching)),
+                        Err(TryRecvError::Lagged(_)) => continue,
+                        Err(TryRecvError::Closed) => return None,
+                        Err(TryRecvError::Empty) => {}
+                    }
                     let now = watching.clock.now();
                     watching.stops_until(now);
                     if !watching.pending.is_empty() {
@@ -226,15 +237,22 @@ impl Hints for SimulatedProvider {
                             None => std::future::pending().await,
                         }
                     };
-                    tokio::select! {
-                        biased;
-                        told = watching.told.recv() => match told {
-                            Ok(hint) => return Some((hint, watching)),
-                            // Fell behind: the oldest are missed (P9).
-                            Err(RecvError::Lagged(_)) => {}
-                            Err(RecvError::Closed) => return None,
-                        },
-                        () = sleep => {}
+                    // Not `tokio::select!`, which answers Pending once the
+                    // task's cooperative budget is spent, for as long as a
+                    // driver that never yields keeps polling: the sleep is
+                    // polled whatever the budget.
+                    let woke = {
+                        let told = Box::pin(watching.told.recv());
+                        match futures::future::select(told, Box::pin(sleep)).await {
+                            Either::Left((told, _)) => Some(told),
+                            Either::Right(_) => None,
+                        }
+                    };
+                    match woke {
+                        Some(Ok(hint)) => return Some((hint, watching)),
+                        // Fell behind: the oldest are missed (P9).
+                        Some(Err(RecvError::Lagged(_))) | None => {}
+                        Some(Err(RecvError::Closed)) => return None,
                     }
                 }
             },

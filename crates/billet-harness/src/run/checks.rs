@@ -47,6 +47,9 @@ impl Driver<'_> {
                             ),
                         }));
                     }
+                    if let Some(run) = self.run_times.get(&launched.job) {
+                        self.stops.insert(launched.job, now + *run);
+                    }
                 }
                 Change::Adopted(adopted) => {
                     let state = self.jobs.get(&adopted.job).copied();
@@ -114,6 +117,14 @@ impl Driver<'_> {
                         }));
                     }
                     self.jobs.remove(&freed.job);
+                    self.run_times.remove(&freed.job);
+                    if let Some(stop) = self.stops.remove(&freed.job)
+                        && freed.reason == FreeReason::Stopped
+                    {
+                        let after = now.duration_since(stop).unwrap_or_default();
+                        self.seen_after.record(after);
+                        self.idle_after = self.idle_after.saturating_add(after);
+                    }
                     self.held[freed.deployment] -= 1;
                     self.pool_held[freed.deployment][freed.pool] -= 1;
                     self.total_held -= 1;
@@ -143,6 +154,7 @@ impl Driver<'_> {
                         }
                     }
                     self.jobs.remove(job);
+                    self.run_times.remove(job);
                     self.report.finished += 1;
                     self.ended(*reason);
                     self.record(Event::EndedQueued, *job, *deployment, 0);

@@ -109,6 +109,7 @@ impl Driver<'_> {
                         since: job.submitted_at,
                     },
                 );
+                self.run_times.insert(job.id, job.run_time);
                 tap.submitted(&job);
                 arrived.push(job);
             }
