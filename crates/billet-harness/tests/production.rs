@@ -545,13 +545,8 @@ fn b12_hints_on_a_fleet_change_no_outcome_only_how_soon() {
     let (on, off) = (run(true), run(false));
     assert!(on.hints && !off.hints);
     assert_eq!(
-        (on.submitted, on.finished, on.refused, on.outcomes.clone()),
-        (
-            off.submitted,
-            off.finished,
-            off.refused,
-            off.outcomes.clone()
-        )
+        (on.submitted, on.finished, on.refused, on.outcomes),
+        (off.submitted, off.finished, off.refused, off.outcomes)
     );
     assert_eq!(on.end_seen.p50, Duration::ZERO, "{on}");
     assert!(off.end_seen.p50 > Duration::ZERO, "{off}");
