@@ -243,6 +243,33 @@ fn h4_same_seed_same_digest() {
 
 // H5, H6: the default fleet: at least 1,000 concurrent leases, 3 outages,
 // 2 deployments; the report prints the lines tools read, and the chart is an SVG.
+/// The README, whole.
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap()
+}
+
+/// The README shows `report` as the fleet example prints it: every line but
+/// the wall time and the speed-up (which vary by machine), in order, in one
+/// block.
+fn assert_readme_shows(report: &billet_harness::report::Report) {
+    let text = report.to_string();
+    let readme = readme();
+    let first = text.lines().nth(1).unwrap_or_default();
+    let digest = format!("digest: {}", report.digest);
+    let found = readme.split("```text\n").any(|block| {
+        let block = block.split("```").next().unwrap_or_default();
+        block.contains(&digest)
+            && text
+                .lines()
+                .filter(|l| !l.starts_with("wall time: ") && !l.starts_with("speed-up: "))
+                .all(|l| block.lines().any(|b| b == l))
+    });
+    assert!(
+        found,
+        "README.md does not show this report ({first}) as the fleet example prints it; run it and paste:\n{text}"
+    );
+}
+
 #[test]
 fn h5_h6_default_fleet_report_and_chart() {
     let fleet = Fleet::default();
@@ -275,6 +302,8 @@ fn h5_h6_default_fleet_report_and_chart() {
     ] {
         line(prefix);
     }
+    // The README's `--scheduler reference` session.
+    assert_readme_shows(&report);
 
     let dir = std::env::temp_dir().join(format!("billet-chart-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -316,6 +345,8 @@ fn h6_h10_default_production_fleet() {
         report.adopted > 0 && report.inventory_errors > 0,
         "{report}"
     );
+    // The README's first session: the main job.
+    assert_readme_shows(&report);
 }
 
 /// The LCG trace shipped with the repository (T4).
