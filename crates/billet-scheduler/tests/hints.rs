@@ -175,3 +175,159 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     w.settle();
     assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
 }
+
+mod drivers {
+    //! B12 through the drivers, over the simulated backend and a manual
+    //! clock: with hints read, a job whose instance stops at 5 s ends at 5
+    //! s; without, at the reconcile a minute in.
+
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use billet_clock::{Clock, ManualClock};
+    use billet_provider::{Provider, TrustClass};
+    use billet_scheduler::{
+        Decision, Driver, Flow, Hooks, Inline, Job, JobId, Pools, Settings, Turn,
+    };
+    use billet_simulated::{Host, SimulatedProvider, run_for};
+    use parking_lot::Mutex;
+
+    fn pools(clock: &ManualClock) -> Pools {
+        let config = billet_config::Config::from_yaml_str(
+            "deployment: {id: blue}\n\
+             providers:\n  - {name: a, kind: docker, capacity: 2, docker: {image: img}}\n  - {name: b, kind: docker, capacity: 2, docker: {image: img}}\n\
+             routing: {default_kind: docker}\n",
+        )
+        .unwrap();
+        let host = Host::new();
+        let provider = || -> Arc<dyn Provider> {
+            Arc::new(
+                SimulatedProvider::builder("blue")
+                    .host(host.clone())
+                    .clock(Arc::new(clock.clone()))
+                    .build()
+                    .unwrap(),
+            )
+        };
+        Pools::builder(config)
+            .provider("a", provider())
+            .provider("b", provider())
+            .settings(Settings {
+                reconcile_every: Duration::from_secs(60),
+                ..Settings::default()
+            })
+            .build()
+            .unwrap()
+    }
+
+    fn job() -> Job {
+        Job::new(JobId(1), run_for(Duration::from_secs(5))).with_trust(TrustClass::Trusted)
+    }
+
+    /// When job 1 ended, seconds after the start, as `Inline` drives it.
+    async fn inline_end(hints: bool) -> u64 {
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let inline = Inline::new(&pools(&clock), Arc::clone(&shared));
+        let mut inline = if hints { inline.with_hints() } else { inline };
+        inline.start().await;
+        inline.submit(job()).await.unwrap();
+        loop {
+            while let Some(decision) = inline.poll_decision() {
+                if matches!(decision, Decision::Ended { .. }) {
+                    return clock
+                        .now()
+                        .duration_since(SystemTime::UNIX_EPOCH)
+                        .unwrap()
+                        .as_secs();
+                }
+            }
+            let next = [clock.next_deadline(), inline.next_wakeup()]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("a wake while job 1 runs");
+            clock.advance_to(next).unwrap();
+            inline.tick().await;
+        }
+    }
+
+    // B12: `Inline` with hints ends the job at its instance's stop.
+    #[tokio::test]
+    async fn b12_inline_with_hints_ends_a_job_when_its_instance_stops() {
+        assert_eq!(inline_end(true).await, 5);
+        assert_eq!(inline_end(false).await, 60);
+    }
+
+    /// Submits job 1, then records when each job ended.
+    struct Submit {
+        job: Option<Job>,
+        ended: Arc<Mutex<Option<SystemTime>>>,
+    }
+
+    impl Hooks for Submit {
+        type Input = Job;
+        type Error = String;
+
+        async fn next_input(&mut self) -> Option<Job> {
+            match self.job.take() {
+                Some(job) => Some(job),
+                None => std::future::pending().await,
+            }
+        }
+
+        fn on_input(&mut self, job: Job, turn: Turn<'_>) -> Result<Flow, String> {
+            turn.core.submit(job, turn.now).map_err(|r| r.to_string())?;
+            Ok(Flow::Continue)
+        }
+
+        fn decided(&mut self, decision: Decision, now: SystemTime) {
+            if matches!(decision, Decision::Ended { .. }) {
+                *self.ended.lock() = Some(now);
+            }
+        }
+    }
+
+    /// When job 1 ended, seconds after the start, as `Driver` runs it.
+    async fn driver_end(hints: bool) -> u64 {
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+        let mut driver = Driver::new(&pools(&clock), Arc::new(clock.clone()));
+        assert_eq!(driver.hinted_pools(), 0);
+        if hints {
+            driver.subscribe_hints();
+            assert_eq!(driver.hinted_pools(), 2, "both pools' hints");
+        }
+        let ended = Arc::new(Mutex::new(None));
+        let mut hooks = Submit {
+            job: Some(job()),
+            ended: Arc::clone(&ended),
+        };
+        let steer = async {
+            for _ in 0..1000 {
+                for _ in 0..20 {
+                    tokio::task::yield_now().await;
+                }
+                if let Some(at) = *ended.lock() {
+                    return at;
+                }
+                if let Some(next) = clock.next_deadline() {
+                    clock.advance_to(next).unwrap();
+                }
+            }
+            panic!("job 1 never ended");
+        };
+        let at = tokio::select! {
+            result = driver.run(&mut hooks) => panic!("the loop ended: {result:?}"),
+            at = steer => at,
+        };
+        at.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    // B12: the driver's loop reads hints once subscribed, as events of
+    // their own: the job ends at its instance's stop, not at the reconcile.
+    #[tokio::test]
+    async fn b12_the_driver_reads_hints_once_subscribed() {
+        assert_eq!(driver_end(true).await, 5);
+        assert_eq!(driver_end(false).await, 60);
+    }
+}
