@@ -176,6 +176,27 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
 }
 
+// B12: a look that finds another instance under the job's name (not the
+// one its lease holds) decides nothing, stopped or not: the inventory will.
+#[test]
+fn b12_a_look_that_finds_another_instance_decides_nothing() {
+    let (mut w, id, name) = running();
+    w.now += secs(3);
+    w.core
+        .handle_hint(PoolId(0), &hint(HintKind::Stopped, &id, &name), w.now);
+    w.collect();
+    let look = w
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Find(_)))
+        .unwrap();
+    let mut other = w.fake.instances(0)[0].instance(w.now);
+    other.id = InstanceId::from("i-other");
+    w.answer_with(look.id, Answer::Found(Ok(Some(other))));
+    assert_eq!(w.outcome(1), None);
+    assert!(w.calls().is_empty(), "nothing asked: {:?}", w.calls());
+}
+
 mod drivers {
     //! B12 through the drivers, over the simulated backend and a manual
     //! clock: with hints read, a job whose instance stops at 5 s ends at 5
