@@ -39,6 +39,14 @@ fn finds(w: &World) -> Vec<String> {
         .collect()
 }
 
+/// The look asked for (the pending find).
+fn the_look(w: &World) -> billet_scheduler::Action {
+    w.calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Find(_)))
+        .expect("a look")
+}
+
 fn placed_at(w: &World, n: u64) -> usize {
     w.log
         .iter()
@@ -118,11 +126,7 @@ fn b12_a_vanish_hinted_reads_the_inventory_at_once() {
     w.core
         .handle_hint(PoolId(0), &hint(HintKind::Vanished, &id, &name), w.now);
     w.collect();
-    let look = w
-        .calls()
-        .into_iter()
-        .find(|a| matches!(a.call, Call::Find(_)))
-        .unwrap();
+    let look = the_look(&w);
     let answer = w.fake.answer(&look, w.now);
     w.answer_with(look.id, answer);
     assert!(
@@ -148,11 +152,7 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     let stopped = hint(HintKind::Stopped, &id, &name);
     w.core.handle_hint(PoolId(0), &stopped, w.now);
     w.collect();
-    let look = w
-        .calls()
-        .into_iter()
-        .find(|a| matches!(a.call, Call::Find(_)))
-        .unwrap();
+    let look = the_look(&w);
     w.answer_with(
         look.id,
         Answer::Found(Err(billet_provider::Error::inventory_unavailable("down"))),
@@ -160,11 +160,7 @@ fn b12_a_look_that_fails_is_asked_again_by_the_next_hint() {
     assert_eq!(w.outcome(1), None);
     w.core.handle_hint(PoolId(0), &stopped, w.now);
     w.collect();
-    let look = w
-        .calls()
-        .into_iter()
-        .find(|a| matches!(a.call, Call::Find(_)))
-        .unwrap();
+    let look = the_look(&w);
     // No answer before its deadline (5 s): lost, and forgotten.
     w.pending.remove(&look.id);
     w.wait(secs(5));
@@ -185,11 +181,7 @@ fn b12_a_look_that_finds_another_instance_decides_nothing() {
     w.core
         .handle_hint(PoolId(0), &hint(HintKind::Stopped, &id, &name), w.now);
     w.collect();
-    let look = w
-        .calls()
-        .into_iter()
-        .find(|a| matches!(a.call, Call::Find(_)))
-        .unwrap();
+    let look = the_look(&w);
     let mut other = w.fake.instances(0)[0].instance(w.now);
     other.id = InstanceId::from("i-other");
     w.answer_with(look.id, Answer::Found(Ok(Some(other))));

@@ -1002,21 +1002,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn l6_a_restart_commits_what_it_decided_before_it_serves() {
         let dir = tempfile::tempdir().unwrap();
-        let now = SystemTime::now();
-        {
-            let (mut store, _) = Store::open(dir.path()).unwrap();
-            store
-                .commit(&[
-                    Change::Accepted(Box::new(JobRecord::accepted(1, job(), now))),
-                    Change::Placed {
-                        id: 1,
-                        pool: "linux".to_owned(),
-                        at: now,
-                    },
-                ])
-                .unwrap();
-        }
-        let (store, records) = Store::open(dir.path()).unwrap();
+        let (store, records) = stored(dir.path(), None);
         assert_eq!(records[0].state, JobState::Running);
         let engine = engine_over(store, records).await;
         let state = engine.shared.jobs.read().find(1).unwrap().unwrap().state;
@@ -1121,30 +1107,33 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn l6_a_restart_commits_the_ends_it_learns_before_it_serves() {
         let dir = tempfile::tempdir().unwrap();
-        let now = SystemTime::now();
-        {
-            let (mut store, _) = Store::open(dir.path()).unwrap();
-            store
-                .commit(&[
-                    Change::Accepted(Box::new(JobRecord::accepted(1, job(), now))),
-                    Change::Placed {
-                        id: 1,
-                        pool: "linux".to_owned(),
-                        at: now,
-                    },
-                    Change::Decided {
-                        id: 1,
-                        verdict: Verdict::from(&billet_scheduler::Outcome::Finished {
-                            exit_code: 0,
-                        }),
-                    },
-                ])
-                .unwrap();
-        }
-        let (store, records) = Store::open(dir.path()).unwrap();
+        let finished = Verdict::from(&billet_scheduler::Outcome::Finished { exit_code: 0 });
+        let (store, records) = stored(dir.path(), Some(finished));
         let engine = engine_over(store, records).await;
         let state = engine.shared.jobs.read().find(1).unwrap().unwrap().state;
         assert_eq!(state, JobState::Finished);
+    }
+
+    /// A durable store in `dir` where job 1 was accepted and placed on
+    /// `linux`, and, given a verdict, its outcome decided; opened again.
+    fn stored(dir: &std::path::Path, decided: Option<Verdict>) -> (Store, Vec<JobRecord>) {
+        let now = SystemTime::now();
+        {
+            let (mut store, _) = Store::open(dir).unwrap();
+            let mut changes = vec![
+                Change::Accepted(Box::new(JobRecord::accepted(1, job(), now))),
+                Change::Placed {
+                    id: 1,
+                    pool: "linux".to_owned(),
+                    at: now,
+                },
+            ];
+            if let Some(verdict) = decided {
+                changes.push(Change::Decided { id: 1, verdict });
+            }
+            store.commit(&changes).unwrap();
+        }
+        Store::open(dir).unwrap()
     }
 
     fn job() -> NewJob {

@@ -260,9 +260,19 @@ impl Service {
     /// Waits until the engine is quiescent at `t` (see [`quiet`](Service::quiet)),
     /// at most `bound` of wall time; answers what it last said.
     pub async fn quiescent(&self, t: SystemTime, bound: Duration) -> Result<Quiet, Option<Quiet>> {
+        self.quiet_when(bound, |q| q.holds_at(t)).await
+    }
+
+    /// Waits, at most `bound`, until the engine says a `Quiet` that `holds`;
+    /// answers it, or what it last said.
+    async fn quiet_when(
+        &self,
+        bound: Duration,
+        holds: impl Fn(&Quiet) -> bool,
+    ) -> Result<Quiet, Option<Quiet>> {
         let mut quiet = self.quiet();
         let seen: Option<Quiet> =
-            tokio::time::timeout(bound, quiet.wait_for(|q| q.is_some_and(|q| q.holds_at(t))))
+            tokio::time::timeout(bound, quiet.wait_for(|q| q.as_ref().is_some_and(&holds)))
                 .await
                 .ok()
                 .and_then(Result::ok)
@@ -279,17 +289,7 @@ impl Service {
     /// most [`LAZY_COMMIT`](crate::engine::LAZY_COMMIT)); answers what it
     /// last said.
     pub async fn settled(&self, bound: Duration) -> Result<Quiet, Option<Quiet>> {
-        let mut quiet = self.quiet();
-        let seen: Option<Quiet> =
-            tokio::time::timeout(bound, quiet.wait_for(|q| q.is_some_and(|q| q.settled)))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .and_then(|seen| *seen);
-        match seen {
-            Some(held) => Ok(held),
-            None => Err(*quiet.borrow()),
-        }
+        self.quiet_when(bound, |q| q.settled).await
     }
 
     /// Serves until `shutdown` completes, then stops in order (L7): new
