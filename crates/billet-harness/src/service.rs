@@ -48,7 +48,7 @@ use futures::StreamExt;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::production::change_of;
 use crate::scheduler::{Change, FreeReason, RestartUnsupported, Scheduler, SchedulerContext, Step};
@@ -68,6 +68,8 @@ const LATENCY_MAX_MICROS: u64 = 3_600_000_000;
 
 /// The token every service of a run is started with.
 const TOKEN: &str = "billet-harness-service-token-0123456789";
+/// The `Authorization` header every request carries.
+const BEARER: &str = "Bearer billet-harness-service-token-0123456789";
 
 /// How long a job may run: longer than any scenario or trace, since the
 /// harness's jobs have no timeout of their own.
@@ -150,6 +152,8 @@ struct Deployment {
     dir: Option<tempfile::TempDir>,
     service: Option<Service>,
     base: String,
+    /// `POST /v1/jobs`'s address, parsed once per start.
+    jobs_url: Option<reqwest::Url>,
     identity: Option<Identity>,
     /// Decisions told by the engine's tap since the last tick.
     tapped: Arc<Mutex<Vec<Decision>>>,
@@ -300,6 +304,7 @@ impl ServiceScheduler {
                 dir,
                 service: None,
                 base: String::new(),
+                jobs_url: None,
                 identity: None,
                 tapped: Arc::default(),
                 ids: FxHashMap::default(),
@@ -454,8 +459,23 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
         .await
         .map_err(broke)?;
     d.base = format!("http://{}", service.addr());
+    d.jobs_url = Some(reqwest::Url::parse(&d.url("/v1/jobs")).map_err(broke)?);
     d.service = Some(service);
     Ok(resumed)
+}
+
+/// A job as `POST /v1/jobs` takes it.
+#[derive(serde::Serialize)]
+struct NewJobBody<'a> {
+    command: &'a [String],
+    labels: &'a [String],
+    trust: &'static str,
+}
+
+/// The one field of a `POST /v1/jobs` answer the harness reads.
+#[derive(serde::Deserialize)]
+struct Answered {
+    id: Option<u64>,
 }
 
 /// The body of a job's `POST /v1/jobs`.
@@ -465,7 +485,13 @@ fn body(job: &Job) -> String {
         TrustClass::Untrusted => "untrusted",
         _ => "unknown",
     };
-    json!({"command": job.command, "labels": job.labels, "trust": trust}).to_string()
+    let submission = NewJobBody {
+        command: &job.command,
+        labels: &job.labels,
+        trust,
+    };
+    // A struct of strings always serializes.
+    serde_json::to_string(&submission).unwrap_or_default()
 }
 
 /// What a `POST /v1/jobs` came to.
@@ -476,11 +502,11 @@ enum Posted {
 }
 
 /// Sends one job to `url`; answers what came of it and its wall time.
-async fn post(client: &reqwest::Client, url: &str, body: String) -> (Posted, Duration) {
+async fn post(client: &reqwest::Client, url: reqwest::Url, body: String) -> (Posted, Duration) {
     let started = Instant::now();
     let sent = client
-        .post(url)
-        .header("Authorization", format!("Bearer {TOKEN}"))
+        .post(url.clone())
+        .header("Authorization", BEARER)
         .header("Content-Type", "application/json")
         .body(body)
         .send()
@@ -489,15 +515,15 @@ async fn post(client: &reqwest::Client, url: &str, body: String) -> (Posted, Dur
         Err(error) => Posted::Failed(format!("POST {url}: {error}")),
         Ok(response) => {
             let status = response.status();
-            match response.json::<Value>().await {
+            match response.bytes().await {
                 Err(error) => Posted::Failed(format!("POST {url}: {status}, unreadable: {error}")),
-                Ok(answer) if status.as_u16() == 422 => {
-                    let _ = answer;
-                    Posted::Refused
-                }
-                Ok(answer) => match answer["id"].as_u64() {
-                    Some(id) if status.is_success() => Posted::Accepted(id),
-                    _ => Posted::Failed(format!("POST {url}: {status}: {answer}")),
+                Ok(_) if status.as_u16() == 422 => Posted::Refused,
+                Ok(answer) => match serde_json::from_slice::<Answered>(&answer) {
+                    Ok(Answered { id: Some(id) }) if status.is_success() => Posted::Accepted(id),
+                    _ => Posted::Failed(format!(
+                        "POST {url}: {status}: {}",
+                        String::from_utf8_lossy(&answer)
+                    )),
                 },
             }
         }
@@ -571,14 +597,25 @@ impl Scheduler for ServiceScheduler {
         let per_deployment = sends.into_iter().enumerate().map(|(index, sends)| {
             let url = self.deployments[index]
                 .as_ref()
-                .map(|d| d.url("/v1/jobs"))
-                .unwrap_or_default();
+                .and_then(|d| d.jobs_url.clone());
             async move {
                 let limit = if ordered { 1 } else { IN_FLIGHT };
                 futures::stream::iter(sends)
                     .map(|(at, id, body)| {
                         let url = url.clone();
-                        async move { (at, id, post(client, &url, body).await) }
+                        async move {
+                            match url {
+                                Some(url) => (at, id, post(client, url, body).await),
+                                None => (
+                                    at,
+                                    id,
+                                    (
+                                        Posted::Failed("no service to send to".to_owned()),
+                                        Duration::ZERO,
+                                    ),
+                                ),
+                            }
+                        }
                     })
                     .buffered(limit)
                     .collect::<Vec<_>>()
