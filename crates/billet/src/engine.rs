@@ -853,6 +853,8 @@ impl Hooks for State {
                 Flow::Drain(now)
             }
             Input::Flush => {
+                // The timer has fired: the next step sends what is held.
+                self.flush_at = None;
                 self.flush = true;
                 Flow::Continue
             }
