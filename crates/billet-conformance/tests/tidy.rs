@@ -36,7 +36,7 @@ fn normal_dependencies(manifest: &str) -> Result<Vec<String>, String> {
 
 /// Why a manifest breaks H9, if it does: a backend among its normal
 /// dependencies (by name or through `package = ...`), or anything but the
-/// contract, the clock, proptest, tokio and async-trait.
+/// contract, the clock, proptest, tokio, futures and async-trait.
 fn h9_violation(manifest: &str) -> Option<String> {
     let deps = match normal_dependencies(manifest) {
         Ok(deps) => deps,
@@ -55,6 +55,8 @@ fn h9_violation(manifest: &str) -> Option<String> {
         "async-trait",
         "billet-clock",
         "billet-provider",
+        // P9: the capability checks read output and hints as streams.
+        "futures",
         "proptest",
         "proptest-state-machine",
         // H12: the concurrent mode's linearizability checker (no dependencies
