@@ -11,9 +11,9 @@ use futures_core::Stream;
 
 use crate::{Error, InstanceId};
 
-/// The most bytes one item of an [`OutputStream`] holds: output is read in
+/// The most bytes one item of an [`OutputStream`] holds (64 KiB): output is read in
 /// pieces, never held whole.
-pub const OUTPUT_CHUNK: usize = 64 * 1024;
+pub const OUTPUT_CHUNK: usize = 65_536;
 
 /// What an instance wrote, from some byte on, in pieces of at most
 /// [`OUTPUT_CHUNK`] bytes (see [`Output::read`]).
