@@ -146,6 +146,23 @@ impl Deadline {
     }
 }
 
+/// What a failed daemon call's error means; `budget` is the bound a
+/// timeout is reported with.
+pub(crate) fn failure_of(err: bollard::errors::Error, budget: Duration) -> Failure {
+    match err {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message,
+        } => Failure::Status {
+            code: status_code,
+            message,
+        },
+        err @ bollard::errors::Error::JsonDataError { .. } => Failure::Unreadable(err.to_string()),
+        bollard::errors::Error::RequestTimeoutError => Failure::Timeout(budget),
+        err => Failure::Connection(err),
+    }
+}
+
 /// Runs one daemon call, bounded by `deadline`, and sorts its failure.
 pub(crate) async fn bounded<T>(
     endpoint: &str,
@@ -155,20 +172,8 @@ pub(crate) async fn bounded<T>(
 ) -> Result<T, DaemonError> {
     let failure = match tokio::time::timeout_at(deadline.at, call).await {
         Ok(Ok(value)) => return Ok(value),
-        Ok(Err(bollard::errors::Error::DockerResponseServerError {
-            status_code,
-            message,
-        })) => Failure::Status {
-            code: status_code,
-            message,
-        },
-        Ok(Err(err @ bollard::errors::Error::JsonDataError { .. })) => {
-            Failure::Unreadable(err.to_string())
-        }
-        Ok(Err(bollard::errors::Error::RequestTimeoutError)) | Err(_) => {
-            Failure::Timeout(deadline.budget)
-        }
-        Ok(Err(err)) => Failure::Connection(err),
+        Ok(Err(err)) => failure_of(err, deadline.budget),
+        Err(_) => Failure::Timeout(deadline.budget),
     };
     Err(DaemonError::new(endpoint, operation, failure))
 }

@@ -72,7 +72,10 @@ pub use confinement::{
 pub use daemon::{DaemonError, Failure};
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
-pub use provider::{Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, PullPolicy};
+pub use provider::{
+    Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, HINT_BACKOFF_FIRST,
+    HINT_BACKOFF_MAX, HINT_BUFFER, PullPolicy,
+};
 pub use tls::{
     ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, STALE_RETRIES, TlsError, TlsFile,
     TlsFiles,

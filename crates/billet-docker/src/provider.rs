@@ -17,7 +17,9 @@
 //! * [`stale_launch`]: containers left `created` by a launch that will never
 //!   finish, finished by the inventory;
 //! * [`removal`]: how a container is removed, by `destroy` and by the
-//!   settling of launches.
+//!   settling of launches;
+//! * [`output`]: an instance's output, from the daemon's logs (D16);
+//! * [`hints`]: change hints, from the daemon's events (D16).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use billet_provider::{
-    Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
+    Error, Hints, Instance, InstanceId, Output, Provider, ProviderKind, Spec, Teardown, TrustClass,
 };
 use bollard::Docker;
 use bollard::models::{ContainerInspectResponse, ContainerSummary};
@@ -42,8 +44,10 @@ use crate::seen::Seen;
 use crate::tls::ClientTls;
 
 mod given_up;
+mod hints;
 mod inventory;
 mod launch;
+mod output;
 mod ownership;
 mod removal;
 mod stale_launch;
@@ -51,6 +55,8 @@ mod state;
 
 use given_up::Abandoned;
 use ownership::Claim;
+
+pub use hints::{HINT_BACKOFF_FIRST, HINT_BACKOFF_MAX, HINT_BUFFER};
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.
@@ -390,22 +396,7 @@ impl DockerProvider {
         if let Some(client) = &*slot {
             return Ok(client.clone());
         }
-        // bollard's own timeout is whole seconds; ours (tokio, exact) is the
-        // authority, bollard's only a backstop behind it.
-        let backstop = self.timeout.max(self.pull_timeout).as_secs() + 1;
-        let made = match &self.endpoint {
-            Endpoint::Unix(path) => Docker::connect_with_unix(
-                &path.to_string_lossy(),
-                backstop,
-                bollard::API_DEFAULT_VERSION,
-            ),
-            Endpoint::Tcp(address) if let Some(tls) = &self.tls => tls.client(address, backstop),
-            Endpoint::Tcp(address) => Docker::connect_with_http(
-                &format!("http://{address}"),
-                backstop,
-                bollard::API_DEFAULT_VERSION,
-            ),
-        };
+        let made = self.connector().connect();
         match made {
             Ok(client) => {
                 *slot = Some(client.clone());
@@ -416,6 +407,18 @@ impl DockerProvider {
                 operation,
                 Failure::Connection(err),
             )),
+        }
+    }
+
+    /// What makes a client to this provider's daemon, apart from the
+    /// provider (a hint stream reopens through it).
+    fn connector(&self) -> Connector {
+        // bollard's own timeout is whole seconds; ours (tokio, exact) is the
+        // authority, bollard's only a backstop behind it.
+        Connector {
+            endpoint: self.endpoint.clone(),
+            tls: self.tls.clone(),
+            backstop: self.timeout.max(self.pull_timeout).as_secs() + 1,
         }
     }
 
@@ -484,6 +487,37 @@ impl DockerProvider {
             dialect::list_containers(client, Some(options)),
         )
         .await
+    }
+}
+
+/// How to make a bollard client to one daemon: its endpoint, its mutual
+/// TLS, and bollard's backstop timeout (whole seconds).
+#[derive(Clone)]
+struct Connector {
+    endpoint: Endpoint,
+    tls: Option<ClientTls>,
+    backstop: u64,
+}
+
+impl Connector {
+    /// A new client. Making it does not contact the daemon; it fails only
+    /// when the unix socket does not exist.
+    fn connect(&self) -> Result<Docker, bollard::errors::Error> {
+        match &self.endpoint {
+            Endpoint::Unix(path) => Docker::connect_with_unix(
+                &path.to_string_lossy(),
+                self.backstop,
+                bollard::API_DEFAULT_VERSION,
+            ),
+            Endpoint::Tcp(address) if let Some(tls) = &self.tls => {
+                tls.client(address, self.backstop)
+            }
+            Endpoint::Tcp(address) => Docker::connect_with_http(
+                &format!("http://{address}"),
+                self.backstop,
+                bollard::API_DEFAULT_VERSION,
+            ),
+        }
     }
 }
 
@@ -712,5 +746,13 @@ impl Provider for DockerProvider {
             );
         });
         Ok(teardown)
+    }
+
+    fn output(&self) -> Option<&dyn Output> {
+        Some(self)
+    }
+
+    fn hints(&self) -> Option<&dyn Hints> {
+        Some(self)
     }
 }

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use billet_conformance::{
     ConcurrentConfig, ContractConfig, Deployment, Fixture, FixtureError, Outage, Policies,
-    ProviderFactory, Timing, WallWindows, async_trait, check_concurrent, check_contract,
+    ProviderFactory, Timing, WallWindows, async_trait, check_capabilities, check_concurrent,
+    check_contract,
 };
 use billet_docker::{ClientTls, DockerProvider, OWNER_LABEL};
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
@@ -267,6 +268,20 @@ impl ProviderFactory for DockerFactory {
         vec!["sleep".to_owned(), seconds]
     }
 
+    /// Half of `bytes` to stdout at once, then a pause of the run time,
+    /// then the rest to stderr: a reader that starts at the launch sees the
+    /// output grow while the container runs.
+    fn command_writing(&self, run_time: Duration, bytes: u64) -> Option<Vec<String>> {
+        let first = bytes / 2;
+        let rest = bytes - first;
+        let pause = format!("{:.3}", run_time.as_secs_f64());
+        Some(vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("yes out | head -c {first}; sleep {pause}; yes err | head -c {rest} >&2"),
+        ])
+    }
+
     fn image(&self) -> String {
         TEST_IMAGE.to_owned()
     }
@@ -392,6 +407,27 @@ fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
     assert!(
         factory.scope.leftovers().is_empty(),
         "the concurrent mode left containers behind"
+    );
+}
+
+// D16 (P9): the docker backend's output (the daemon's logs) and hints (its
+// events) keep the capabilities' contract on a real daemon: output read
+// while the container runs and after it stopped, from any byte, gone once
+// destroyed, never shown to another deployment; hints only of this owner's
+// containers, the inventory exact whatever they say. D18: on podman too.
+#[test]
+fn d16_p9_docker_output_and_hints_keep_the_contract() {
+    let Some(scope) = daemon("d16") else { return };
+    let factory = DockerFactory::on_local(scope);
+    let report = check_capabilities(&factory).unwrap_or_else(|failure| panic!("{failure}"));
+    println!("D16 on docker: {report:?}");
+    assert!(report.output && report.hints, "{report:?}");
+    // Blue launched, stopped and destroyed its instance: at least its start,
+    // its stop and its removal were told.
+    assert!(report.hints_seen >= 3, "{report:?}");
+    assert!(
+        factory.scope.leftovers().is_empty(),
+        "the capability checks left containers behind"
     );
 }
 

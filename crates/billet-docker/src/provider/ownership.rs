@@ -38,23 +38,7 @@ impl DockerProvider {
         labels: Option<&'a HashMap<String, String>>,
         daemon_name: Option<&str>,
     ) -> Claim<'a> {
-        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-        let (Some(owner), Some(name), Some(mark)) =
-            (label(OWNER_LABEL), label(NAME_LABEL), label(LAUNCH_LABEL))
-        else {
-            return Claim::Foreign;
-        };
-        let named = daemon_name
-            .and_then(|n| n.strip_prefix('/'))
-            .is_some_and(|n| n == container_name(owner, name));
-        if owner.trim().is_empty() || name.is_empty() || !is_launch_mark(mark) || !named {
-            return Claim::Foreign;
-        }
-        if owner == &*self.owner {
-            Claim::Ours { name, mark }
-        } else {
-            Claim::Theirs { owner }
-        }
+        claim_for(&self.owner, labels, daemon_name)
     }
 
     /// [`claim`](Self::claim) of an inspected container.
@@ -74,5 +58,32 @@ impl DockerProvider {
             .iter()
             .find(|n| n.strip_prefix('/').is_some_and(|rest| !rest.contains('/')));
         Some(self.claim(summary.labels.as_ref(), own.map(String::as_str)))
+    }
+}
+
+/// The one rule, for the deployment `deployment`: a container's labels and
+/// its name on the daemon (`/`-prefixed). Also read from an event's
+/// attributes, which carry the container's labels and its name.
+pub(super) fn claim_for<'a>(
+    deployment: &str,
+    labels: Option<&'a HashMap<String, String>>,
+    daemon_name: Option<&str>,
+) -> Claim<'a> {
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let (Some(owner), Some(name), Some(mark)) =
+        (label(OWNER_LABEL), label(NAME_LABEL), label(LAUNCH_LABEL))
+    else {
+        return Claim::Foreign;
+    };
+    let named = daemon_name
+        .and_then(|n| n.strip_prefix('/'))
+        .is_some_and(|n| n == container_name(owner, name));
+    if owner.trim().is_empty() || name.is_empty() || !is_launch_mark(mark) || !named {
+        return Claim::Foreign;
+    }
+    if owner == deployment {
+        Claim::Ours { name, mark }
+    } else {
+        Claim::Theirs { owner }
     }
 }
