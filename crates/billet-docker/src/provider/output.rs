@@ -142,7 +142,7 @@ impl Reader {
                 return None;
             }
             match self.logs.next().await {
-                Some(Ok(output)) => self.pieces.extend(self.skip.past(message(output))),
+                Some(Ok(output)) => self.pieces.extend(self.skip.past(&message(output))),
                 Some(Err(err)) => {
                     self.done = true;
                     return Some(Err(read_failed(&self.endpoint, self.budget, &self.id, err)));
@@ -221,12 +221,12 @@ impl Skip {
 
     /// What of `message` is past the skipped bytes, in pieces of at most
     /// [`OUTPUT_CHUNK`]; none while bytes are still to be skipped.
-    fn past(&mut self, message: Bytes) -> impl Iterator<Item = Vec<u8>> + use<> {
+    fn past(&mut self, message: &[u8]) -> impl Iterator<Item = Vec<u8>> + use<> {
         let len = message.len() as u64;
         let skipped = self.left.min(len);
         self.left -= skipped;
         // `skipped` is at most `message.len()`, a usize.
-        let rest = message.slice(usize::try_from(skipped).unwrap_or(message.len())..);
+        let rest = &message[usize::try_from(skipped).unwrap_or(message.len())..];
         let chunks: Vec<Vec<u8>> = rest.chunks(OUTPUT_CHUNK).map(<[u8]>::to_vec).collect();
         chunks.into_iter()
     }
@@ -237,7 +237,7 @@ mod tests {
     use super::*;
 
     fn pieces(skip: &mut Skip, message: &[u8]) -> Vec<Vec<u8>> {
-        skip.past(Bytes::copy_from_slice(message)).collect()
+        skip.past(message).collect()
     }
 
     #[test]
