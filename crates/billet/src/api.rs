@@ -418,6 +418,10 @@ pub struct JobView {
     pub started_at: Option<String>,
     /// When it ended.
     pub ended_at: Option<String>,
+    /// How many bytes of its output are kept (L15), so far.
+    pub output_bytes: u64,
+    /// Whether `--output-limit` cut its output (L15).
+    pub output_truncated: bool,
 }
 
 /// `at` in RFC 3339, UTC, to the millisecond.

@@ -79,6 +79,11 @@ pub struct ServeArgs {
     /// idempotency key, from memory and store (`GET` answers `404` for it).
     #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = duration)]
     pub retain: Duration,
+    /// The most bytes of one job's output kept (L15): bytes, or a whole
+    /// number of `KiB`, `MiB` or `GiB`. Past it the output is cut, and the
+    /// cut is said in the output and in the job (`output_truncated`).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::output::parse_size)]
+    pub output_limit: u64,
     /// How logs are written to stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -144,6 +149,7 @@ pub fn main() -> ExitCode {
                 },
                 max_connections: args.max_connections,
                 retain: args.retain,
+                output_limit: args.output_limit,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -20,6 +20,7 @@ use serde_json::json;
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
 use crate::jobs::JobRecord;
+use crate::output::OutputStore;
 use crate::store::StoreError;
 use crate::token::{Credentials, Grant, Grants};
 
@@ -48,6 +49,8 @@ pub struct AppState {
     pub credentials: Arc<Credentials>,
     /// What jobs may ask (L14).
     pub limits: JobLimits,
+    /// Where jobs' output is kept (L15), if anywhere.
+    pub output: Option<Arc<OutputStore>>,
     /// Set on the routes of a connection past `--max-connections` (L12):
     /// every request but `/healthz` answers `503` with `Retry-After`.
     pub overflow: bool,
@@ -81,6 +84,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
+        .route("/v1/jobs/{id}/output", get(job_output))
         .route("/v1/pools", get(pools))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -97,8 +101,18 @@ fn bad(request: &BadRequest) -> Response {
     error(StatusCode::BAD_REQUEST, request)
 }
 
-fn job(status: StatusCode, view: JobView) -> Response {
-    (status, axum::Json(view)).into_response()
+fn job(app: &AppState, status: StatusCode, view: JobView) -> Response {
+    (status, axum::Json(shown(app, view))).into_response()
+}
+
+/// `view` with what the output store keeps of its output (L15).
+fn shown(app: &AppState, mut view: JobView) -> JobView {
+    if let Some(output) = &app.output {
+        let kept = output.kept(view.id);
+        view.output_bytes = kept.bytes;
+        view.output_truncated = kept.truncated;
+    }
+    view
 }
 
 /// `403` naming the grant the credential lacks (L11).
@@ -241,8 +255,8 @@ async fn submit(
         None => new.timeout = Some(app.limits.default_timeout),
     }
     match app.engine.submit(new).await {
-        Ok(Submitted::Created(view)) => job(StatusCode::CREATED, view),
-        Ok(Submitted::Existing(view)) => job(StatusCode::OK, view),
+        Ok(Submitted::Created(view)) => job(&app, StatusCode::CREATED, view),
+        Ok(Submitted::Existing(view)) => job(&app, StatusCode::OK, view),
         Ok(Submitted::Refused(reason)) => error(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("no pool can ever take this job: {reason}"),
@@ -266,7 +280,11 @@ async fn list_jobs(
     };
     match crate::jobs::page(&app.shared.jobs, query) {
         Ok(page) => {
-            let jobs = page.jobs.iter().map(JobRecord::view).collect();
+            let jobs = page
+                .jobs
+                .iter()
+                .map(|record| shown(&app, record.view()))
+                .collect();
             let list = JobList {
                 jobs,
                 next: page.next,
@@ -302,10 +320,61 @@ async fn get_job(
         return unknown(&id);
     };
     match find(&app, n) {
-        Ok(Some(view)) => job(StatusCode::OK, view),
+        Ok(Some(view)) => job(&app, StatusCode::OK, view),
         Ok(None) => unknown(&id),
         Err(why) => unreadable(why),
     }
+}
+
+/// `GET /v1/jobs/{id}/output` (L15): what is kept of the job's output so
+/// far, as `text/plain`; with `?follow=true`, the rest as it comes, until
+/// the job has ended and its capture is done.
+async fn job_output(
+    State(app): State<AppState>,
+    Extension(grants): Extension<Grants>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    if let Some(refused) = lacks(grants, Grant::Read) {
+        return refused;
+    }
+    let follow = match query.as_deref() {
+        None | Some("") | Some("follow=false") => false,
+        Some("follow=true") => true,
+        Some(other) => {
+            let shown: String = other.chars().take(64).collect();
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("query {shown:?}: the only parameter is `follow`, `true` or `false`"),
+            );
+        }
+    };
+    let Some(n) = job_id(&id) else {
+        return unknown(&id);
+    };
+    match find(&app, n) {
+        Ok(Some(_)) => {}
+        Ok(None) => return unknown(&id),
+        Err(why) => return unreadable(why),
+    }
+    let Some(output) = app.output.clone() else {
+        return error(StatusCode::NOT_FOUND, "this service keeps no job output");
+    };
+    let ended = move || match find(&app, n) {
+        Ok(Some(view)) => view.state.has_ended(),
+        // Gone (retention) or unreadable: nothing more will come.
+        _ => true,
+    };
+    let body = crate::output::serve(output, n, follow, ended);
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        )],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 async fn cancel(
@@ -325,8 +394,8 @@ async fn cancel(
         Err(why) => return unreadable(why),
     }
     match app.engine.cancel(n).await {
-        Ok(Cancelled::Requested(view)) => job(StatusCode::OK, view),
-        Ok(Cancelled::Ended(view)) => job(StatusCode::CONFLICT, view),
+        Ok(Cancelled::Requested(view)) => job(&app, StatusCode::OK, view),
+        Ok(Cancelled::Ended(view)) => job(&app, StatusCode::CONFLICT, view),
         Ok(Cancelled::Unknown) => unknown(&id),
         Ok(Cancelled::Unreadable(why)) => unreadable(why),
         Err(why) => unanswered(why),

@@ -135,6 +135,10 @@ impl JobRecord {
             submitted_at: rfc3339(self.submitted_at),
             started_at: self.started_at.map(rfc3339),
             ended_at: self.ended_at.map(rfc3339),
+            // What the output store keeps is told by the routes that show
+            // the job (L15).
+            output_bytes: 0,
+            output_truncated: false,
         }
     }
 

@@ -38,6 +38,7 @@ pub mod jobs;
 pub mod listener;
 pub mod logging;
 pub mod metrics;
+pub mod output;
 pub mod service;
 pub mod store;
 pub mod token;

@@ -20,6 +20,7 @@ use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
 use crate::http::{AppState, JobLimits, router};
 use crate::jobs::JobRecord;
 use crate::listener;
+use crate::output::{Capturing, OutputStore};
 use crate::store::{StateLock, Store, StoreError};
 use crate::token::{self, Credentials, TokenError};
 
@@ -61,10 +62,12 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// How long ended jobs are kept (L12).
     pub retain: Duration,
+    /// The most bytes of one job's output kept (L15).
+    pub output_limit: u64,
 }
 
 /// The bounds a [`Service`] keeps (L12, L14).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// What jobs may ask.
     pub jobs: JobLimits,
@@ -73,6 +76,9 @@ pub struct Limits {
     /// How long ended jobs are kept, and how many requests may wait for the
     /// engine.
     pub engine: Bounds,
+    /// Where jobs' output is captured (L15); `None`, the default: nowhere,
+    /// and `GET /v1/jobs/{id}/output` answers `404`.
+    pub output: Option<Arc<OutputStore>>,
 }
 
 impl Default for Limits {
@@ -81,6 +87,7 @@ impl Default for Limits {
             jobs: JobLimits::default(),
             max_connections: listener::DEFAULT_MAX_CONNECTIONS,
             engine: Bounds::default(),
+            output: None,
         }
     }
 }
@@ -104,6 +111,15 @@ pub enum ServeError {
     /// The token could not be had.
     #[error(transparent)]
     Token(#[from] TokenError),
+    /// The output directory could not be made.
+    #[error("cannot make the output directory {}: {source}", path.display())]
+    Output {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -206,6 +222,7 @@ impl Service {
             shared: Arc::clone(&engine.shared),
             credentials: Arc::new(credentials),
             limits: limits.jobs,
+            output: limits.output.clone(),
             overflow: false,
         };
         let routes = router(state.clone());
@@ -385,14 +402,23 @@ pub async fn serve(
     let settings = scheduler_settings(&options)?;
     let providers = backends::build(&config, options.call_timeout)?;
     let deployment = config.deployment().id().to_owned();
-    let mut builder = Pools::builder(config).settings(settings);
-    for (name, provider) in providers {
-        builder = builder.provider(name, provider);
-    }
-    let pools = builder.build()?;
     // Held until `serve` returns; the OS drops it if the process dies.
     let _lock = StateLock::acquire(&options.state)?;
-    let (store, records) = Store::open(&options.state)?;
+    let (mut store, records) = Store::open(&options.state)?;
+    let output = OutputStore::open(&options.state, store.identity(), options.output_limit)
+        .map(Arc::new)
+        .map_err(|source| ServeError::Output {
+            path: options.state.join("output"),
+            source,
+        })?;
+    store.remove_output_with(Arc::clone(&output));
+    let mut builder = Pools::builder(config).settings(settings);
+    for (name, provider) in providers {
+        let capturing: Arc<dyn billet_provider::Provider> =
+            Arc::new(Capturing::new(provider, Arc::clone(&output)));
+        builder = builder.provider(name, capturing);
+    }
+    let pools = builder.build()?;
     let token_path = options
         .token_file
         .clone()
@@ -438,6 +464,7 @@ pub async fn serve(
                 retain: options.retain,
                 ..Bounds::default()
             },
+            output: Some(output),
         },
     )
     .await?;
@@ -470,6 +497,7 @@ mod tests {
             },
             max_connections: 5,
             retain: secs(23),
+            output_limit: 1 << 20,
         }
     }
 

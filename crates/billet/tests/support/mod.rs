@@ -301,6 +301,8 @@ pub struct Service {
     state: PathBuf,
     token_file: Option<PathBuf>,
     timing: Timing,
+    /// More flags for `serve`, after the timing's.
+    extra: Vec<String>,
     child: Option<Child>,
     port: u16,
     logs: Vec<PathBuf>,
@@ -353,6 +355,7 @@ impl Service {
             state,
             token_file: None,
             timing: Timing::default(),
+            extra: Vec::new(),
             child: None,
             port: 0,
             logs: Vec::new(),
@@ -364,6 +367,19 @@ impl Service {
     /// Uses a call deadline of `call_timeout` (`--call-timeout`).
     pub fn with_call_timeout(mut self, call_timeout: &'static str) -> Service {
         self.timing.call_timeout = call_timeout;
+        self
+    }
+
+    /// Reads every inventory every `every` (`--reconcile-every`).
+    pub fn with_reconcile_every(mut self, every: &'static str) -> Service {
+        self.timing.reconcile_every = every;
+        self
+    }
+
+    /// Passes `flag` and `value` to `serve` besides the timing flags.
+    pub fn with_flag(mut self, flag: &str, value: &str) -> Service {
+        self.extra.push(flag.to_owned());
+        self.extra.push(value.to_owned());
         self
     }
 
@@ -437,7 +453,8 @@ impl Service {
             .args(["--reconcile-every", self.timing.reconcile_every])
             .args(["--call-timeout", self.timing.call_timeout])
             .args(["--orphan-grace", self.timing.orphan_grace])
-            .args(["--shutdown-grace", self.timing.shutdown_grace]);
+            .args(["--shutdown-grace", self.timing.shutdown_grace])
+            .args(&self.extra);
         if let Some(path) = &self.token_file {
             command.arg("--token-file").arg(path);
         }

@@ -1,0 +1,532 @@
+//! Job output (L15): what each job's instance writes, captured while it runs
+//! into the state directory, and served by `GET /v1/jobs/{id}/output`.
+//!
+//! # Where it is kept
+//!
+//! `STATE/output/ID.out` holds job `ID`'s output, as its backend's
+//! [`Output`](billet_provider::Output) gives it (stdout and stderr in one
+//! sequence). It holds at most the limit (`--output-limit`,
+//! [`DEFAULT_OUTPUT_LIMIT`]); past it the capture stops, [`CUT_NOTICE`] is
+//! appended, and `STATE/output/ID.cut` is made: the job's JSON then says
+//! `output_truncated: true`. The files go with the job when retention
+//! removes it.
+//!
+//! # Guarantees
+//!
+//! * **Captured while it runs.** A capture starts when the job's instance is
+//!   launched, or first seen by an inventory (an instance adopted after a
+//!   restart), and reads the instance's output as it is written.
+//! * **Durable before destroy.** [`Capturing`] stands in front of each
+//!   pool's provider: its `destroy` first lets the capture read to the end of
+//!   what the instance wrote (at most [`FINISH_WAIT`]; an instance still
+//!   running, as a cancelled job's is, gives what comes within [`SETTLE`] of
+//!   the last byte), `fsync`s the file, and only then destroys. The engine
+//!   commits a job's outcome before it asks the destroy (L6), so the output
+//!   and the outcome are both on disk before the instance is gone.
+//! * **A crash loses no more than the backend keeps.** After `kill -9`, the
+//!   restarted service sees the instance again (the inventory) and resumes
+//!   its capture from the file's length: what the crash interrupted is read
+//!   again from the backend, which keeps it until the instance is destroyed.
+//! * **Bounded.** One file per job of at most the limit plus the notice;
+//!   one capture task per live instance, holding at most one
+//!   [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK) at a time.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use billet_provider::async_trait;
+use billet_provider::{
+    Error, Hints, Instance, InstanceId, Output, Provider, ProviderKind, Spec, Teardown, TrustClass,
+};
+use billet_scheduler::{Identity, InstanceName};
+use futures::StreamExt;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+/// The most bytes of one job's output kept by default (`--output-limit`):
+/// 64 MiB.
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 64 << 20;
+
+/// What is appended to a job's output where the limit cut it.
+pub const CUT_NOTICE: &str =
+    "\n[billet: the output was cut here: the job wrote more than --output-limit]\n";
+
+/// The longest a destroy waits for its instance's capture to read to the
+/// end of what the instance wrote.
+pub const FINISH_WAIT: Duration = Duration::from_secs(5);
+
+/// Once a destroy asked the capture to finish: how long it waits for more
+/// output after the last byte before it takes what it has.
+pub const SETTLE: Duration = Duration::from_millis(200);
+
+/// The pause before a capture opens its instance's output again after the
+/// stream broke or could not be opened (the daemon restarted, the
+/// connection cut): doubled on each failure in a row, up to
+/// [`REOPEN_MAX`]. A capture retries as long as its instance may be there;
+/// once a destroy asked it to finish, only until [`FINISH_WAIT`] has passed.
+pub const REOPEN_FIRST: Duration = Duration::from_millis(100);
+
+/// The longest pause between two opens of an instance's output.
+pub const REOPEN_MAX: Duration = Duration::from_secs(5);
+
+/// A size as `--output-limit` takes it: bytes, or a whole number with a
+/// `KiB`, `MiB` or `GiB` suffix. At least one byte.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, ""),
+    };
+    let shift = match unit.trim() {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        other => {
+            return Err(format!(
+                "{text:?}: the unit {other:?} is none of KiB, MiB, GiB (or none, for bytes)"
+            ));
+        }
+    };
+    let number: u64 = digits.parse().map_err(|_| {
+        format!("{text:?} is not a size: a whole number of bytes, or of KiB, MiB or GiB")
+    })?;
+    let bytes = number
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is more bytes than billet can count"))?;
+    if bytes == 0 {
+        return Err(format!("{text:?}: the limit must be at least one byte"));
+    }
+    Ok(bytes)
+}
+
+/// What is kept of one job's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Kept {
+    /// How many bytes of the job's output are kept (the notice not counted).
+    pub bytes: u64,
+    /// Whether the limit cut it.
+    pub truncated: bool,
+}
+
+/// The output directory and the captures under way.
+#[derive(Debug)]
+pub struct OutputStore {
+    dir: PathBuf,
+    limit: u64,
+    /// The store's identity: only instances named under it are this
+    /// service's jobs'.
+    identity: Option<String>,
+    live: Mutex<HashMap<InstanceId, Live>>,
+}
+
+/// One capture under way.
+#[derive(Debug)]
+struct Live {
+    job: u64,
+    /// Told `true` when a destroy wants the capture to finish.
+    finish: watch::Sender<bool>,
+    /// Turns `true` when the capture has ended and its file is synced.
+    done: watch::Receiver<bool>,
+}
+
+impl OutputStore {
+    /// The output directory `STATE/output` under `state`, made if missing,
+    /// for a store of `identity`, keeping at most `limit` bytes per job.
+    pub fn open(state: &Path, identity: Option<&Identity>, limit: u64) -> io::Result<OutputStore> {
+        let dir = state.join("output");
+        std::fs::create_dir_all(&dir)?;
+        Ok(OutputStore {
+            dir,
+            limit,
+            identity: identity.map(ToString::to_string),
+            live: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The most bytes kept per job.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The file of job `job`'s output.
+    pub fn path(&self, job: u64) -> PathBuf {
+        self.dir.join(format!("{job}.out"))
+    }
+
+    fn cut_path(&self, job: u64) -> PathBuf {
+        self.dir.join(format!("{job}.cut"))
+    }
+
+    /// What is kept of job `job`'s output so far (nothing, for a job whose
+    /// instance has written nothing or that has no file).
+    pub fn kept(&self, job: u64) -> Kept {
+        let len = std::fs::metadata(self.path(job)).map_or(0, |m| m.len());
+        let truncated = self.cut_path(job).exists();
+        let bytes = if truncated {
+            len.saturating_sub(CUT_NOTICE.len() as u64)
+        } else {
+            len
+        };
+        Kept { bytes, truncated }
+    }
+
+    /// Whether job `job`'s output may still grow: a capture of it is under
+    /// way and has not ended.
+    pub fn capturing(&self, job: u64) -> bool {
+        self.live
+            .lock()
+            .values()
+            .any(|live| live.job == job && !*live.done.borrow())
+    }
+
+    /// Removes job `job`'s files (retention).
+    pub fn remove(&self, job: u64) {
+        // Absent files are the usual case: a job that wrote nothing.
+        let _ = std::fs::remove_file(self.path(job));
+        let _ = std::fs::remove_file(self.cut_path(job));
+    }
+
+    /// The job whose instance `name` is, if it is this store's.
+    fn job_of(&self, name: &str) -> Option<u64> {
+        let parsed = InstanceName::parse(name)?;
+        match (parsed.store, &self.identity) {
+            (Some(store), Some(own)) if store == own => Some(parsed.job.0),
+            (None, _) => Some(parsed.job.0),
+            _ => None,
+        }
+    }
+
+    /// Starts capturing `instance`'s output from `provider`, unless a
+    /// capture of it is under way or it is no job of this store's.
+    fn ensure(self: &Arc<Self>, provider: &Arc<dyn Provider>, instance: &Instance) {
+        if provider.output().is_none() {
+            return;
+        }
+        let Some(job) = self.job_of(&instance.name) else {
+            return;
+        };
+        let mut live = self.live.lock();
+        if live.contains_key(&instance.id) {
+            return;
+        }
+        let (finish, finishing) = watch::channel(false);
+        let (ended, done) = watch::channel(false);
+        live.insert(instance.id.clone(), Live { job, finish, done });
+        drop(live);
+        let store = Arc::clone(self);
+        let provider = Arc::clone(provider);
+        let id = instance.id.clone();
+        tokio::spawn(async move {
+            let result = store.capture(&*provider, &id, job, finishing).await;
+            if let Err(err) = &result {
+                tracing::warn!(job, instance = id.as_str(), error = %err, "output capture stopped");
+            }
+            if matches!(result, Ok(Ended::Gone)) {
+                store.live.lock().remove(&id);
+            }
+            let _ = ended.send(true);
+        });
+    }
+
+    /// Lets `id`'s capture read to its end (bounded: [`FINISH_WAIT`]), then
+    /// forgets it.
+    async fn finish(&self, id: &InstanceId) {
+        let done = {
+            let live = self.live.lock();
+            let Some(capture) = live.get(id) else {
+                return;
+            };
+            let _ = capture.finish.send(true);
+            capture.done.clone()
+        };
+        let mut done = done;
+        let _ = tokio::time::timeout(FINISH_WAIT + SETTLE, done.wait_for(|ended| *ended)).await;
+        self.live.lock().remove(id);
+    }
+
+    /// Appends `id`'s output to job `job`'s file until the output ends, the
+    /// limit cuts it, or a finish is asked and nothing more comes within
+    /// [`SETTLE`]; the file is synced before it answers.
+    async fn capture(
+        &self,
+        provider: &dyn Provider,
+        id: &InstanceId,
+        job: u64,
+        mut finishing: watch::Receiver<bool>,
+    ) -> io::Result<Ended> {
+        if self.cut_path(job).exists() {
+            return Ok(Ended::Whole);
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.path(job))?;
+        let mut written = file.metadata()?.len();
+        let Some(output) = provider.output() else {
+            return Ok(Ended::Whole);
+        };
+        let mut pause = REOPEN_FIRST;
+        let mut finish_by: Option<tokio::time::Instant> = None;
+        let ended = 'reads: loop {
+            let mut stream = match output.read(id, written).await {
+                Ok(stream) => stream,
+                Err(err) if err.kind() == billet_provider::ErrorKind::NotFound => {
+                    break Ended::Gone;
+                }
+                Err(err) => {
+                    if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+                        break Ended::Broken(err.to_string());
+                    }
+                    continue;
+                }
+            };
+            loop {
+                let item = if let Some(by) = finish_by {
+                    let until = by.min(tokio::time::Instant::now() + SETTLE);
+                    match tokio::time::timeout_at(until, stream.next()).await {
+                        Ok(item) => item,
+                        Err(_) => break 'reads Ended::Settled,
+                    }
+                } else {
+                    tokio::select! {
+                        item = stream.next() => item,
+                        _ = finishing.wait_for(|finish| *finish) => {
+                            finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+                            continue;
+                        }
+                    }
+                };
+                match item {
+                    None => break 'reads Ended::Whole,
+                    Some(Ok(bytes)) => {
+                        pause = REOPEN_FIRST;
+                        let room = self.limit.saturating_sub(written);
+                        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+                        file.write_all(&bytes[..take])?;
+                        written += take as u64;
+                        if take < bytes.len() {
+                            file.write_all(CUT_NOTICE.as_bytes())?;
+                            File::create(self.cut_path(job))?.sync_all()?;
+                            break 'reads Ended::Cut;
+                        }
+                    }
+                    Some(Err(err)) if err.kind() == billet_provider::ErrorKind::NotFound => {
+                        break 'reads Ended::Gone;
+                    }
+                    Some(Err(err)) => {
+                        if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+                            break 'reads Ended::Broken(err.to_string());
+                        }
+                        continue 'reads;
+                    }
+                }
+            }
+        };
+        file.sync_all()?;
+        if let Ended::Broken(why) = &ended {
+            tracing::warn!(job, instance = id.as_str(), error = %why, "output capture gave up: the backend's output stream kept breaking");
+        }
+        Ok(ended)
+    }
+}
+
+/// Waits `pause` (doubled for next time, up to [`REOPEN_MAX`]) before a
+/// capture opens its output again; `false` when it should not: a finish was
+/// asked and [`FINISH_WAIT`] has passed since. A finish asked during the
+/// wait ends the wait, and starts that bound.
+async fn wait_to_reopen(
+    pause: &mut Duration,
+    finish_by: &mut Option<tokio::time::Instant>,
+    finishing: &mut watch::Receiver<bool>,
+) -> bool {
+    let now = tokio::time::Instant::now();
+    if finish_by.is_none() && *finishing.borrow() {
+        *finish_by = Some(now + FINISH_WAIT);
+    }
+    let until = match *finish_by {
+        Some(by) if now >= by => return false,
+        Some(by) => (now + *pause).min(by),
+        None => now + *pause,
+    };
+    *pause = pause.saturating_mul(2).min(REOPEN_MAX);
+    if finish_by.is_some() {
+        tokio::time::sleep_until(until).await;
+    } else {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            _ = finishing.wait_for(|finish| *finish) => {
+                *finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+            }
+        }
+    }
+    true
+}
+
+/// How a capture ended.
+#[derive(Debug)]
+enum Ended {
+    /// Every byte the instance wrote was read.
+    Whole,
+    /// The limit cut it.
+    Cut,
+    /// A destroy asked it to finish, and nothing more came within
+    /// [`SETTLE`] (or [`FINISH_WAIT`] passed).
+    Settled,
+    /// The instance is gone (destroyed by someone else, or never there).
+    Gone,
+    /// The output stream kept breaking.
+    Broken(String),
+}
+
+/// A pool's provider with its instances' output captured ([`OutputStore`]):
+/// every call is the provider's own, and `destroy` first finishes the
+/// capture of the instance it removes.
+#[derive(Debug)]
+pub struct Capturing {
+    inner: Arc<dyn Provider>,
+    store: Arc<OutputStore>,
+}
+
+impl Capturing {
+    /// `inner`, with its output captured into `store`.
+    pub fn new(inner: Arc<dyn Provider>, store: Arc<OutputStore>) -> Capturing {
+        Capturing { inner, store }
+    }
+}
+
+#[async_trait]
+impl Provider for Capturing {
+    fn kind(&self) -> ProviderKind {
+        self.inner.kind()
+    }
+
+    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+        self.inner.accepts(trust)
+    }
+
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        let instance = self.inner.launch(spec).await?;
+        self.store.ensure(&self.inner, &instance);
+        Ok(instance)
+    }
+
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        let found = self.inner.find(name).await?;
+        if let Some(instance) = &found {
+            self.store.ensure(&self.inner, instance);
+        }
+        Ok(found)
+    }
+
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        let instances = self.inner.list().await?;
+        for instance in &instances {
+            self.store.ensure(&self.inner, instance);
+        }
+        Ok(instances)
+    }
+
+    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        self.store.finish(id).await;
+        self.inner.destroy(id).await
+    }
+
+    fn output(&self) -> Option<&dyn Output> {
+        self.inner.output()
+    }
+
+    fn hints(&self) -> Option<&dyn Hints> {
+        self.inner.hints()
+    }
+}
+
+/// How often a follower of a job's output looks for more while the job
+/// runs.
+pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// The body of `GET /v1/jobs/{id}/output`: job `job`'s kept output in
+/// pieces of at most [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK); when
+/// `follow`, then what is added, looked for every [`FOLLOW_POLL`], until
+/// `ended` says the job has ended and no capture of it is under way.
+pub fn serve(
+    store: Arc<OutputStore>,
+    job: u64,
+    follow: bool,
+    ended: impl Fn() -> bool + Send + Sync + 'static,
+) -> impl futures::Stream<Item = io::Result<Vec<u8>>> + Send + 'static {
+    let reader = Follower {
+        store,
+        job,
+        follow,
+        file: None,
+        at: 0,
+        last: false,
+    };
+    futures::stream::unfold((reader, ended), |(mut reader, ended)| async move {
+        match reader.next(&ended).await {
+            Ok(Some(piece)) => Some((Ok(piece), (reader, ended))),
+            Ok(None) => None,
+            Err(err) => {
+                reader.last = true;
+                reader.follow = false;
+                // Ends after the error: the next poll finds `last` set.
+                reader.file = None;
+                Some((Err(err), (reader, ended)))
+            }
+        }
+    })
+}
+
+/// One reader of a job's output file.
+struct Follower {
+    store: Arc<OutputStore>,
+    job: u64,
+    follow: bool,
+    file: Option<File>,
+    at: u64,
+    /// Set once nothing more will come: what is read from here on is the
+    /// last of it.
+    last: bool,
+}
+
+impl Follower {
+    async fn next(&mut self, ended: &(impl Fn() -> bool + Sync)) -> io::Result<Option<Vec<u8>>> {
+        use std::io::{Read, Seek, SeekFrom};
+        loop {
+            if self.file.is_none() {
+                match File::open(self.store.path(self.job)) {
+                    Ok(mut file) => {
+                        file.seek(SeekFrom::Start(self.at))?;
+                        self.file = Some(file);
+                    }
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            if let Some(file) = self.file.as_mut() {
+                let mut piece = vec![0; billet_provider::OUTPUT_CHUNK];
+                let n = file.read(&mut piece)?;
+                if n > 0 {
+                    piece.truncate(n);
+                    self.at += n as u64;
+                    return Ok(Some(piece));
+                }
+            }
+            if !self.follow || self.last {
+                return Ok(None);
+            }
+            if ended() && !self.store.capturing(self.job) {
+                // Read to the end once more: the capture may have written
+                // since the last read.
+                self.last = true;
+                continue;
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    }
+}
