@@ -376,6 +376,29 @@ mod tests {
         writer.finish();
     }
 
+    // L15: retention removes a pruned job's output with it, and no other's.
+    #[test]
+    fn l15_retention_removes_the_output_of_the_jobs_it_prunes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        let output = std::sync::Arc::new(
+            crate::output::OutputStore::open(dir.path(), store.identity(), 1 << 20).unwrap(),
+        );
+        store.remove_output_with(std::sync::Arc::clone(&output));
+        store.commit(&ended_jobs(2)).unwrap();
+        store.commit(&[accepted(3)]).unwrap();
+        for job in 1..=3 {
+            std::fs::write(output.path(job), b"kept").unwrap();
+        }
+        let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
+        assert_eq!(store.prune(cutoff, 1).unwrap(), 1);
+        assert!(!output.path(1).exists());
+        assert!(output.path(2).exists());
+        assert_eq!(store.prune(cutoff, 10).unwrap(), 1);
+        assert!(!output.path(2).exists());
+        assert_eq!(output.kept(3).bytes, 4, "a job not ended keeps its output");
+    }
+
     /// Jobs `1..=n` accepted and ended at the epoch.
     fn ended_jobs(n: u64) -> Vec<Change> {
         let mut changes: Vec<Change> = (1..=n).map(accepted).collect();

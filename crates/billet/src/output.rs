@@ -530,3 +530,307 @@ impl Follower {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use billet_clock::ManualClock;
+    use billet_scheduler::JobId;
+    use billet_simulated::{Host, SimulatedProvider, run_for_writing};
+
+    use super::*;
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        clock: ManualClock,
+        raw: Arc<dyn Provider>,
+        store: Arc<OutputStore>,
+        capturing: Capturing,
+    }
+
+    fn fixture(limit: u64, identity: Option<&str>) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+        let raw: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::new(clock.clone()))
+                .build()
+                .unwrap(),
+        );
+        let identity = identity.map(|text| Identity::new(text).unwrap());
+        let store = Arc::new(OutputStore::open(dir.path(), identity.as_ref(), limit).unwrap());
+        let capturing = Capturing::new(Arc::clone(&raw), Arc::clone(&store));
+        Fixture {
+            _dir: dir,
+            clock,
+            raw,
+            store,
+            capturing,
+        }
+    }
+
+    fn spec(job: u64, seconds: u64, bytes: u64) -> Spec {
+        Spec::new(
+            JobId(job).instance_name("linux"),
+            run_for_writing(Duration::from_secs(seconds), bytes),
+        )
+        .with_trust(TrustClass::Trusted)
+    }
+
+    /// Everything `provider` gives of `id`'s output from byte 0.
+    async fn whole(provider: &dyn Provider, id: &InstanceId) -> Vec<u8> {
+        let mut stream = provider.output().unwrap().read(id, 0).await.unwrap();
+        let mut all = Vec::new();
+        while let Some(piece) = stream.next().await {
+            all.extend_from_slice(&piece.unwrap());
+        }
+        all
+    }
+
+    /// Waits (bounded) until no capture of `job` is under way.
+    async fn until_captured(store: &OutputStore, job: u64) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while store.capturing(job) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the capture to end");
+    }
+
+    #[test]
+    fn l15_sizes_are_bytes_or_binary_units() {
+        assert_eq!(parse_size("1"), Ok(1));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("3MiB"), Ok(3 << 20));
+        assert_eq!(parse_size(" 2GiB "), Ok(2 << 30));
+        assert_eq!(parse_size("5 KiB"), Ok(5 << 10));
+        for bad in [
+            "0", "0KiB", "", "KiB", "10MB", "10kib", "1.5MiB", "-1", "abc",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?} was taken");
+        }
+        let err = parse_size("10MB").unwrap_err();
+        assert!(err.contains("KiB, MiB, GiB"), "{err}");
+        assert!(parse_size("18446744073709551615GiB").is_err());
+        assert!(parse_size("17179869184GiB").is_err(), "2^64 bytes");
+        assert_eq!(parse_size("17179869183GiB"), Ok(17_179_869_183 << 30));
+    }
+
+    // L15: a capture keeps every byte the instance wrote, and the job says
+    // so; nothing is kept of a job that wrote nothing.
+    #[tokio::test]
+    async fn l15_a_capture_keeps_every_byte_written() {
+        let f = fixture(1 << 20, None);
+        assert_eq!(f.store.kept(7), Kept::default());
+        let instance = f.capturing.launch(spec(7, 10, 5000)).await.unwrap();
+        assert!(f.store.capturing(7));
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 7).await;
+        let written = whole(&*f.raw, &instance.id).await;
+        assert_eq!(written.len(), 5000);
+        assert_eq!(std::fs::read(f.store.path(7)).unwrap(), written);
+        assert_eq!(
+            f.store.kept(7),
+            Kept {
+                bytes: 5000,
+                truncated: false
+            }
+        );
+        f.capturing.destroy(&instance.id).await.unwrap();
+        assert!(f.raw.list().await.unwrap().is_empty());
+        f.store.remove(7);
+        assert!(!f.store.path(7).exists());
+        assert_eq!(f.store.kept(7), Kept::default());
+    }
+
+    // L15: past the limit the capture stops: exactly the limit is kept,
+    // the notice follows it, and the job says it was cut; retention removes
+    // both files.
+    #[tokio::test]
+    async fn l15_output_past_the_limit_is_cut_and_said() {
+        let f = fixture(300, None);
+        let instance = f.capturing.launch(spec(3, 10, 5000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 3).await;
+        let written = whole(&*f.raw, &instance.id).await;
+        let kept = std::fs::read(f.store.path(3)).unwrap();
+        assert_eq!(&kept[..300], &written[..300]);
+        assert_eq!(&kept[300..], CUT_NOTICE.as_bytes());
+        assert_eq!(
+            f.store.kept(3),
+            Kept {
+                bytes: 300,
+                truncated: true
+            }
+        );
+        // A capture started again (an inventory after a restart) adds
+        // nothing to a cut output.
+        f.capturing.list().await.unwrap();
+        until_captured(&f.store, 3).await;
+        assert_eq!(std::fs::read(f.store.path(3)).unwrap(), kept);
+        f.store.remove(3);
+        assert_eq!(f.store.kept(3), Kept::default());
+        assert!(!f.store.cut_path(3).exists());
+    }
+
+    // L15: a limit the output meets exactly cuts nothing.
+    #[tokio::test]
+    async fn l15_output_of_exactly_the_limit_is_whole() {
+        let f = fixture(5000, None);
+        let _ = f.capturing.launch(spec(4, 10, 5000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 4).await;
+        assert_eq!(
+            f.store.kept(4),
+            Kept {
+                bytes: 5000,
+                truncated: false
+            }
+        );
+    }
+
+    // L15, L6: after a crash the capture goes on from the file's length,
+    // learnt from the inventory: the output is whole, nothing twice.
+    #[tokio::test]
+    async fn l15_a_restart_resumes_the_capture_from_the_file() {
+        let f = fixture(1 << 20, None);
+        // Launched before the crash, not captured since.
+        let instance = f.raw.launch(spec(9, 10, 4000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        let written = whole(&*f.raw, &instance.id).await;
+        std::fs::write(f.store.path(9), &written[..1234]).unwrap();
+        let listed = f.capturing.list().await.unwrap();
+        assert_eq!(listed.len(), 1);
+        until_captured(&f.store, 9).await;
+        assert_eq!(std::fs::read(f.store.path(9)).unwrap(), written);
+        // `find` starts a capture too, which adds nothing to a whole one.
+        f.capturing.find(&instance.name).await.unwrap();
+        until_captured(&f.store, 9).await;
+        assert_eq!(std::fs::read(f.store.path(9)).unwrap(), written);
+    }
+
+    // L15: a destroy of an instance still running (a cancelled job) waits
+    // for its capture to take what was written, then destroys it.
+    #[tokio::test]
+    async fn l15_destroy_finishes_the_capture_first() {
+        let f = fixture(1 << 20, None);
+        let instance = f.capturing.launch(spec(5, 100, 10_000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(50)).unwrap();
+        let so_far = whole_ready(&*f.raw, &instance.id).await;
+        assert!(!so_far.is_empty());
+        let started = tokio::time::Instant::now();
+        f.capturing.destroy(&instance.id).await.unwrap();
+        assert!(started.elapsed() < FINISH_WAIT + SETTLE * 4);
+        assert!(!f.store.capturing(5));
+        assert_eq!(std::fs::read(f.store.path(5)).unwrap(), so_far);
+        assert!(f.raw.list().await.unwrap().is_empty());
+        // A destroy of an instance no capture knows goes straight on.
+        f.capturing.destroy(&instance.id).await.unwrap();
+    }
+
+    /// What `provider` has of `id`'s output now, without waiting for more.
+    async fn whole_ready(provider: &dyn Provider, id: &InstanceId) -> Vec<u8> {
+        let mut stream = provider.output().unwrap().read(id, 0).await.unwrap();
+        let mut all = Vec::new();
+        while let Ok(Some(piece)) =
+            tokio::time::timeout(Duration::from_millis(100), stream.next()).await
+        {
+            all.extend_from_slice(&piece.unwrap());
+        }
+        all
+    }
+
+    // L15: only this store's jobs are captured: an instance named under
+    // another store's identity, or named as no job's, is left alone.
+    #[tokio::test]
+    async fn l15_only_this_stores_instances_are_captured() {
+        let own = "0a1b2c3d";
+        let f = fixture(1 << 20, Some(own));
+        let other = Identity::new("deadbeef").unwrap();
+        let theirs = Spec::new(
+            JobId(1).instance_name_in(Some(&other), "linux"),
+            run_for_writing(Duration::from_secs(10), 100),
+        )
+        .with_trust(TrustClass::Trusted);
+        f.capturing.launch(theirs).await.unwrap();
+        let stray = Spec::new("not-a-job", run_for_writing(Duration::from_secs(10), 100))
+            .with_trust(TrustClass::Trusted);
+        f.capturing.launch(stray).await.unwrap();
+        assert!(!f.store.capturing(1));
+        assert!(f.store.live.lock().is_empty());
+        let mine = Spec::new(
+            JobId(2).instance_name_in(Identity::new(own).as_ref(), "linux"),
+            run_for_writing(Duration::from_secs(10), 100),
+        )
+        .with_trust(TrustClass::Trusted);
+        f.capturing.launch(mine).await.unwrap();
+        assert!(f.store.capturing(2));
+        // An old name, without an identity, is this store's job too.
+        f.capturing.launch(spec(6, 10, 100)).await.unwrap();
+        assert!(f.store.capturing(6));
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 2).await;
+        assert_eq!(f.store.kept(2).bytes, 100);
+        assert_eq!(f.store.kept(1).bytes, 0);
+    }
+
+    /// Everything `serve` gives.
+    async fn served(store: &Arc<OutputStore>, job: u64, follow: bool, ended: bool) -> Vec<u8> {
+        let body = serve(Arc::clone(store), job, follow, move || ended);
+        let pieces: Vec<io::Result<Vec<u8>>> = body.collect().await;
+        pieces.into_iter().flat_map(Result::unwrap).collect()
+    }
+
+    // L15: the route's body is the file, in pieces; a follow of an ended
+    // job whose capture is done ends at the file's end; without a file,
+    // nothing.
+    #[tokio::test]
+    async fn l15_the_body_is_what_is_kept_and_a_follow_ends_with_the_job() {
+        let f = fixture(1 << 20, None);
+        assert!(served(&f.store, 8, false, true).await.is_empty());
+        assert!(served(&f.store, 8, true, true).await.is_empty());
+        let text: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(f.store.path(8), &text).unwrap();
+        assert_eq!(served(&f.store, 8, false, false).await, text);
+        assert_eq!(served(&f.store, 8, true, true).await, text);
+        let pieces: Vec<usize> = serve(Arc::clone(&f.store), 8, false, || true)
+            .map(|piece| piece.unwrap().len())
+            .collect()
+            .await;
+        assert!(pieces.iter().all(|&n| n <= billet_provider::OUTPUT_CHUNK));
+        // A follow of a job not ended waits; the job's end ends it.
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let told = Arc::clone(&ended);
+        let follower = tokio::spawn({
+            let store = Arc::clone(&f.store);
+            async move {
+                let body = serve(store, 8, true, move || {
+                    told.load(std::sync::atomic::Ordering::SeqCst)
+                });
+                let pieces: Vec<io::Result<Vec<u8>>> = body.collect().await;
+                pieces
+                    .into_iter()
+                    .flat_map(Result::unwrap)
+                    .collect::<Vec<u8>>()
+            }
+        });
+        tokio::time::sleep(FOLLOW_POLL * 3).await;
+        assert!(!follower.is_finished());
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(f.store.path(8))
+            .unwrap();
+        file.write_all(b"more").unwrap();
+        ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        let all = tokio::time::timeout(Duration::from_secs(5), follower)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(&all[..text.len()], &text[..]);
+        assert_eq!(&all[text.len()..], b"more");
+    }
+}
