@@ -219,6 +219,8 @@ mod tests {
         assert_eq!(args.reconcile_every, Duration::from_secs(60));
         assert_eq!(args.log_format, LogFormat::Text);
         assert_eq!(args.give_up_after, Duration::from_secs(600));
+        assert_eq!(args.output_limit, crate::output::DEFAULT_OUTPUT_LIMIT);
+        assert_eq!(args.output_limit, 64 * 1024 * 1024);
         assert_eq!(args.default_timeout, Duration::from_secs(3600));
         assert_eq!(args.max_timeout, Duration::from_secs(86_400));
         assert_eq!(args.max_connections, 512);
@@ -261,6 +263,12 @@ mod tests {
             panic!("serve");
         };
         assert_eq!(args.max_connections, 3);
+        let Command::Serve(args) = parse("--output-limit", "512KiB").unwrap().command else {
+            panic!("serve");
+        };
+        assert_eq!(args.output_limit, 512 * 1024);
+        assert!(parse("--output-limit", "0").is_err());
+        assert!(parse("--output-limit", "5MB").is_err());
         let Command::Serve(args) = parse("--retain", "90m").unwrap().command else {
             panic!("serve");
         };

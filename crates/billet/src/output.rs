@@ -49,7 +49,7 @@ use tokio::sync::watch;
 
 /// The most bytes of one job's output kept by default (`--output-limit`):
 /// 64 MiB.
-pub const DEFAULT_OUTPUT_LIMIT: u64 = 64 << 20;
+pub const DEFAULT_OUTPUT_LIMIT: u64 = 67_108_864;
 
 /// What is appended to a job's output where the limit cut it.
 pub const CUT_NOTICE: &str =
@@ -58,6 +58,10 @@ pub const CUT_NOTICE: &str =
 /// The longest a destroy waits for its instance's capture to read to the
 /// end of what the instance wrote.
 pub const FINISH_WAIT: Duration = Duration::from_secs(5);
+
+/// The longest a destroy waits for the capture it asked to finish: past
+/// [`FINISH_WAIT`], room for the capture's last read and its `fsync`.
+const FINISH_BOUND: Duration = Duration::from_secs(6);
 
 /// Once a destroy asked the capture to finish: how long it waits for more
 /// output after the last byte before it takes what it has.
@@ -146,11 +150,6 @@ impl OutputStore {
             identity: identity.map(ToString::to_string),
             live: Mutex::new(HashMap::new()),
         })
-    }
-
-    /// The most bytes kept per job.
-    pub fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// The file of job `job`'s output.
@@ -245,7 +244,7 @@ impl OutputStore {
             capture.done.clone()
         };
         let mut done = done;
-        let _ = tokio::time::timeout(FINISH_WAIT + SETTLE, done.wait_for(|ended| *ended)).await;
+        let _ = tokio::time::timeout(FINISH_BOUND, done.wait_for(|ended| *ended)).await;
         self.live.lock().remove(id);
     }
 
@@ -315,9 +314,8 @@ impl OutputStore {
                             break 'reads Ended::Cut;
                         }
                     }
-                    Some(Err(err)) if err.kind() == billet_provider::ErrorKind::NotFound => {
-                        break 'reads Ended::Gone;
-                    }
+                    // Opened again after the pause: an instance gone is
+                    // then told (`NotFound`, the capture ends).
                     Some(Err(err)) => {
                         if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
                             break 'reads Ended::Broken(err.to_string());
@@ -778,10 +776,13 @@ mod tests {
         assert_eq!(f.store.kept(1).bytes, 0);
     }
 
-    /// Everything `serve` gives.
+    /// Everything `serve` gives (bounded: a follow that never ends fails).
     async fn served(store: &Arc<OutputStore>, job: u64, follow: bool, ended: bool) -> Vec<u8> {
         let body = serve(Arc::clone(store), job, follow, move || ended);
-        let pieces: Vec<io::Result<Vec<u8>>> = body.collect().await;
+        let pieces: Vec<io::Result<Vec<u8>>> =
+            tokio::time::timeout(Duration::from_secs(5), body.collect())
+                .await
+                .expect("the body to end");
         pieces.into_iter().flat_map(Result::unwrap).collect()
     }
 
@@ -832,5 +833,216 @@ mod tests {
             .unwrap();
         assert_eq!(&all[..text.len()], &text[..]);
         assert_eq!(&all[text.len()..], b"more");
+    }
+
+    /// A provider over the simulated one whose output streams break once
+    /// each after `after` pieces, while `refuse_opens` opens are refused.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: SimulatedProvider,
+        after: usize,
+        broken: Mutex<std::collections::HashSet<InstanceId>>,
+        refuse_opens: std::sync::atomic::AtomicU32,
+    }
+
+    #[async_trait]
+    impl Provider for Flaky {
+        fn kind(&self) -> ProviderKind {
+            self.inner.kind()
+        }
+        fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+            self.inner.accepts(trust)
+        }
+        async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+            self.inner.launch(spec).await
+        }
+        async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+            self.inner.find(name).await
+        }
+        async fn list(&self) -> Result<Vec<Instance>, Error> {
+            self.inner.list().await
+        }
+        async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+            self.inner.destroy(id).await
+        }
+        fn output(&self) -> Option<&dyn Output> {
+            Some(self)
+        }
+    }
+
+    #[async_trait]
+    impl Output for Flaky {
+        async fn read(
+            &self,
+            id: &InstanceId,
+            from: u64,
+        ) -> Result<billet_provider::OutputStream, Error> {
+            use std::sync::atomic::Ordering::SeqCst;
+            if self
+                .refuse_opens
+                .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err(Error::unavailable("refused, as a daemon restarting would"));
+            }
+            let stream = Output::read(&self.inner, id, from).await?;
+            if !self.broken.lock().insert(id.clone()) {
+                return Ok(stream);
+            }
+            let broken = stream.take(self.after).chain(futures::stream::once(async {
+                Err(Error::unavailable("the stream broke"))
+            }));
+            Ok(Box::pin(broken))
+        }
+    }
+
+    fn flaky(limit: u64, after: usize, refuse_opens: u32) -> (Fixture, Arc<Flaky>) {
+        let f = fixture(limit, None);
+        let flaky = Arc::new(Flaky {
+            inner: SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::new(f.clock.clone()))
+                .build()
+                .unwrap(),
+            after,
+            broken: Mutex::new(std::collections::HashSet::new()),
+            refuse_opens: std::sync::atomic::AtomicU32::new(refuse_opens),
+        });
+        (f, flaky)
+    }
+
+    // L15 (D16): a stream that breaks mid-read, and opens refused for a
+    // while, cost time, never a byte: the capture opens again from where the
+    // file ends, and the output is whole, nothing twice.
+    #[tokio::test]
+    async fn l15_a_broken_stream_is_read_again_from_where_the_file_ends() {
+        let (f, flaky) = flaky(1 << 20, 1, 2);
+        let provider: Arc<dyn Provider> = flaky.clone();
+        let capturing = Capturing::new(Arc::clone(&provider), Arc::clone(&f.store));
+        let instance = capturing.launch(spec(11, 10, 200_000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 11).await;
+        let written = whole(&flaky.inner, &instance.id).await;
+        assert_eq!(written.len(), 200_000);
+        assert_eq!(std::fs::read(f.store.path(11)).unwrap(), written);
+    }
+
+    // L15: the limit counts every piece: a cut that falls in a later piece
+    // keeps exactly the limit.
+    #[tokio::test]
+    async fn l15_the_limit_counts_across_pieces() {
+        let f = fixture(70_000, None);
+        let instance = f.capturing.launch(spec(12, 10, 200_000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        until_captured(&f.store, 12).await;
+        let written = whole(&*f.raw, &instance.id).await;
+        let kept = std::fs::read(f.store.path(12)).unwrap();
+        assert_eq!(&kept[..70_000], &written[..70_000]);
+        assert_eq!(&kept[70_000..], CUT_NOTICE.as_bytes());
+    }
+
+    // L15: an instance gone before its capture could read (destroyed behind
+    // its back) ends the capture, and it is forgotten.
+    #[tokio::test]
+    async fn l15_an_instance_gone_ends_its_capture() {
+        let f = fixture(1 << 20, None);
+        let instance = f.capturing.launch(spec(13, 10, 100)).await.unwrap();
+        f.raw.destroy(&instance.id).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(2), async {
+            while !f.store.live.lock().is_empty() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the capture of a destroyed instance to end and be forgotten");
+        assert_eq!(f.store.kept(13).bytes, 0);
+    }
+
+    // L15: a destroy asked before the capture read anything still waits for
+    // it to read what the instance wrote.
+    #[tokio::test]
+    async fn l15_a_destroy_at_once_still_keeps_what_was_written() {
+        let f = fixture(16 << 20, None);
+        let instance = f.capturing.launch(spec(14, 10, 4 << 20)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        let written = whole(&*f.raw, &instance.id).await;
+        f.capturing.destroy(&instance.id).await.unwrap();
+        assert_eq!(std::fs::read(f.store.path(14)).unwrap(), written);
+    }
+
+    // The pauses between opens: doubled from the first to the cap while no
+    // finish is asked; a finish asked ends the wait and bounds the rest;
+    // past the bound, no more opens.
+    #[tokio::test(start_paused = true)]
+    async fn l15_opens_again_after_pauses_that_double_until_a_finish_bounds_them() {
+        let (sender, mut finishing) = watch::channel(false);
+        let mut pause = REOPEN_FIRST;
+        let mut finish_by = None;
+        let start = tokio::time::Instant::now();
+        assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
+        assert_eq!(start.elapsed(), REOPEN_FIRST);
+        assert_eq!(pause, REOPEN_FIRST * 2);
+        for _ in 0..10 {
+            assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
+        }
+        assert_eq!(pause, REOPEN_MAX);
+        assert_eq!(finish_by, None);
+        // A finish asked during the wait ends it at once.
+        let asked = tokio::time::Instant::now();
+        let ask = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            sender.send(true).unwrap();
+            sender
+        });
+        assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
+        assert_eq!(asked.elapsed(), Duration::from_secs(1));
+        assert_eq!(
+            finish_by,
+            Some(asked + Duration::from_secs(1) + FINISH_WAIT)
+        );
+        let _sender = ask.await.unwrap();
+        // Bounded from then on: the wait stops at the bound, then none.
+        let before = tokio::time::Instant::now();
+        assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
+        assert_eq!(before.elapsed(), REOPEN_MAX.min(FINISH_WAIT));
+        while wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {}
+        assert_eq!(tokio::time::Instant::now(), finish_by.unwrap());
+        // A finish asked before the first wait starts the bound at once.
+        let (_asked, mut finishing) = watch::channel(true);
+        let mut pause = REOPEN_FIRST;
+        let mut finish_by = None;
+        let now = tokio::time::Instant::now();
+        assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
+        assert_eq!(finish_by, Some(now + FINISH_WAIT));
+        assert_eq!(now.elapsed(), REOPEN_FIRST);
+    }
+
+    // Capturing is its provider in every call but destroy's wait: the same
+    // kind, the same refusals, the same instance found, the capabilities
+    // passed on.
+    #[tokio::test]
+    async fn l15_capturing_answers_as_its_provider() {
+        let f = fixture(1 << 20, None);
+        assert_eq!(f.capturing.kind(), f.raw.kind());
+        assert!(f.capturing.output().is_some());
+        assert!(f.capturing.hints().is_some());
+        let docker: Arc<dyn Provider> =
+            Arc::new(billet_docker::DockerProvider::new("blue").unwrap());
+        let wrapped = Capturing::new(Arc::clone(&docker), Arc::clone(&f.store));
+        assert_eq!(wrapped.kind(), ProviderKind::Docker);
+        for trust in [
+            TrustClass::Trusted,
+            TrustClass::Untrusted,
+            TrustClass::Unknown,
+        ] {
+            assert_eq!(
+                wrapped.accepts(trust).map_err(|e| e.kind()),
+                docker.accepts(trust).map_err(|e| e.kind())
+            );
+        }
+        assert!(wrapped.accepts(TrustClass::Untrusted).is_err());
+        let instance = f.capturing.launch(spec(15, 10, 10)).await.unwrap();
+        let found = f.capturing.find(&instance.name).await.unwrap();
+        assert_eq!(found.map(|i| i.id), Some(instance.id));
     }
 }
