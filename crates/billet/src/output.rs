@@ -34,6 +34,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,7 +144,13 @@ impl OutputStore {
     /// for a store of `identity`, keeping at most `limit` bytes per job.
     pub fn open(state: &Path, identity: Option<&Identity>, limit: u64) -> io::Result<OutputStore> {
         let dir = state.join("output");
-        std::fs::create_dir_all(&dir)?;
+        // Job output holds what jobs print, secrets included: the owner's
+        // alone, like the rest of the state directory.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         Ok(OutputStore {
             dir,
             limit,
@@ -264,6 +271,7 @@ impl OutputStore {
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(self.path(job))?;
         let mut written = file.metadata()?.len();
         let Some(output) = provider.output() else {
@@ -310,7 +318,12 @@ impl OutputStore {
                         written += take as u64;
                         if take < bytes.len() {
                             file.write_all(CUT_NOTICE.as_bytes())?;
-                            File::create(self.cut_path(job))?.sync_all()?;
+                            OpenOptions::new()
+                                .create(true)
+                                .write(true)
+                                .mode(0o600)
+                                .open(self.cut_path(job))?
+                                .sync_all()?;
                             break 'reads Ended::Cut;
                         }
                     }
@@ -465,17 +478,13 @@ pub fn serve(
         at: 0,
         last: false,
     };
-    futures::stream::unfold((reader, ended), |(mut reader, ended)| async move {
+    futures::stream::unfold(Some((reader, ended)), |state| async move {
+        let (mut reader, ended) = state?;
         match reader.next(&ended).await {
-            Ok(Some(piece)) => Some((Ok(piece), (reader, ended))),
+            Ok(Some(piece)) => Some((Ok(piece), Some((reader, ended)))),
             Ok(None) => None,
-            Err(err) => {
-                reader.last = true;
-                reader.follow = false;
-                // Ends after the error: the next poll finds `last` set.
-                reader.file = None;
-                Some((Err(err), (reader, ended)))
-            }
+            // The error is the body's last item.
+            Err(err) => Some((Err(err), None)),
         }
     })
 }
@@ -798,10 +807,14 @@ mod tests {
         std::fs::write(f.store.path(8), &text).unwrap();
         assert_eq!(served(&f.store, 8, false, false).await, text);
         assert_eq!(served(&f.store, 8, true, true).await, text);
-        let pieces: Vec<usize> = serve(Arc::clone(&f.store), 8, false, || true)
-            .map(|piece| piece.unwrap().len())
-            .collect()
-            .await;
+        let pieces: Vec<usize> = tokio::time::timeout(
+            Duration::from_secs(5),
+            serve(Arc::clone(&f.store), 8, false, || true)
+                .map(|piece| piece.unwrap().len())
+                .collect(),
+        )
+        .await
+        .expect("the body to end");
         assert!(pieces.iter().all(|&n| n <= billet_provider::OUTPUT_CHUNK));
         // A follow of a job not ended waits; the job's end ends it.
         let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -1044,5 +1057,45 @@ mod tests {
         let instance = f.capturing.launch(spec(15, 10, 10)).await.unwrap();
         let found = f.capturing.find(&instance.name).await.unwrap();
         assert_eq!(found.map(|i| i.id), Some(instance.id));
+    }
+
+    // L15: once a destroy asked the capture to finish, output that comes
+    // within SETTLE of the last is still taken (paused time: exact).
+    #[tokio::test(start_paused = true)]
+    async fn l15_a_finish_takes_what_comes_within_the_settle() {
+        let f = fixture(1 << 20, None);
+        let instance = f.capturing.launch(spec(16, 100, 10_000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(50)).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let destroy = {
+            let capturing = Capturing::new(Arc::clone(&f.raw), Arc::clone(&f.store));
+            let id = instance.id.clone();
+            // The same store: this wrapper's destroy finishes the capture
+            // the first one started.
+            tokio::spawn(async move { capturing.destroy(&id).await })
+        };
+        tokio::time::sleep(SETTLE / 4).await;
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        let at_60 = whole_ready(&*f.raw, &instance.id).await;
+        destroy.await.unwrap().unwrap();
+        let kept = std::fs::read(f.store.path(16)).unwrap();
+        assert_eq!(kept.len(), 6_000);
+        assert_eq!(kept, at_60);
+    }
+
+    // L15: a file that cannot be read is an error in the body, not an
+    // empty output.
+    #[tokio::test]
+    async fn l15_an_unreadable_file_is_an_error_not_nothing() {
+        let f = fixture(1 << 20, None);
+        std::os::unix::fs::symlink(f.store.path(17), f.store.path(17)).unwrap();
+        let pieces: Vec<io::Result<Vec<u8>>> = tokio::time::timeout(
+            Duration::from_secs(5),
+            serve(Arc::clone(&f.store), 17, true, || true).collect(),
+        )
+        .await
+        .expect("the body to end");
+        assert_eq!(pieces.len(), 1, "{pieces:?}");
+        assert!(pieces[0].is_err(), "{pieces:?}");
     }
 }

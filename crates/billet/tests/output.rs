@@ -5,10 +5,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use support::{Pool, Service, SocketProxy, daemon, daemon_endpoint};
+use support::{Pool, Service, SocketProxy, Watch, daemon, daemon_endpoint};
 
 /// How long any job of these tests may take to end once submitted.
 const END: Duration = Duration::from_secs(60);
@@ -170,27 +170,40 @@ async fn l15_kill_9_mid_output_and_a_restart_lose_and_double_nothing() {
 }
 
 // B12, D16: with a reconcile only every minute, a job's end is seen from
-// the daemon's events at once: the job of one second ends well before the
-// next inventory would have shown it.
+// the daemon's events at once: from the container's exit (the daemon's own
+// `die` time) to the job's `ended_at` (its outcome committed, the container
+// removed) is a matter of the destroy, not of the minute a reconcile would
+// take. The bound asserted is loose (a loaded machine); the figure itself,
+// p50 and p99 over 50 jobs, is the `ends_and_output` bench's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn b12_d16_an_end_is_seen_at_once_with_a_minute_between_reconciles() {
     if !daemon("b12_d16_an_end_is_seen_at_once_with_a_minute_between_reconciles") {
         return;
     }
     let mut service = Service::new("prompt", &pool()).with_reconcile_every("60s");
+    let watch = Watch::start(&service.id).await;
     service.start().await;
     // The first inventory is read at the start; placing waits for it.
     let job = service.submit_sh("sleep 1").await;
     let id = id_of(&job);
-    let submitted = Instant::now();
     let ended = service.wait_ended(&[id], Duration::from_secs(30)).await;
-    let took = submitted.elapsed();
-    assert_eq!(ended[&id]["state"], "finished", "{}", ended[&id]);
-    // One second of run, a launch and a destroy: far under the minute a
-    // reconcile would have taken.
+    let job = &ended[&id];
+    assert_eq!(job["state"], "finished", "{job}");
+    let instance = job["instance"].as_str().expect("its container");
+    watch.wait_events("die", 1, END).await;
+    let died = watch
+        .events()
+        .into_iter()
+        .find(|e| e.action == "die" && e.id == instance)
+        .expect("the container's die event");
+    let died = SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::try_from(died.at).unwrap());
+    let ended_at =
+        humantime::parse_rfc3339(job["ended_at"].as_str().expect("ended")).expect("a time");
+    let seen = ended_at.duration_since(died).unwrap_or_default();
+    println!("B12/D16: container exit to job end {seen:?}, reconcile every 60s");
     assert!(
-        took < Duration::from_secs(20),
-        "the end was seen {took:?} after submission"
+        seen < Duration::from_secs(10),
+        "the end was seen {seen:?} after the container exited: the reconcile's minute, not the event"
     );
     service.finish().await;
 }

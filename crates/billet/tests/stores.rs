@@ -206,6 +206,12 @@ async fn l13_the_state_is_readable_by_its_owner_only() {
         }
         assert_eq!(mode(&path), 0o600, "{file}");
     }
+    // L15: job output is the owner's alone too.
+    assert_eq!(mode(&state.join("output")), 0o700);
+    let job = service.submit_sh("echo secret").await;
+    let id = id_of(&job);
+    service.wait_ended(&[id], END).await;
+    assert_eq!(mode(&state.join("output").join(format!("{id}.out"))), 0o600);
     service.finish().await;
 }
 
