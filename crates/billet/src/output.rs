@@ -320,6 +320,7 @@ impl OutputStore {
                             file.write_all(CUT_NOTICE.as_bytes())?;
                             OpenOptions::new()
                                 .create(true)
+                                .truncate(true)
                                 .write(true)
                                 .mode(0o600)
                                 .open(self.cut_path(job))?
