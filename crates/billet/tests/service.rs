@@ -219,6 +219,8 @@ async fn l4_jobs_are_accepted_run_and_shown() {
         "submitted_at",
         "started_at",
         "ended_at",
+        "output_bytes",
+        "output_truncated",
     ];
     let at: Vec<usize> = order
         .iter()
