@@ -4,7 +4,7 @@
 //! # Where it is kept
 //!
 //! `STATE/output/ID.out` holds job `ID`'s output, as its backend's
-//! [`Output`](billet_provider::Output) gives it (stdout and stderr in one
+//! [`Output`] gives it (stdout and stderr in one
 //! sequence). It holds at most the limit (`--output-limit`,
 //! [`DEFAULT_OUTPUT_LIMIT`]); past it the capture stops, [`CUT_NOTICE`] is
 //! appended, and `STATE/output/ID.cut` is made: the job's JSON then says
