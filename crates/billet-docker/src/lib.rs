@@ -74,7 +74,7 @@ pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_name};
 pub use provider::{
     Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, HINT_BACKOFF_FIRST,
-    HINT_BACKOFF_MAX, HINT_BUFFER, PullPolicy,
+    HINT_BACKOFF_MAX, HINT_BUFFER, LAUNCHES_AT_ONCE, PullPolicy,
 };
 pub use tls::{
     ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, STALE_RETRIES, TlsError, TlsFile,

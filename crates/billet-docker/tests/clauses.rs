@@ -1754,3 +1754,32 @@ async fn d12_a_destroy_whose_container_vanishes_in_between_removes_no_look_alike
         "{a:?} {b:?}: the look-alike was removed"
     );
 }
+
+// D16, B12: a burst of launches takes turns at the daemon, so that the looks
+// and removals that end jobs are not held up behind it: with a bound of 2,
+// six launches at once never have more than two creates at the daemon, and
+// every one of them launches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d16_b12_a_burst_of_launches_takes_turns_at_the_daemon() {
+    let Some(scope) = daemon("d16turns") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let provider = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .launches_at_once(2)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    // Each request waits in the proxy, so launches that run together
+    // overlap at the daemon.
+    proxy.slow(Duration::from_millis(200));
+    let launches = (0..6).map(|i| provider.launch(sleeper(&format!("turn-{i}"))));
+    let launched = futures::future::join_all(launches).await;
+    assert!(launched.iter().all(Result::is_ok), "{launched:?}");
+    assert_eq!(proxy.peak_creates(), 2);
+    proxy.restore();
+    let listed = provider.list().await.unwrap();
+    assert_eq!(listed.len(), 6);
+}

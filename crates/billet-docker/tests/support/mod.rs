@@ -415,6 +415,9 @@ struct Shared {
     /// Requests sent on to the daemon whose answer has not come back yet,
     /// whether or not their caller still waits for it.
     in_flight: Arc<AtomicU64>,
+    /// `create container` requests sent on and not yet answered, and the
+    /// most there were at once.
+    creates: Arc<(AtomicU64, AtomicU64)>,
     /// How long each request waits in the proxy before it is forwarded.
     delay: Mutex<Duration>,
 }
@@ -471,9 +474,18 @@ async fn forward(
     let upstream = shared.upstream.clone();
     let in_flight = Arc::clone(&shared.in_flight);
     in_flight.fetch_add(1, Ordering::SeqCst);
+    let create = request.uri().path().ends_with("/containers/create");
+    let creates = Arc::clone(&shared.creates);
+    if create {
+        let now = creates.0.fetch_add(1, Ordering::SeqCst) + 1;
+        creates.1.fetch_max(now, Ordering::SeqCst);
+    }
     let sent = tokio::spawn(async move {
         let answer = send(&upstream, request).await;
         in_flight.fetch_sub(1, Ordering::SeqCst);
+        if create {
+            creates.0.fetch_sub(1, Ordering::SeqCst);
+        }
         answer
     });
     sent.await?
@@ -587,6 +599,7 @@ impl SocketProxy {
                 acceptor: Mutex::new(None),
                 delivered: AtomicU64::new(0),
                 in_flight: Arc::default(),
+                creates: Arc::default(),
                 delay: Mutex::new(Duration::ZERO),
             }),
             runtime: Some(runtime),
@@ -609,6 +622,12 @@ impl SocketProxy {
     /// or not.
     pub fn delivered(&self) -> u64 {
         self.shared.delivered.load(Ordering::SeqCst)
+    }
+
+    /// The most `create container` requests that were at the daemon at
+    /// once through this proxy (sent on, not yet answered).
+    pub fn peak_creates(&self) -> u64 {
+        self.shared.creates.1.load(Ordering::SeqCst)
     }
 
     /// Whether no request it sent on to the daemon still waits for its
