@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use billet_config::{Config, ConfigKind, Settings as PoolSettings};
-use billet_docker::{ClientTls, Confinement, DockerProvider, TlsError, TlsFiles};
+use billet_docker::{
+    ClientTls, Confinement, DEFAULT_LOG_MAX_SIZE, DockerProvider, TlsError, TlsFiles,
+};
 use billet_provider::Provider;
 
 /// A pool's provider under the pool's configured name.
@@ -50,9 +52,17 @@ pub enum BackendError {
 /// Builds every configured pool's provider, in configuration order, named
 /// as configured. Docker pools use the file's `docker` settings (endpoint,
 /// network, mutual TLS; the image goes into every launch) and `call_timeout`
-/// as the deadline of each provider call. A pool's TLS files are read and
-/// checked here, so a bad one stops the start naming the pool and the file.
-pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, BackendError> {
+/// as the deadline of each provider call. With `output_limit` (the service
+/// captures each job's output up to that many bytes, L15), each docker
+/// container keeps its log as [`captured_log`] says, so that the daemon's
+/// rotation never moves the bytes a capture reads. A pool's TLS files are
+/// read and checked here, so a bad one stops the start naming the pool and
+/// the file.
+pub fn build(
+    config: &Config,
+    call_timeout: Duration,
+    output_limit: Option<u64>,
+) -> Result<Vec<Named>, BackendError> {
     let owner = config.deployment().id();
     config
         .providers()
@@ -77,7 +87,7 @@ pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, Back
                         })?;
                         builder = builder.tls(tls);
                     }
-                    builder = builder.confinement(confinement(docker));
+                    builder = builder.confinement(confinement(docker, output_limit));
                     if let Some(network) = &docker.network {
                         builder = builder.network(network.clone());
                     }
@@ -99,10 +109,30 @@ pub fn build(config: &Config, call_timeout: Duration) -> Result<Vec<Named>, Back
         .collect()
 }
 
+/// The log a container whose output is captured up to `output_limit`
+/// bytes keeps on its docker daemon: one file of twice the limit, at least
+/// [`DEFAULT_LOG_MAX_SIZE`], and at most `i64::MAX` bytes (what the daemon
+/// reads). The daemon's logs API cannot seek by byte, so a capture's
+/// offset counts from the start of what the daemon keeps; were a file
+/// rotated away before the capture had read it (a fast writer outrunning
+/// the follow, or a restart mid-job), the capture would lose or repeat
+/// bytes. The json-file driver counts its own encoding (a line's stream and
+/// time, about 60 bytes), so twice the limit holds a job's first `limit`
+/// bytes unless its lines average under about 60 bytes. One file, rather
+/// than docker's three: the container's log on the host stays within that
+/// one size (D15).
+pub fn captured_log(output_limit: u64) -> (u64, u32) {
+    let size = output_limit
+        .saturating_mul(2)
+        .clamp(DEFAULT_LOG_MAX_SIZE, i64::MAX as u64);
+    (size, 1)
+}
+
 /// A docker pool's confinement (D15): the backend's safe default, with what
 /// the pool's `docker:` block sets (`cpus`, `memory`, `pids_limit`, `user`,
-/// `read_only`; `cap_add` granted on top of the default set).
-fn confinement(docker: &billet_config::DockerSettings) -> Confinement {
+/// `read_only`; `cap_add` granted on top of the default set), and the log
+/// [`captured_log`] sizes when the output is captured up to `output_limit`.
+fn confinement(docker: &billet_config::DockerSettings, output_limit: Option<u64>) -> Confinement {
     let mut confinement = Confinement::default()
         .with_read_only(docker.read_only)
         .with_cap_add(docker.cap_add.iter().cloned());
@@ -117,6 +147,10 @@ fn confinement(docker: &billet_config::DockerSettings) -> Confinement {
     }
     if let Some(user) = &docker.user {
         confinement = confinement.with_user(user.clone());
+    }
+    if let Some(limit) = output_limit {
+        let (max_size, max_files) = captured_log(limit);
+        confinement = confinement.with_log(max_size, max_files);
     }
     confinement
 }
@@ -147,7 +181,7 @@ providers:
 routing: {default_kind: docker}
 ",
         );
-        assert_eq!(confinement(&docker(&plain)), Confinement::default());
+        assert_eq!(confinement(&docker(&plain), None), Confinement::default());
         let set = config(
             "deployment: {id: d}
 providers:
@@ -165,8 +199,32 @@ routing: {default_kind: docker}
             .with_user("1000:1000")
             .with_read_only(true)
             .with_cap_add(["NET_RAW"]);
-        assert_eq!(confinement(&docker(&set)), expected);
-        assert!(build(&set, Duration::from_secs(5)).is_ok());
+        assert_eq!(confinement(&docker(&set), None), expected);
+        // L15: a captured pool's containers keep their log as
+        // `captured_log` says, the rest of the confinement as set.
+        assert_eq!(
+            confinement(&docker(&set), Some(64 << 20)),
+            expected.clone().with_log(128 << 20, 1)
+        );
+        assert!(build(&set, Duration::from_secs(5), None).is_ok());
+    }
+
+    // L15: a captured container's log is one file of twice the output
+    // limit, never under docker's default size nor past what the daemon reads.
+    #[test]
+    fn l15_a_captured_log_holds_twice_the_limit_in_one_file() {
+        assert_eq!(captured_log(64 << 20), (128 << 20, 1));
+        assert_eq!(
+            captured_log((DEFAULT_LOG_MAX_SIZE / 2) + 1),
+            (DEFAULT_LOG_MAX_SIZE + 2, 1)
+        );
+        assert_eq!(
+            captured_log(DEFAULT_LOG_MAX_SIZE / 2),
+            (DEFAULT_LOG_MAX_SIZE, 1)
+        );
+        assert_eq!(captured_log(1), (DEFAULT_LOG_MAX_SIZE, 1));
+        assert_eq!(captured_log(u64::MAX), (i64::MAX as u64, 1));
+        assert_eq!(captured_log(i64::MAX as u64 / 2 + 1), (i64::MAX as u64, 1));
     }
 
     // D17: a pool's tls files are read at start: good ones reach its
@@ -208,11 +266,13 @@ routing: {{default_kind: docker}}
             std::fs::write(&path, yaml(key)).unwrap();
             Config::load(&path).unwrap()
         };
-        let built = build(&load("key.pem"), Duration::from_secs(5)).unwrap();
+        let built = build(&load("key.pem"), Duration::from_secs(5), None).unwrap();
         assert_eq!(built.len(), 2);
 
         for (key, file) in [("missing.pem", "missing.pem"), ("other.pem", "other.pem")] {
-            let error = build(&load(key), Duration::from_secs(5)).err().unwrap();
+            let error = build(&load(key), Duration::from_secs(5), None)
+                .err()
+                .unwrap();
             assert!(
                 matches!(&error, BackendError::Tls { provider, .. } if provider == "far"),
                 "{error}"
@@ -233,7 +293,7 @@ providers:
 routing: {default_kind: docker}
 ",
         );
-        let built = build(&docker, Duration::from_secs(5)).unwrap();
+        let built = build(&docker, Duration::from_secs(5), None).unwrap();
         assert_eq!(built.len(), 1);
         assert_eq!(built[0].0, "linux");
         assert_eq!(built[0].1.kind(), billet_provider::ProviderKind::Docker);
@@ -246,7 +306,7 @@ providers:
 routing: {default_kind: docker}
 ",
         );
-        let error = build(&tart, Duration::from_secs(5)).err().unwrap();
+        let error = build(&tart, Duration::from_secs(5), None).err().unwrap();
         assert_eq!(
             error,
             BackendError::Unsupported {
@@ -264,9 +324,9 @@ providers:
 routing: {default_kind: docker}
 ",
         );
-        let error = build(&bad, Duration::from_secs(5)).err().unwrap();
+        let error = build(&bad, Duration::from_secs(5), None).err().unwrap();
         assert!(matches!(error, BackendError::Invalid { .. }), "{error}");
-        let error = build(&docker, Duration::ZERO).err().unwrap();
+        let error = build(&docker, Duration::ZERO, None).err().unwrap();
         assert!(matches!(error, BackendError::Invalid { .. }), "{error}");
     }
 }

@@ -169,6 +169,43 @@ async fn l15_kill_9_mid_output_and_a_restart_lose_and_double_nothing() {
     service.finish().await;
 }
 
+// L15, D15: past what docker keeps by default (3 files of 10 MiB), a
+// restart still captures on from the right byte: the service gives each
+// container one log file of twice `--output-limit`, which the daemon does
+// not rotate under the capture. The job writes 18 MiB, pauses while the
+// service is killed and started again, then writes 18 MiB more: the output
+// is the two halves, whole and once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l15_a_restart_past_dockers_default_log_size_loses_and_doubles_nothing() {
+    if !daemon("l15_a_restart_past_dockers_default_log_size_loses_and_doubles_nothing") {
+        return;
+    }
+    const HALF: usize = 18 << 20;
+    let mut service = Service::new("resume-big", &pool());
+    service.start().await;
+    let job = service
+        .submit_sh(&format!(
+            "head -c {HALF} /dev/zero | tr '\\0' a; sleep 2; head -c {HALF} /dev/zero | tr '\\0' b"
+        ))
+        .await;
+    let id = id_of(&job);
+    service
+        .wait_job(id, END, "the first half kept", |job| {
+            job["output_bytes"].as_u64().is_some_and(|n| n >= HALF as u64)
+        })
+        .await;
+    service.kill9();
+    service.start().await;
+    let ended = service.wait_ended(&[id], END).await;
+    assert_eq!(ended[&id]["state"], "finished", "{}", ended[&id]);
+    assert_eq!(ended[&id]["output_bytes"], 2 * HALF, "{}", ended[&id]);
+    let (_, _, body) = output(&service, id, false).await;
+    assert_eq!(body.len(), 2 * HALF);
+    assert!(body[..HALF].iter().all(|&b| b == b'a'));
+    assert!(body[HALF..].iter().all(|&b| b == b'b'));
+    service.finish().await;
+}
+
 // B12, D16: with a reconcile only every minute, a job's end is seen from
 // the daemon's events at once: from the container's exit (the daemon's own
 // `die` time) to the job's `ended_at` (its outcome committed, the container
