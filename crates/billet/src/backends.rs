@@ -204,7 +204,7 @@ routing: {default_kind: docker}
         // `captured_log` says, the rest of the confinement as set.
         assert_eq!(
             confinement(&docker(&set), Some(64 << 20)),
-            expected.clone().with_log(128 << 20, 1)
+            expected.with_log(128 << 20, 1)
         );
         assert!(build(&set, Duration::from_secs(5), None).is_ok());
     }
