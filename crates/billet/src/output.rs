@@ -476,7 +476,6 @@ pub fn serve(
         job,
         follow,
         file: None,
-        at: 0,
         last: false,
     };
     futures::stream::unfold(Some((reader, ended)), |state| async move {
@@ -495,8 +494,9 @@ struct Follower {
     store: Arc<OutputStore>,
     job: u64,
     follow: bool,
+    /// Opened once the file is there (a capture makes it at its first
+    /// byte), and read on from where it is.
     file: Option<File>,
-    at: u64,
     /// Set once nothing more will come: what is read from here on is the
     /// last of it.
     last: bool,
@@ -504,14 +504,11 @@ struct Follower {
 
 impl Follower {
     async fn next(&mut self, ended: &(impl Fn() -> bool + Sync)) -> io::Result<Option<Vec<u8>>> {
-        use std::io::{Read, Seek, SeekFrom};
+        use std::io::Read;
         loop {
             if self.file.is_none() {
                 match File::open(self.store.path(self.job)) {
-                    Ok(mut file) => {
-                        file.seek(SeekFrom::Start(self.at))?;
-                        self.file = Some(file);
-                    }
+                    Ok(file) => self.file = Some(file),
                     Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                     Err(err) => return Err(err),
                 }
@@ -521,7 +518,6 @@ impl Follower {
                 let n = file.read(&mut piece)?;
                 if n > 0 {
                     piece.truncate(n);
-                    self.at += n as u64;
                     return Ok(Some(piece));
                 }
             }
