@@ -975,12 +975,6 @@ mod tests {
     }
 
     async fn engine_with(store: Store, records: Vec<JobRecord>, clock: Arc<dyn Clock>) -> Engine {
-        let config = billet_config::Config::from_yaml_str(
-            "deployment: {id: blue}\n\
-             providers: [{name: linux, kind: docker, capacity: 2, docker: {image: runner}}]\n\
-             routing: {default_kind: docker}\n",
-        )
-        .unwrap();
         let provider: Arc<dyn Provider> = Arc::new(
             SimulatedProvider::builder("blue")
                 .host(Host::new())
@@ -988,6 +982,21 @@ mod tests {
                 .build()
                 .unwrap(),
         );
+        engine_on(store, records, clock, provider).await
+    }
+
+    async fn engine_on(
+        store: Store,
+        records: Vec<JobRecord>,
+        clock: Arc<dyn Clock>,
+        provider: Arc<dyn Provider>,
+    ) -> Engine {
+        let config = billet_config::Config::from_yaml_str(
+            "deployment: {id: blue}\n\
+             providers: [{name: linux, kind: docker, capacity: 2, docker: {image: runner}}]\n\
+             routing: {default_kind: docker}\n",
+        )
+        .unwrap();
         let pools = Pools::builder(config)
             .provider("linux", provider)
             .build()
@@ -1078,6 +1087,103 @@ mod tests {
         assert!(instance(2).is_some());
         assert!(start.elapsed() >= LAZY_COMMIT);
         assert!(start.elapsed() < LAZY_COMMIT * 2);
+    }
+
+    /// A provider whose launches answer `delay` (tokio's time) after its
+    /// backend's, noting when.
+    #[derive(Debug)]
+    struct SlowLaunch {
+        inner: Arc<dyn Provider>,
+        delay: Duration,
+        answered: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for SlowLaunch {
+        fn kind(&self) -> billet_provider::ProviderKind {
+            self.inner.kind()
+        }
+        fn accepts(&self, trust: TrustClass) -> Result<(), billet_provider::Error> {
+            self.inner.accepts(trust)
+        }
+        async fn launch(
+            &self,
+            spec: billet_provider::Spec,
+        ) -> Result<billet_provider::Instance, billet_provider::Error> {
+            let launched = self.inner.launch(spec).await;
+            tokio::time::sleep(self.delay).await;
+            self.answered.lock().push(tokio::time::Instant::now());
+            launched
+        }
+        async fn find(
+            &self,
+            name: &str,
+        ) -> Result<Option<billet_provider::Instance>, billet_provider::Error> {
+            self.inner.find(name).await
+        }
+        async fn list(&self) -> Result<Vec<billet_provider::Instance>, billet_provider::Error> {
+            self.inner.list().await
+        }
+        async fn destroy(
+            &self,
+            id: &billet_provider::InstanceId,
+        ) -> Result<billet_provider::Teardown, billet_provider::Error> {
+            self.inner.destroy(id).await
+        }
+    }
+
+    // L6: a held change waits its whole hold, counted from when it was
+    // decided: a step before it that held nothing arms no flush (which
+    // would commit it early, alone, and wake an idle engine for nothing).
+    // The instance's id comes half a hold after the acceptance's commit.
+    #[tokio::test(start_paused = true)]
+    async fn l6_a_held_change_waits_its_whole_hold_from_when_it_was_decided() {
+        let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
+        let simulated: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::clone(&clock) as Arc<dyn Clock>)
+                .build()
+                .unwrap(),
+        );
+        let slow = Arc::new(SlowLaunch {
+            inner: simulated,
+            delay: LAZY_COMMIT / 2,
+            answered: Mutex::new(Vec::new()),
+        });
+        let engine = engine_on(
+            Store::memory(),
+            Vec::new(),
+            clock,
+            Arc::clone(&slow) as Arc<dyn Provider>,
+        )
+        .await;
+        let commits = || engine.shared.commits.load(Ordering::Relaxed);
+        let mut quiet = engine.shared.quiet.subscribe();
+        within(quiet.wait_for(|q| q.is_some())).await.unwrap();
+        let base = commits();
+        let job = NewJob {
+            command: billet_simulated::run_for(Duration::from_secs(3600)),
+            ..job()
+        };
+        assert!(matches!(
+            within(engine.handle.submit(job)).await,
+            Ok(Submitted::Created(_))
+        ));
+        within(quiet.wait_for(|q| q.is_some_and(|q| q.settled)))
+            .await
+            .unwrap();
+        let committed = tokio::time::Instant::now();
+        let answered = slow.answered.lock()[0];
+        assert_eq!(commits(), base + 2, "the acceptance, then the instance");
+        assert!(
+            committed - answered >= LAZY_COMMIT,
+            "held {:?}",
+            committed - answered
+        );
+        assert!(committed - answered < LAZY_COMMIT * 2);
+        let jobs = engine.shared.jobs.read();
+        assert!(jobs.find(1).unwrap().unwrap().instance.is_some());
     }
 
     // L7: an engine stopped in order commits the changes it held back.

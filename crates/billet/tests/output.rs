@@ -191,7 +191,9 @@ async fn l15_a_restart_past_dockers_default_log_size_loses_and_doubles_nothing()
     let id = id_of(&job);
     service
         .wait_job(id, END, "the first half kept", |job| {
-            job["output_bytes"].as_u64().is_some_and(|n| n >= HALF as u64)
+            job["output_bytes"]
+                .as_u64()
+                .is_some_and(|n| n >= HALF as u64)
         })
         .await;
     service.kill9();
