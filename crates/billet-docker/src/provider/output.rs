@@ -253,6 +253,22 @@ mod tests {
         assert_eq!(pieces(&mut exact, b"d"), [b"d".to_vec()]);
     }
 
+    // D16, P9: a read that breaks because the container is gone (`404`)
+    // is `NotFound`; any other break is the daemon's, `Unavailable`.
+    #[test]
+    fn d16_a_broken_read_is_not_found_only_when_the_container_is_gone() {
+        let id = InstanceId::from("c0ffee");
+        let answer = |status_code| bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message: "no".to_owned(),
+        };
+        let budget = Duration::from_secs(1);
+        let gone = read_failed("unix:///d.sock", budget, &id, answer(404));
+        assert_eq!(gone.kind(), billet_provider::ErrorKind::NotFound);
+        let broken = read_failed("unix:///d.sock", budget, &id, answer(500));
+        assert_eq!(broken.kind(), billet_provider::ErrorKind::Unavailable);
+    }
+
     #[test]
     fn d16_no_piece_is_larger_than_output_chunk() {
         let mut skip = Skip::new(1);
