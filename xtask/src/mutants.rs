@@ -74,6 +74,8 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/jobs.rs",
         "crates/billet/src/jobs/page.rs",
         "crates/billet/src/store/archive.rs",
+        "crates/billet/src/output.rs",
+        "crates/billet/src/metrics.rs",
     ],
     tests: &[
         "--lib",
@@ -690,6 +692,8 @@ mod tests {
             "--file crates/billet/src/commit.rs",
             "--file crates/billet/src/jobs/page.rs",
             "--file crates/billet/src/store/archive.rs",
+            "--file crates/billet/src/output.rs",
+            "--file crates/billet/src/metrics.rs",
             "--cargo-test-arg=--lib",
             "--cargo-test-arg=--test=retention",
             "--output /t/m/billet",

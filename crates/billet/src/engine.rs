@@ -865,20 +865,33 @@ impl Hooks for State {
         self.idle = core.is_idle();
         let stats = core.stats();
         self.shared.metrics.observe(&stats);
-        *self.shared.pools.write() = stats
-            .pools
-            .iter()
-            .map(|pool| PoolView {
-                name: pool.name.clone(),
-                kind: pool.kind.to_string(),
-                capacity: pool.capacity,
-                held: pool.leases,
-                queued: pool.queued,
-                contested: pool.contested,
-                leftovers: pool.leftovers,
-                unsettled: pool.unsettled,
-            })
-            .collect();
+        // Made at the first step (the pools are the engine's for its whole
+        // life), then updated in place: no names copied at every step.
+        let mut views = self.shared.pools.write();
+        if views.len() != stats.pools.len() {
+            *views = stats
+                .pools
+                .iter()
+                .map(|pool| PoolView {
+                    name: pool.name.clone(),
+                    kind: pool.kind.to_string(),
+                    capacity: 0,
+                    held: 0,
+                    queued: 0,
+                    contested: 0,
+                    leftovers: 0,
+                    unsettled: 0,
+                })
+                .collect();
+        }
+        for (view, pool) in views.iter_mut().zip(&stats.pools) {
+            view.capacity = pool.capacity;
+            view.held = pool.leases;
+            view.queued = pool.queued;
+            view.contested = pool.contested;
+            view.leftovers = pool.leftovers;
+            view.unsettled = pool.unsettled;
+        }
     }
 
     fn decided(&mut self, decision: Decision, now: SystemTime) {

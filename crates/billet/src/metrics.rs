@@ -41,6 +41,20 @@ pub struct Metrics {
     contested: Family<PoolLabel, Gauge>,
     unsettled: Family<PoolLabel, Gauge>,
     foreign: Family<ForeignLabel, Counter>,
+    /// Each configured pool's gauges, in the order the pools were named:
+    /// handles on the families' own series, so that `observe` (once per
+    /// engine step) sets them without a label's hash and lookup.
+    pools: Vec<(String, PoolGauges)>,
+}
+
+/// One pool's series of the per-pool gauges.
+#[derive(Debug)]
+struct PoolGauges {
+    capacity: Gauge,
+    leases: Gauge,
+    contested: Gauge,
+    unsettled: Gauge,
+    queued: Gauge,
 }
 
 /// The outcome labels of `billet_jobs_ended_total`.
@@ -105,16 +119,22 @@ impl Metrics {
             "Inventories of a pool that could not be read since this process started",
             inventory_errors.clone(),
         );
+        let mut gauges = Vec::new();
         for pool in pools {
             let label = PoolLabel {
                 pool: pool.to_owned(),
             };
-            let _ = capacity.get_or_create(&label);
-            let _ = leases.get_or_create(&label);
-            let _ = pool_queued.get_or_create(&label);
+            gauges.push((
+                pool.to_owned(),
+                PoolGauges {
+                    capacity: capacity.get_or_create(&label).clone(),
+                    leases: leases.get_or_create(&label).clone(),
+                    contested: contested.get_or_create(&label).clone(),
+                    unsettled: unsettled.get_or_create(&label).clone(),
+                    queued: pool_queued.get_or_create(&label).clone(),
+                },
+            ));
             let _ = inventory_errors.get_or_create(&label);
-            let _ = contested.get_or_create(&label);
-            let _ = unsettled.get_or_create(&label);
             for origin in ["live", "leftover"] {
                 let _ = foreign.get_or_create(&ForeignLabel {
                     pool: pool.to_owned(),
@@ -138,6 +158,7 @@ impl Metrics {
             contested,
             unsettled,
             foreign,
+            pools: gauges,
         }
     }
 
@@ -154,24 +175,31 @@ impl Metrics {
 
     /// Sets the gauges from the scheduler's counts.
     pub fn observe(&self, stats: &Stats) {
-        for pool in &stats.pools {
-            let label = PoolLabel {
-                pool: pool.name.clone(),
+        for (index, pool) in stats.pools.iter().enumerate() {
+            let found;
+            let gauges = match self.pools.get(index) {
+                Some((name, gauges)) if *name == pool.name => gauges,
+                // A pool not named at the start: its series, looked up.
+                _ => {
+                    let label = PoolLabel {
+                        pool: pool.name.clone(),
+                    };
+                    found = PoolGauges {
+                        capacity: self.capacity.get_or_create(&label).clone(),
+                        leases: self.leases.get_or_create(&label).clone(),
+                        contested: self.contested.get_or_create(&label).clone(),
+                        unsettled: self.unsettled.get_or_create(&label).clone(),
+                        queued: self.pool_queued.get_or_create(&label).clone(),
+                    };
+                    &found
+                }
             };
-            self.capacity
-                .get_or_create(&label)
-                .set(i64::from(pool.capacity));
-            self.leases
-                .get_or_create(&label)
-                .set(i64::from(pool.leases));
-            self.contested
-                .get_or_create(&label)
-                .set(i64::from(pool.contested));
-            self.unsettled
-                .get_or_create(&label)
-                .set(i64::from(pool.unsettled));
-            self.pool_queued
-                .get_or_create(&label)
+            gauges.capacity.set(i64::from(pool.capacity));
+            gauges.leases.set(i64::from(pool.leases));
+            gauges.contested.set(i64::from(pool.contested));
+            gauges.unsettled.set(i64::from(pool.unsettled));
+            gauges
+                .queued
                 .set(i64::try_from(pool.queued).unwrap_or(i64::MAX));
         }
         self.queued
@@ -260,6 +288,29 @@ mod tests {
             r#"billet_pool_unsettled{pool="linux"} 1"#,
             r#"billet_foreign_instances_total{pool="linux",origin="live"} 1"#,
             r#"billet_foreign_instances_total{pool="linux",origin="leftover"} 0"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+        // Counts of pools in another order than named, and of one never
+        // named, go to their own series.
+        let pool = |name: &str, capacity| PoolStats {
+            name: name.into(),
+            capacity,
+            ..stats.pools[0].clone()
+        };
+        metrics.observe(&Stats {
+            pools: vec![pool("mac", 5), pool("vm", 6)],
+            ..Stats::default()
+        });
+        let text = metrics.render();
+        for series in [
+            r#"billet_pool_capacity{pool="linux"} 4"#,
+            r#"billet_pool_capacity{pool="mac"} 5"#,
+            r#"billet_pool_capacity{pool="vm"} 6"#,
+            r#"billet_pool_leases{pool="vm"} 3"#,
+            r#"billet_pool_queued{pool="vm"} 7"#,
+            r#"billet_pool_contested{pool="vm"} 2"#,
+            r#"billet_pool_unsettled{pool="vm"} 1"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }
