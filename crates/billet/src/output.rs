@@ -784,12 +784,37 @@ mod tests {
 
     /// Everything `serve` gives (bounded: a follow that never ends fails).
     async fn served(store: &Arc<OutputStore>, job: u64, follow: bool, ended: bool) -> Vec<u8> {
-        let body = serve(Arc::clone(store), job, follow, move || ended);
-        let pieces: Vec<io::Result<Vec<u8>>> =
-            tokio::time::timeout(Duration::from_secs(5), body.collect())
-                .await
-                .expect("the body to end");
-        pieces.into_iter().flat_map(Result::unwrap).collect()
+        // Read on a thread of its own, within a bound of wall time: a body
+        // that never yields (a loop that is always ready) is then a failure
+        // in seconds, not a test that hangs.
+        let store = Arc::clone(store);
+        let (sender, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = sender.send(runtime.block_on(body_of(store, job, follow, ended)));
+        });
+        tokio::task::spawn_blocking(move || answer.recv_timeout(Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .expect("the body to end within 10 s")
+    }
+
+    /// The whole body, of at most 1,000 pieces, none of them empty.
+    async fn body_of(store: Arc<OutputStore>, job: u64, follow: bool, ended: bool) -> Vec<u8> {
+        let mut body = std::pin::pin!(serve(store, job, follow, move || ended));
+        let mut all = Vec::new();
+        for _ in 0..1000 {
+            let Some(piece) = body.next().await else {
+                return all;
+            };
+            let piece = piece.unwrap();
+            assert!(!piece.is_empty(), "a body's piece is never empty");
+            all.extend_from_slice(&piece);
+        }
+        panic!("the body did not end within 1000 pieces");
     }
 
     // L15: the route's body is the file, in pieces; a follow of an ended
@@ -1015,7 +1040,11 @@ mod tests {
         let before = tokio::time::Instant::now();
         assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
         assert_eq!(before.elapsed(), REOPEN_MAX.min(FINISH_WAIT));
-        while wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {}
+        let mut waits = 0;
+        while wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+            waits += 1;
+            assert!(waits < 100, "a finish bounds the waits");
+        }
         assert_eq!(tokio::time::Instant::now(), finish_by.unwrap());
         // A finish asked before the first wait starts the bound at once.
         let (_asked, mut finishing) = watch::channel(true);
