@@ -140,6 +140,12 @@ impl Deadline {
         }
     }
 
+    /// Sleeps `pause`, or until the deadline if that comes first.
+    pub(crate) async fn sleep(&self, pause: Duration) {
+        let until = tokio::time::Instant::now() + pause;
+        tokio::time::sleep_until(until.min(self.at)).await;
+    }
+
     /// Whether the deadline has passed.
     pub(crate) fn passed(&self) -> bool {
         tokio::time::Instant::now() >= self.at

@@ -17,6 +17,7 @@
 //! | a pause refused: already paused | `409` "... is already paused" | `500` "... is already paused: container state improper" |
 //! | a name filter | matches `/name` | matches `name` |
 //! | a container's removal, as an event | `destroy` | `remove` |
+//! | an inspect raced the container's exit (asked again) | (not seen) | `500` "read /proc/N/cgroup: no such process" |
 //!
 //! Anything not in this table is read as docker's own API documents it; an
 //! answer billet cannot read is still an error (D13), never a guess.
@@ -158,6 +159,14 @@ pub(crate) fn no_such_container(err: &DaemonError) -> bool {
     err.status() == Some(404)
         || (err.status() == Some(500)
             && message(err).is_some_and(|m| m.ends_with("no such container")))
+}
+
+/// Whether an `inspect` failed because the container's process ended while
+/// the daemon read it: podman's `500` "read /proc/N/cgroup: no such
+/// process" (its state still named the process that its clean-up had not
+/// yet recorded as gone). Asked again, it answers the container ended.
+pub(crate) fn process_just_ended(err: &DaemonError) -> bool {
+    err.status() == Some(500) && message(err).is_some_and(|m| m.ends_with("no such process"))
 }
 
 /// Whether a refused removal without force means the container runs (or is
@@ -352,6 +361,18 @@ mod tests {
             "no such container runtime: crun"
         )));
         assert!(!no_such_container(&refused(409, "no such container")));
+
+        // An inspect that raced the container's exit is asked again; any
+        // other failure, or the same words under another status, is not.
+        let podman_raced = refused(500, "read /proc/4196/cgroup: no such process");
+        assert!(process_just_ended(&podman_raced));
+        assert!(!no_such_container(&podman_raced));
+        assert!(!process_just_ended(&refused(404, "no such process")));
+        assert!(!process_just_ended(&refused(
+            500,
+            "no such process: the daemon gave up"
+        )));
+        assert!(!process_just_ended(&podman_vanished));
 
         let docker_running = refused(
             409,

@@ -77,6 +77,17 @@ pub const DEFAULT_PULL_TIMEOUT: Duration = Duration::from_secs(300);
 /// most its deadline, so a wait is bounded by the launches ahead of it.
 pub const LAUNCHES_AT_ONCE: usize = 8;
 
+/// How many times one `inspect` is asked when the daemon answers that the
+/// container's process ended while it was read (podman's `500` "read
+/// /proc/N/cgroup: no such process", a race with its own clean-up), before
+/// that answer is the call's error. The pauses between tries start at
+/// [`INSPECT_PAUSE_FIRST`] and double (10, 20, 40, 80 ms), all within the
+/// call's one deadline.
+pub const INSPECT_TRIES: u32 = 5;
+
+/// The first pause before an `inspect` is asked again (see [`INSPECT_TRIES`]).
+pub const INSPECT_PAUSE_FIRST: Duration = Duration::from_millis(10);
+
 /// Whether `launch` pulls an image the daemon does not have.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -482,17 +493,29 @@ impl DockerProvider {
         deadline: Deadline,
         reference: &str,
     ) -> Result<Option<ContainerInspectResponse>, DaemonError> {
-        match self
-            .call(
-                deadline,
-                "inspect container",
-                dialect::inspect_container(client, reference),
-            )
-            .await
-        {
-            Ok(found) => Ok(Some(found)),
-            Err(err) if dialect::no_such_container(&err) => Ok(None),
-            Err(err) => Err(err),
+        let mut pause = INSPECT_PAUSE_FIRST;
+        let mut tries = 1;
+        loop {
+            match self
+                .call(
+                    deadline,
+                    "inspect container",
+                    dialect::inspect_container(client, reference),
+                )
+                .await
+            {
+                Ok(found) => return Ok(Some(found)),
+                Err(err) if dialect::no_such_container(&err) => return Ok(None),
+                // The container's process ended while the daemon read it: the
+                // next look reads it ended. Asked again, a bounded number of
+                // times, within the same deadline.
+                Err(err) if dialect::process_just_ended(&err) && tries < INSPECT_TRIES => {
+                    tries += 1;
+                    deadline.sleep(pause).await;
+                    pause = pause.saturating_mul(2);
+                }
+                Err(err) => return Err(err),
+            }
         }
     }
 

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use billet_docker::{
-    DaemonError, DockerProvider, LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, PullPolicy, container_name,
+    DaemonError, DockerProvider, INSPECT_TRIES, LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, PullPolicy,
+    container_name,
 };
 use billet_provider::{
     ErrorKind, Instance, InstanceId, Provider, Resources, Spec, State, Teardown, TrustClass,
@@ -677,6 +678,69 @@ async fn d6_destroy_own_then_absent() {
     assert!(blue.list().await.unwrap().is_empty());
     let never: InstanceId = "0".repeat(64).into();
     assert_eq!(blue.destroy(&never).await.unwrap(), Teardown::Absent);
+}
+
+/// podman 4.3's answer to an inspect that raced the container's exit.
+const RACED_EXIT: &str = "read /proc/4196/cgroup: no such process";
+
+// D18, D5, D6: an inspect answered with podman's "no such process" (the
+// container's process ended while the daemon read it) is asked again, at
+// most INSPECT_TRIES times in all, so that `find`, `list` and `destroy`
+// answer what the daemon holds; past that bound, and for any other 500,
+// the call errs with its kind at once.
+#[tokio::test]
+async fn d18_an_inspect_that_raced_an_exit_is_asked_again_a_bounded_number_of_times() {
+    let Some(scope) = daemon("d18raced") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .build()
+        .unwrap();
+    let direct = scope.provider("blue");
+    let ended = direct.launch(job("ended", &["true"])).await.unwrap();
+    wait_for(&direct, "ended", State::is_stopped).await;
+
+    proxy.refuse_inspects(INSPECT_TRIES - 1, RACED_EXIT);
+    let found = blue.find("ended").await.unwrap().expect("found");
+    assert_eq!(found.state, State::Stopped { exit_code: 0 });
+    assert_eq!(proxy.inspect_refusals_left(), 0);
+
+    proxy.refuse_inspects(INSPECT_TRIES + 1, RACED_EXIT);
+    let err = blue.find("ended").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
+    assert_eq!(
+        proxy.inspect_refusals_left(),
+        1,
+        "asked {INSPECT_TRIES} times, no more"
+    );
+
+    proxy.refuse_inspects(2, "container state improper");
+    let err = blue.find("ended").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InventoryUnavailable, "{err}");
+    assert_eq!(
+        proxy.inspect_refusals_left(),
+        1,
+        "another 500 is not asked again"
+    );
+
+    // A list that must inspect (a provider that never listed) reads it too.
+    let fresh = scope
+        .builder("blue")
+        .endpoint(proxy.endpoint())
+        .build()
+        .unwrap();
+    proxy.refuse_inspects(2, RACED_EXIT);
+    let listed = fresh.list().await.unwrap();
+    assert_eq!(listed, vec![found.clone()]);
+    assert_eq!(proxy.inspect_refusals_left(), 0);
+
+    proxy.refuse_inspects(2, RACED_EXIT);
+    assert_eq!(blue.destroy(&ended.id).await.unwrap(), Teardown::Stopped);
+    assert_eq!(proxy.inspect_refusals_left(), 0);
+    assert!(!exists(ended.id.as_str()));
 }
 
 // D6: an id prefix, the container's daemon name, or another container's

@@ -420,6 +420,9 @@ struct Shared {
     creates: Arc<(AtomicU64, AtomicU64)>,
     /// How long each request waits in the proxy before it is forwarded.
     delay: Mutex<Duration>,
+    /// How many of the next `inspect container` requests the proxy answers
+    /// itself, with a `500` and this message, never forwarding them.
+    inspect_refusals: Mutex<(u32, &'static str)>,
 }
 
 impl Shared {
@@ -446,6 +449,25 @@ impl Shared {
                 Fate::Pass
             }
         }
+    }
+
+    /// The message to refuse `request` with, when it is an `inspect
+    /// container` and refusals are left (one is counted down).
+    fn refused_inspect(
+        &self,
+        request: &hyper::Request<hyper::body::Incoming>,
+    ) -> Option<&'static str> {
+        let path = request.uri().path();
+        let inspect = request.method() == hyper::Method::GET
+            && path.contains("/containers/")
+            && path.ends_with("/json")
+            && !path.ends_with("/containers/json");
+        let mut refusals = self.inspect_refusals.lock();
+        if !inspect || refusals.0 == 0 {
+            return None;
+        }
+        refusals.0 -= 1;
+        Some(refusals.1)
     }
 
     /// As [`SocketProxy::cut`], from inside the proxy: stop accepting, close
@@ -514,6 +536,17 @@ async fn serve(
     let delay = *shared.delay.lock();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+    if let Some(message) = shared.refused_inspect(&request) {
+        let body = serde_json::json!({ "message": message, "response": 500 }).to_string();
+        let body = http_body_util::Full::new(bytes::Bytes::from(body))
+            .map_err(BoxError::from)
+            .boxed();
+        let answer = hyper::Response::builder()
+            .status(500)
+            .header("content-type", "application/json")
+            .body(body)?;
+        return Ok(answer);
     }
     match shared.next_fate() {
         Fate::Hang => std::future::pending().await,
@@ -601,6 +634,7 @@ impl SocketProxy {
                 in_flight: Arc::default(),
                 creates: Arc::default(),
                 delay: Mutex::new(Duration::ZERO),
+                inspect_refusals: Mutex::new((0, "")),
             }),
             runtime: Some(runtime),
         };
@@ -759,10 +793,24 @@ impl SocketProxy {
         *self.shared.delay.lock() = delay;
     }
 
+    /// The next `n` `inspect container` requests are answered by the proxy
+    /// with a `500` carrying `message`, as the daemon answers one that fails;
+    /// they never reach the daemon (and are not counted as delivered).
+    pub fn refuse_inspects(&self, n: u32, message: &'static str) {
+        *self.shared.inspect_refusals.lock() = (n, message);
+    }
+
+    /// How many of the refusals [`refuse_inspects`](SocketProxy::refuse_inspects)
+    /// set are not yet used.
+    pub fn inspect_refusals_left(&self) -> u32 {
+        self.shared.inspect_refusals.lock().0
+    }
+
     /// The daemon is back: every request passes through again.
     pub fn restore(&self) {
         *self.shared.mode.lock() = Mode::Open;
         *self.shared.delay.lock() = Duration::ZERO;
+        *self.shared.inspect_refusals.lock() = (0, "");
         self.drop_connections();
         if self.shared.acceptor.lock().is_none() {
             self.listen();
