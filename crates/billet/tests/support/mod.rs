@@ -988,7 +988,7 @@ pub async fn run_billet(args: &[&str], dir: &Path) -> (ExitStatus, String, Strin
 // ---------------------------------------------------------------------------
 
 /// One docker event of a container.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     /// When the daemon says it happened, in nanoseconds since the epoch.
     pub at: i64,
@@ -1011,12 +1011,17 @@ pub struct Samples {
     pub max_live_per_job: usize,
 }
 
+/// How many times a [`Watch`] opens its event stream again after it ended.
+const WATCH_REOPENS: u32 = 100;
+
 /// Every container event of one deployment, from a subscription to the
 /// daemon's event stream made before anything happens, plus a sampler that
 /// lists the deployment's containers every 100 ms.
 pub struct Watch {
     owner: String,
     events: Arc<Mutex<Vec<Event>>>,
+    /// How each stream that was opened again ended, in order.
+    broken: Arc<Mutex<Vec<String>>>,
     samples: Arc<Mutex<Samples>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -1044,32 +1049,66 @@ impl Watch {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .saturating_sub(Duration::from_secs(1));
-        let events = Arc::new(Mutex::new(Vec::new()));
+        let events = Arc::new(Mutex::new(Vec::<Event>::new()));
         let samples = Arc::new(Mutex::new(Samples::default()));
         let filters = HashMap::from([
             ("label", vec![format!("{OWNER_LABEL}={owner}")]),
             ("type", vec!["container".to_owned()]),
         ]);
-        let options = EventsOptionsBuilder::new()
-            .since(&format!("{}.{:09}", since.as_secs(), since.subsec_nanos()))
-            .filters(&filters)
-            .build();
-        let mut stream = Box::pin(raw_client().events(Some(options)));
         let record = Arc::clone(&events);
+        let broken = Arc::new(Mutex::new(Vec::new()));
+        let breaks = Arc::clone(&broken);
         let subscriber = tokio::spawn(async move {
-            while let Some(Ok(event)) = stream.next().await {
-                // D18: each engine's word for an action read as docker's.
-                let action =
-                    billet_docker::dialect::docker_event_action(&event.action.unwrap_or_default())
-                        .to_owned();
-                let actor = event.actor.unwrap_or_default();
-                let attributes = actor.attributes.unwrap_or_default();
-                record.lock().push(Event {
-                    at: event.time_nano.unwrap_or_default(),
-                    action,
-                    id: actor.id.unwrap_or_default(),
-                    name: attributes.get(NAME_LABEL).cloned().unwrap_or_default(),
-                });
+            // From `since`, then from the last event seen: a stream that
+            // ends or errs is opened again (podman 4.3 ends one when it
+            // reads a line of its events file while another process is
+            // still writing it), and what the new one repeats is skipped.
+            let mut from = i64::try_from(since.as_nanos()).unwrap_or(i64::MAX);
+            for _ in 0..WATCH_REOPENS {
+                let options = EventsOptionsBuilder::new()
+                    .since(&format!(
+                        "{}.{:09}",
+                        from.div_euclid(1_000_000_000),
+                        from.rem_euclid(1_000_000_000)
+                    ))
+                    .filters(&filters)
+                    .build();
+                let mut stream = Box::pin(raw_client().events(Some(options)));
+                let ended = loop {
+                    match stream.next().await {
+                        Some(Ok(event)) => {
+                            // D18: each engine's word for an action read as docker's.
+                            let action = billet_docker::dialect::docker_event_action(
+                                &event.action.unwrap_or_default(),
+                            )
+                            .to_owned();
+                            let actor = event.actor.unwrap_or_default();
+                            let attributes = actor.attributes.unwrap_or_default();
+                            let seen = Event {
+                                at: event.time_nano.unwrap_or_default(),
+                                action,
+                                id: actor.id.unwrap_or_default(),
+                                name: attributes.get(NAME_LABEL).cloned().unwrap_or_default(),
+                            };
+                            let mut record = record.lock();
+                            let repeated = record
+                                .iter()
+                                .rev()
+                                .take_while(|e| e.at >= from)
+                                .any(|e| *e == seen);
+                            if !repeated {
+                                record.push(seen);
+                            }
+                        }
+                        Some(Err(error)) => break error.to_string(),
+                        None => break "the stream ended".to_owned(),
+                    }
+                };
+                breaks.lock().push(ended);
+                if let Some(last) = record.lock().last() {
+                    from = from.max(last.at);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
         });
         let owner_sampled = owner.to_owned();
@@ -1097,6 +1136,7 @@ impl Watch {
         Watch {
             owner: owner.to_owned(),
             events,
+            broken,
             samples,
             tasks: vec![subscriber, sampler],
         }
@@ -1193,10 +1233,11 @@ impl Drop for Watch {
                 ));
             }
             eprintln!(
-                "===== docker events of deployment {} (UTC) =====\n{lines}{:?}\n{:?}",
+                "===== docker events of deployment {} (UTC) =====\n{lines}{:?}\n{:?}\nstreams opened again after: {:?}",
                 self.owner,
                 self.tally(),
-                self.samples()
+                self.samples(),
+                self.broken.lock()
             );
         }
     }
