@@ -314,6 +314,40 @@ mod tests {
     // committed in order; a retention cutoff removes one PRUNE_BATCH per
     // batch sent after it, until done. A store with a delay, or a database,
     // gets the thread.
+    // L6: `finish` returns only once the writer thread has committed what
+    // it was sent, reported it, and ended (its hold on the table and its
+    // sender of reports gone with it): a service that says it stopped holds
+    // its store no more. The reply keeps the thread busy for a while, so a
+    // `finish` that did not wait would return before the report.
+    #[test]
+    fn l6_finish_waits_for_the_thread_to_commit_what_it_was_sent_and_end() {
+        let jobs: Arc<RwLock<Jobs>> = Arc::default();
+        let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let mut writer = Writer::start(
+            Store::slow_memory(std::time::Duration::from_millis(1)),
+            Arc::clone(&jobs),
+            written_tx,
+        )
+        .unwrap();
+        let reply: Reply = Box::new(|_| std::thread::sleep(std::time::Duration::from_millis(500)));
+        writer.send(Batch {
+            seq: 1,
+            changes: vec![accepted(1)],
+            replies: vec![reply],
+            prune: None,
+        });
+        writer.finish();
+        assert!(
+            matches!(written.try_recv(), Ok(Written::Committed(1))),
+            "committed and reported before finish returned"
+        );
+        assert!(matches!(
+            written.try_recv(),
+            Err(tokio::sync::mpsc::error::TryRecvError::Disconnected)
+        ));
+        assert_eq!(Arc::strong_count(&jobs), 1, "the thread's hold is gone");
+    }
+
     #[test]
     fn l6_an_instant_store_commits_as_each_batch_is_sent() {
         assert!(Store::memory().is_instant());
