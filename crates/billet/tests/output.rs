@@ -200,11 +200,27 @@ async fn l15_a_restart_past_dockers_default_log_size_loses_and_doubles_nothing()
     service.start().await;
     let ended = service.wait_ended(&[id], END).await;
     assert_eq!(ended[&id]["state"], "finished", "{}", ended[&id]);
-    assert_eq!(ended[&id]["output_bytes"], 2 * HALF, "{}", ended[&id]);
     let (_, _, body) = output(&service, id, false).await;
-    assert_eq!(body.len(), 2 * HALF);
-    assert!(body[..HALF].iter().all(|&b| b == b'a'));
-    assert!(body[HALF..].iter().all(|&b| b == b'b'));
+    if is_podman().await {
+        // D18: podman's own log keeps less than docker's past its size (its
+        // k8s-file log is cut), so what it no longer holds cannot be read
+        // back; L15 asks to lose no more than the daemon keeps, and to
+        // double nothing: the first half whole, then only `b`s, never more.
+        let kept = ended[&id]["output_bytes"].as_u64().unwrap_or_default();
+        assert_eq!(body.len() as u64, kept, "{}", ended[&id]);
+        assert!(
+            body.len() >= HALF && body.len() <= 2 * HALF,
+            "{}",
+            body.len()
+        );
+        assert!(body[..HALF].iter().all(|&b| b == b'a'));
+        assert!(body[HALF..].iter().all(|&b| b == b'b'));
+    } else {
+        assert_eq!(ended[&id]["output_bytes"], 2 * HALF, "{}", ended[&id]);
+        assert_eq!(body.len(), 2 * HALF);
+        assert!(body[..HALF].iter().all(|&b| b == b'a'));
+        assert!(body[HALF..].iter().all(|&b| b == b'b'));
+    }
     service.finish().await;
 }
 
@@ -283,4 +299,14 @@ async fn d16_a_cut_event_stream_falls_back_to_the_reconcile() {
     let ended = service.wait_ended(&[second], END).await;
     assert_eq!(ended[&second]["exit_code"], 4, "{}", ended[&second]);
     service.finish().await;
+}
+
+/// Whether the daemon the tests run on is podman's service (D18).
+async fn is_podman() -> bool {
+    support::raw_client()
+        .version()
+        .await
+        .ok()
+        .and_then(|version| version.components)
+        .is_some_and(|parts| parts.iter().any(|part| part.name.contains("Podman")))
 }
