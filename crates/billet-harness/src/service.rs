@@ -50,6 +50,10 @@ use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 
+mod client;
+
+use client::Client;
+
 use crate::production::change_of;
 use crate::scheduler::{Change, FreeReason, RestartUnsupported, Scheduler, SchedulerContext, Step};
 use crate::workload::{Job, JobId};
@@ -125,7 +129,7 @@ pub struct Recovery {
 pub struct ServiceScheduler {
     clock: Arc<dyn Clock>,
     options: ServiceOptions,
-    client: reqwest::Client,
+    client: Client,
     deployments: Vec<Option<Deployment>>,
     pool_counts: Vec<usize>,
     changes: Vec<Change>,
@@ -153,7 +157,7 @@ struct Deployment {
     service: Option<Service>,
     base: String,
     /// `POST /v1/jobs`'s address, parsed once per start.
-    jobs_url: Option<reqwest::Url>,
+    jobs_url: Option<hyper::Uri>,
     identity: Option<Identity>,
     /// Decisions told by the engine's tap since the last tick.
     tapped: Arc<Mutex<Vec<Decision>>>,
@@ -248,7 +252,7 @@ impl ServiceScheduler {
         let mut scheduler = ServiceScheduler {
             clock: Arc::clone(&ctx.clock),
             options,
-            client: reqwest::Client::new(),
+            client: Client::new(BEARER, IN_FLIGHT, QUIESCENT_BOUND),
             deployments: Vec::new(),
             pool_counts: ctx.deployments.iter().map(|d| d.pools.len()).collect(),
             changes: Vec::new(),
@@ -270,11 +274,6 @@ impl ServiceScheduler {
 
     /// Each deployment's pools and store, not yet started.
     fn build(&mut self, ctx: SchedulerContext) -> Result<Vec<Option<Deployment>>, String> {
-        self.client = reqwest::Client::builder()
-            .timeout(QUIESCENT_BOUND)
-            .pool_max_idle_per_host(IN_FLIGHT)
-            .build()
-            .map_err(broke)?;
         let mut deployments = Vec::with_capacity(ctx.deployments.len());
         for handle in ctx.deployments {
             let Some(config) = handle.config else {
@@ -459,7 +458,7 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
         .await
         .map_err(broke)?;
     d.base = format!("http://{}", service.addr());
-    d.jobs_url = Some(reqwest::Url::parse(&d.url("/v1/jobs")).map_err(broke)?);
+    d.jobs_url = Some(d.url("/v1/jobs").parse().map_err(broke)?);
     d.service = Some(service);
     Ok(resumed)
 }
@@ -502,31 +501,19 @@ enum Posted {
 }
 
 /// Sends one job to `url`; answers what came of it and its wall time.
-async fn post(client: &reqwest::Client, url: reqwest::Url, body: String) -> (Posted, Duration) {
+async fn post(client: &Client, url: &hyper::Uri, body: String) -> (Posted, Duration) {
     let started = Instant::now();
-    let sent = client
-        .post(url.clone())
-        .header("Authorization", BEARER)
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await;
-    let posted = match sent {
-        Err(error) => Posted::Failed(format!("POST {url}: {error}")),
-        Ok(response) => {
-            let status = response.status();
-            match response.bytes().await {
-                Err(error) => Posted::Failed(format!("POST {url}: {status}, unreadable: {error}")),
-                Ok(_) if status.as_u16() == 422 => Posted::Refused,
-                Ok(answer) => match serde_json::from_slice::<Answered>(&answer) {
-                    Ok(Answered { id: Some(id) }) if status.is_success() => Posted::Accepted(id),
-                    _ => Posted::Failed(format!(
-                        "POST {url}: {status}: {}",
-                        String::from_utf8_lossy(&answer)
-                    )),
-                },
-            }
-        }
+    let posted = match client.post_json(url, body).await {
+        Err(error) => Posted::Failed(error),
+        Ok(answer) if answer.status.as_u16() == 422 => Posted::Refused,
+        Ok(answer) => match serde_json::from_slice::<Answered>(&answer.body) {
+            Ok(Answered { id: Some(id) }) if answer.status.is_success() => Posted::Accepted(id),
+            _ => Posted::Failed(format!(
+                "POST {url}: {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            )),
+        },
     };
     (posted, started.elapsed())
 }
@@ -605,7 +592,7 @@ impl Scheduler for ServiceScheduler {
                         let url = url.clone();
                         async move {
                             match url {
-                                Some(url) => (at, id, post(client, url, body).await),
+                                Some(url) => (at, id, post(client, &url, body).await),
                                 None => (
                                     at,
                                     id,
@@ -794,16 +781,17 @@ impl Scheduler for ServiceScheduler {
                     None => d.url("/v1/jobs?limit=1000"),
                 };
                 let started = Instant::now();
-                let page: Value = self
-                    .client
-                    .get(&url)
-                    .header("Authorization", format!("Bearer {TOKEN}"))
-                    .send()
-                    .await
-                    .map_err(|e| format!("GET {url}: {e}"))?
-                    .json()
-                    .await
-                    .map_err(|e| format!("GET {url}: {e}"))?;
+                let uri: hyper::Uri = url.parse().map_err(|e| format!("GET {url}: {e}"))?;
+                let answer = self.client.get(&uri).await?;
+                if !answer.status.is_success() {
+                    return Err(format!(
+                        "GET {url}: {}: {}",
+                        answer.status,
+                        String::from_utf8_lossy(&answer.body)
+                    ));
+                }
+                let page: Value =
+                    serde_json::from_slice(&answer.body).map_err(|e| format!("GET {url}: {e}"))?;
                 self.requests += 1;
                 self.latency.saturating_record(
                     u64::try_from(started.elapsed().as_micros())
