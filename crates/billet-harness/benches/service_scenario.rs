@@ -3,7 +3,7 @@
 //! restart, which a store in memory cannot survive) through the production
 //! scheduler, then through the whole service (`--scheduler service`) with
 //! its store in memory and durable, all in one run; and the ratios (the
-//! production run five times and the in-memory run three times, each judged
+//! production run 15 times and the in-memory run 5 times, each judged
 //! by its fastest, every wall time printed). Goals:
 //! the service in memory within 15x of the production scheduler, durable
 //! within 5x of memory. Then the commits and `fsync`s per job and per
@@ -63,10 +63,10 @@ impl Tap for Seen {
 }
 
 /// How many times the production scheduler runs the default scenario.
-const PRODUCTION_RUNS: usize = 5;
+const PRODUCTION_RUNS: usize = 15;
 
 /// How many times the service with its store in memory runs it.
-const MEMORY_RUNS: usize = 3;
+const MEMORY_RUNS: usize = 5;
 
 /// Wall times, as `1.23s, 1.30s`.
 fn walls(walls: &[Duration]) -> String {
