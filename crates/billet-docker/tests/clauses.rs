@@ -416,8 +416,7 @@ async fn d5_list_errors_whole_when_an_inspect_fails() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_millis(800))
         .build()
         .unwrap();
@@ -429,8 +428,7 @@ async fn d5_list_errors_whole_when_an_inspect_fails() {
     for passed in 1..=3 {
         // A provider that has not listed yet: it must inspect every one.
         let blue = scope
-            .builder("blue")
-            .endpoint(proxy.endpoint())
+            .through("blue", &proxy)
             .timeout(Duration::from_millis(800))
             .build()
             .unwrap();
@@ -480,11 +478,7 @@ async fn d5_list_inspects_only_what_changed() {
     let proxy = SocketProxy::start();
     // `blue` lists through the proxy, which counts its requests; the test
     // launches through `direct`, whose requests are not counted.
-    let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
-        .build()
-        .unwrap();
+    let blue = scope.through("blue", &proxy).build().unwrap();
     let direct = scope.provider("blue");
     let owner = scope.owner("blue");
     for name in ["a", "b", "c"] {
@@ -598,11 +592,7 @@ async fn d5_list_reads_again_a_container_run_again_by_hand() {
         return;
     };
     let proxy = SocketProxy::start();
-    let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
-        .build()
-        .unwrap();
+    let blue = scope.through("blue", &proxy).build().unwrap();
     let direct = scope.provider("blue");
     // First run: exits 7 on SIGTERM; every later run exits 4 at once.
     let twice = direct
@@ -694,11 +684,7 @@ async fn d18_an_inspect_that_raced_an_exit_is_asked_again_a_bounded_number_of_ti
         return;
     };
     let proxy = SocketProxy::start();
-    let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
-        .build()
-        .unwrap();
+    let blue = scope.through("blue", &proxy).build().unwrap();
     let direct = scope.provider("blue");
     let ended = direct.launch(job("ended", &["true"])).await.unwrap();
     wait_for(&direct, "ended", State::is_stopped).await;
@@ -727,11 +713,7 @@ async fn d18_an_inspect_that_raced_an_exit_is_asked_again_a_bounded_number_of_ti
     );
 
     // A list that must inspect (a provider that never listed) reads it too.
-    let fresh = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
-        .build()
-        .unwrap();
+    let fresh = scope.through("blue", &proxy).build().unwrap();
     proxy.refuse_inspects(2, RACED_EXIT);
     let listed = fresh.list().await.unwrap();
     assert_eq!(listed, vec![found.clone()]);
@@ -890,8 +872,7 @@ async fn d7_hung_daemon_answers_within_the_timeout() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_millis(400))
         .build()
         .unwrap();
@@ -921,8 +902,7 @@ async fn d7_daemon_cut_mid_run_then_inventory_exact() {
     let Some(scope) = daemon("d7cut") else { return };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();
@@ -1060,8 +1040,7 @@ async fn d18_a_container_removed_before_the_claim_is_absent() {
     };
     let proxy = SocketProxy::start();
     let slow = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap();
@@ -1166,8 +1145,7 @@ async fn d11_a_launch_whose_answer_is_lost_leaves_nothing() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
@@ -1236,8 +1214,7 @@ async fn d11_find_or_relaunch_removes_a_lost_launch_of_the_name() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
@@ -1282,8 +1259,7 @@ async fn d11_a_dropped_launch_leaves_nothing() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -1320,8 +1296,7 @@ async fn d11_a_started_launch_given_up_is_reported_not_removed() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -1496,8 +1471,7 @@ async fn d13_a_launch_has_one_deadline_not_one_per_daemon_call() {
     };
     let proxy = SocketProxy::start();
     let blue = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_millis(1_500))
         .build()
         .unwrap();
@@ -1795,8 +1769,7 @@ async fn d12_a_destroy_whose_container_vanishes_in_between_removes_no_look_alike
     };
     let proxy = SocketProxy::start();
     let slow = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .timeout(Duration::from_secs(20))
         .build()
         .unwrap();
@@ -1830,8 +1803,7 @@ async fn d16_b12_a_burst_of_launches_takes_turns_at_the_daemon() {
     };
     let proxy = SocketProxy::start();
     let provider = scope
-        .builder("blue")
-        .endpoint(proxy.endpoint())
+        .through("blue", &proxy)
         .launches_at_once(2)
         .timeout(Duration::from_secs(30))
         .build()

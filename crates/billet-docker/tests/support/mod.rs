@@ -253,6 +253,12 @@ impl Scope {
             .network("none")
     }
 
+    /// A builder for `owner(tag)` whose requests go through `proxy`,
+    /// network `none`.
+    pub fn through(&self, tag: &str, proxy: &SocketProxy) -> billet_docker::Builder {
+        self.builder(tag).endpoint(proxy.endpoint())
+    }
+
     /// A raw bollard client on the scope's socket.
     pub fn client(&self) -> Docker {
         client_on(&self.socket).expect("a client")

@@ -159,14 +159,23 @@ mod tests {
             .block_on(test)
     }
 
+    /// A listener on a free loopback port, and `/v1/jobs` at it.
+    fn listener() -> (std::net::TcpListener, Uri) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let uri = format!(
+            "http://{}/v1/jobs",
+            listener.local_addr().expect("its address")
+        )
+        .parse()
+        .expect("a valid address");
+        (listener, uri)
+    }
+
     #[test]
     fn a_listener_that_never_answers_fails_the_request_within_the_bound() {
         // Accepts and holds the connection, answering nothing, until the
         // client has given up and closed it.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let uri: Uri = format!("http://{}/v1/jobs", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, uri) = listener();
         let held = std::thread::spawn(move || {
             use std::io::Read;
             let (mut socket, _) = listener.accept().unwrap();
@@ -187,10 +196,7 @@ mod tests {
 
     #[test]
     fn a_request_carries_the_bearer_and_its_answer_is_read_whole() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let uri: Uri = format!("http://{}/v1/jobs", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, uri) = listener();
         let server = std::thread::spawn(move || {
             use std::io::{Read, Write};
             let (mut socket, _) = listener.accept().unwrap();
