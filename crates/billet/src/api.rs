@@ -141,6 +141,18 @@ pub fn parse_job(body: &[u8]) -> Result<NewJob, BadRequest> {
     if body.len() > MAX_BODY_BYTES {
         return Err(too_large());
     }
+    // A body that reads is read once, without tracking where the parser
+    // is; only a body at fault is read again to name the field at fault.
+    // Both reads accept exactly the same bodies.
+    match serde_json::from_slice::<RawJob>(body) {
+        Ok(raw) => check_job(raw),
+        Err(_) => parse_tracked(body),
+    }
+}
+
+/// [`parse_job`]'s read of a body, tracking where the parser is so that the
+/// error names the field at fault.
+fn parse_tracked(body: &[u8]) -> Result<NewJob, BadRequest> {
     let mut json = serde_json::Deserializer::from_slice(body);
     let raw: RawJob = serde_path_to_error::deserialize(&mut json).map_err(|error| {
         // `?` stands for a segment the parser could not name (a syntax
@@ -458,6 +470,37 @@ mod tests {
                 error.to_string().contains(field),
                 "{body}: {error} does not name {field}"
             );
+        }
+    }
+
+    // L5: the one read of a body that reads (untracked) answers what the
+    // tracked read answers, for any body: valid jobs, jobs at fault in one
+    // field, and bytes that are not JSON.
+    proptest::proptest! {
+        #[test]
+        fn l5_the_untracked_read_answers_as_the_tracked_one(
+            command in proptest::collection::vec("[ -~]{0,12}", 0..4),
+            labels in proptest::option::of(proptest::collection::vec("[ -~]{0,8}", 0..4)),
+            trust in proptest::option::of("trusted|untrusted|unknown|maybe"),
+            timeout in proptest::option::of(0i64..1_000_000_000),
+            cut in 0usize..200,
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let mut job = serde_json::json!({ "command": command });
+            if let Some(labels) = labels {
+                job["labels"] = serde_json::json!(labels);
+            }
+            if let Some(trust) = trust {
+                job["trust"] = serde_json::json!(trust);
+            }
+            if let Some(timeout) = timeout {
+                job["timeout_secs"] = serde_json::json!(timeout);
+            }
+            let whole = job.to_string();
+            let cut_short = &whole.as_bytes()[..cut.min(whole.len())];
+            for body in [whole.as_bytes(), cut_short, &bytes] {
+                proptest::prop_assert_eq!(parse_job(body), parse_tracked(body));
+            }
         }
     }
 
