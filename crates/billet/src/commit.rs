@@ -53,8 +53,9 @@ pub(crate) enum Written {
 
 /// Where the engine's batches go: to the writer thread, or, for a store in
 /// memory that commits at once, committed on the engine's own task (a thread
-/// there would add nothing but two wake-ups per batch). Either way the
-/// engine hears of each commit through `written`, in order.
+/// there would add nothing but two wake-ups per batch). The engine hears of
+/// a thread's commits through `written`, in order, and of an inline commit
+/// from [`Writer::send`] itself; of a failed commit, through `written`.
 pub(crate) enum Writer {
     /// The writer thread, and the channel its batches go by.
     Thread {
@@ -99,12 +100,18 @@ impl Writer {
         Ok(Writer::Thread { batches, thread })
     }
 
-    /// Commits `batch`, after every batch sent before it.
-    pub(crate) fn send(&mut self, mut batch: Batch) {
+    /// Commits `batch`, after every batch sent before it. Answers the
+    /// batch's number when it is committed (and applied, and its replies
+    /// run) before this returns, as an instant store's is: that commit is
+    /// not told through `written` again. Answers `None` when the commit
+    /// comes later, told through `written`, and when it failed, which
+    /// `written` tells too.
+    pub(crate) fn send(&mut self, mut batch: Batch) -> Option<u64> {
         match self {
             // A writer that is gone reports why through `written`.
             Writer::Thread { batches, .. } => {
                 let _ = batches.send(batch);
+                None
             }
             Writer::Inline(inline) => {
                 let Inline {
@@ -115,7 +122,7 @@ impl Writer {
                     failed,
                 } = &mut **inline;
                 if *failed {
-                    return;
+                    return None;
                 }
                 let changes = std::mem::take(&mut batch.changes);
                 let prune = batch.prune;
@@ -126,11 +133,12 @@ impl Writer {
                         if let Some(before) = *pruning {
                             *pruning = prune_some(store, before);
                         }
-                        let _ = written.send(Written::Committed(seq));
+                        Some(seq)
                     }
                     Err(error) => {
                         *failed = true;
                         let _ = written.send(Written::Failed(error));
+                        None
                     }
                 }
             }
@@ -359,6 +367,14 @@ mod tests {
         )
         .unwrap();
         assert!(matches!(thread, Writer::Thread { .. }));
+        let mut thread = thread;
+        let later = thread.send(Batch {
+            seq: 1,
+            changes: vec![accepted(1)],
+            replies: vec![],
+            prune: None,
+        });
+        assert_eq!(later, None, "a thread's commit is told through `written`");
         thread.finish();
 
         let store = Store::memory();
@@ -373,35 +389,39 @@ mod tests {
             Box::new(move |table: &Jobs| *seen.lock() = Some(table.len()))
         };
         let total = PRUNE_BATCH as u64 + 3;
-        writer.send(Batch {
+        let committed = writer.send(Batch {
             seq: 1,
             changes: ended_jobs(total),
             replies: vec![reply],
             prune: None,
         });
+        assert_eq!(committed, Some(1), "committed before `send` returns");
         assert_eq!(*seen.lock(), Some(0), "ended jobs go to the archive");
         assert_eq!(archive.page(0, None, 10_000).unwrap().len(), total as usize);
-        assert!(matches!(written.try_recv(), Ok(Written::Committed(1))));
         let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
-        writer.send(Batch {
+        let committed = writer.send(Batch {
             seq: 2,
             changes: vec![],
             replies: vec![],
             prune: Some(cutoff),
         });
-        assert!(matches!(written.try_recv(), Ok(Written::Committed(2))));
+        assert_eq!(committed, Some(2));
         assert_eq!(
             archive.page(0, None, 10_000).unwrap().len(),
             3,
             "one batch pruned"
         );
-        writer.send(Batch {
+        let committed = writer.send(Batch {
             seq: 3,
             changes: vec![accepted(total + 1)],
             replies: vec![],
             prune: None,
         });
-        assert!(matches!(written.try_recv(), Ok(Written::Committed(3))));
+        assert_eq!(committed, Some(3));
+        assert!(
+            written.try_recv().is_err(),
+            "an instant commit is not told again"
+        );
         assert!(
             archive.page(0, None, 10_000).unwrap().is_empty(),
             "the rest"

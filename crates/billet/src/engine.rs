@@ -597,9 +597,19 @@ impl State {
             replies: std::mem::take(&mut self.replies),
             prune: self.prune.take(),
         };
-        if let Some(writer) = &mut self.writer {
-            writer.send(batch);
+        if let Some(writer) = &mut self.writer
+            && let Some(through) = writer.send(batch)
+        {
+            // Committed already (an instant store): the calls this step
+            // asks for need not wait for it.
+            self.on_committed(through);
         }
+    }
+
+    /// Every batch through `seq` is committed and applied.
+    fn on_committed(&mut self, seq: u64) {
+        self.committed = seq;
+        self.keys.applied(seq);
     }
 
     /// Job `id` ends in the batch being gathered: its key, if it has one,
@@ -612,8 +622,7 @@ impl State {
     fn on_written(&mut self, written: Option<Written>) -> Result<u64, EngineError> {
         match written {
             Some(Written::Committed(seq)) => {
-                self.committed = seq;
-                self.keys.applied(seq);
+                self.on_committed(seq);
                 Ok(seq)
             }
             Some(Written::Failed(error)) => Err(error.into()),
