@@ -20,7 +20,9 @@
 //!   pool's provider: its `destroy` first lets the capture read to the end of
 //!   what the instance wrote (at most [`FINISH_WAIT`]; an instance still
 //!   running, as a cancelled job's is, gives what comes within [`SETTLE`] of
-//!   the last byte), `fsync`s the file, and only then destroys. The engine
+//!   the last byte, and then what a read opened again from the file's end
+//!   gives within another [`SETTLE`]: a backend's follow that stalls at the
+//!   end loses nothing), `fsync`s the file, and only then destroys. The engine
 //!   commits a job's outcome before it asks the destroy (L6), so the output
 //!   and the outcome are both on disk before the instance is gone.
 //! * **A crash loses no more than the backend keeps.** After `kill -9`, the
@@ -257,7 +259,8 @@ impl OutputStore {
 
     /// Appends `id`'s output to job `job`'s file until the output ends, the
     /// limit cuts it, or a finish is asked and nothing more comes within
-    /// [`SETTLE`]; the file is synced before it answers.
+    /// [`SETTLE`], twice: the second time on a stream opened again from the
+    /// file's end. The file is synced before it answers.
     async fn capture(
         &self,
         provider: &dyn Provider,
@@ -279,6 +282,12 @@ impl OutputStore {
         };
         let mut pause = REOPEN_FIRST;
         let mut finish_by: Option<tokio::time::Instant> = None;
+        // Whether the stream settled once since a finish was asked: it is
+        // then opened once more from where the file ends, since a backend's
+        // follow can stall past its instance's end with bytes not yet yielded
+        // (seen on podman 4.3); a fresh read of a stopped instance yields
+        // the rest and ends.
+        let mut looked_again = false;
         let ended = 'reads: loop {
             let mut stream = match output.read(id, written).await {
                 Ok(stream) => stream,
@@ -297,6 +306,10 @@ impl OutputStore {
                     let until = by.min(tokio::time::Instant::now() + SETTLE);
                     match tokio::time::timeout_at(until, stream.next()).await {
                         Ok(item) => item,
+                        Err(_) if !looked_again && tokio::time::Instant::now() < by => {
+                            looked_again = true;
+                            continue 'reads;
+                        }
                         Err(_) => break 'reads Ended::Settled,
                     }
                 } else {
@@ -728,7 +741,14 @@ mod tests {
         assert!(!so_far.is_empty());
         let started = tokio::time::Instant::now();
         f.capturing.destroy(&instance.id).await.unwrap();
-        assert!(started.elapsed() < FINISH_WAIT + SETTLE * 4);
+        // Two settles (the stream, then the one opened again), far from
+        // the finish's bound: a capture that kept opening again until the
+        // bound would take all of it.
+        assert!(
+            started.elapsed() < FINISH_WAIT / 2,
+            "{:?}",
+            started.elapsed()
+        );
         assert!(!f.store.capturing(5));
         assert_eq!(std::fs::read(f.store.path(5)).unwrap(), so_far);
         assert!(f.raw.list().await.unwrap().is_empty());
@@ -876,6 +896,9 @@ mod tests {
     struct Flaky {
         inner: SimulatedProvider,
         after: usize,
+        /// The first stream stalls after `after` pieces, neither yielding
+        /// nor ending, instead of breaking.
+        stall: bool,
         broken: Mutex<std::collections::HashSet<InstanceId>>,
         refuse_opens: std::sync::atomic::AtomicU32,
     }
@@ -924,7 +947,11 @@ mod tests {
             if !self.broken.lock().insert(id.clone()) {
                 return Ok(stream);
             }
-            let broken = stream.take(self.after).chain(futures::stream::once(async {
+            let first = stream.take(self.after);
+            if self.stall {
+                return Ok(Box::pin(first.chain(futures::stream::pending())));
+            }
+            let broken = first.chain(futures::stream::once(async {
                 Err(Error::unavailable("the stream broke"))
             }));
             Ok(Box::pin(broken))
@@ -932,6 +959,15 @@ mod tests {
     }
 
     fn flaky(limit: u64, after: usize, refuse_opens: u32) -> (Fixture, Arc<Flaky>) {
+        flaky_or_stalling(limit, after, refuse_opens, false)
+    }
+
+    fn flaky_or_stalling(
+        limit: u64,
+        after: usize,
+        refuse_opens: u32,
+        stall: bool,
+    ) -> (Fixture, Arc<Flaky>) {
         let f = fixture(limit, None);
         let flaky = Arc::new(Flaky {
             inner: SimulatedProvider::builder("blue")
@@ -940,6 +976,7 @@ mod tests {
                 .build()
                 .unwrap(),
             after,
+            stall,
             broken: Mutex::new(std::collections::HashSet::new()),
             refuse_opens: std::sync::atomic::AtomicU32::new(refuse_opens),
         });
@@ -960,6 +997,26 @@ mod tests {
         let written = whole(&flaky.inner, &instance.id).await;
         assert_eq!(written.len(), 200_000);
         assert_eq!(std::fs::read(f.store.path(11)).unwrap(), written);
+    }
+
+    // L15: a follow that stalls past its instance's end, with bytes not yet
+    // yielded (as podman's can), loses none of them: once the destroy's
+    // settle passes, the capture reads again from where the file ends.
+    #[tokio::test]
+    async fn l15_a_follow_that_stalls_at_the_end_loses_nothing() {
+        let (f, flaky) = flaky_or_stalling(1 << 20, 1, 0, true);
+        let provider: Arc<dyn Provider> = flaky.clone();
+        let capturing = Capturing::new(Arc::clone(&provider), Arc::clone(&f.store));
+        let instance = capturing.launch(spec(18, 10, 200_000)).await.unwrap();
+        f.clock.advance(Duration::from_secs(10)).unwrap();
+        let written = whole(&flaky.inner, &instance.id).await;
+        assert_eq!(written.len(), 200_000);
+        let started = tokio::time::Instant::now();
+        capturing.destroy(&instance.id).await.unwrap();
+        assert!(started.elapsed() < FINISH_WAIT, "{:?}", started.elapsed());
+        let kept = std::fs::read(f.store.path(18)).unwrap();
+        assert_eq!(kept.len(), written.len(), "bytes kept");
+        assert!(kept == written, "the bytes kept are the bytes written");
     }
 
     // L15: the limit counts every piece: a cut that falls in a later piece
