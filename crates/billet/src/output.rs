@@ -282,12 +282,12 @@ impl OutputStore {
         };
         let mut pause = REOPEN_FIRST;
         let mut finish_by: Option<tokio::time::Instant> = None;
-        // Whether the stream settled once since a finish was asked: it is
-        // then opened once more from where the file ends, since a backend's
+        // Taken when the stream first settles after a finish was asked: it
+        // is then opened once more from where the file ends, since a backend's
         // follow can stall past its instance's end with bytes not yet yielded
         // (seen on podman 4.3); a fresh read of a stopped instance yields
         // the rest and ends.
-        let mut looked_again = false;
+        let mut look_again = Some(());
         let ended = 'reads: loop {
             let mut stream = match output.read(id, written).await {
                 Ok(stream) => stream,
@@ -306,11 +306,12 @@ impl OutputStore {
                     let until = by.min(tokio::time::Instant::now() + SETTLE);
                     match tokio::time::timeout_at(until, stream.next()).await {
                         Ok(item) => item,
-                        Err(_) if !looked_again && tokio::time::Instant::now() < by => {
-                            looked_again = true;
-                            continue 'reads;
-                        }
-                        Err(_) => break 'reads Ended::Settled,
+                        // Once only (a read that settles twice is taken as
+                        // it is); the destroy waits at most FINISH_BOUND.
+                        Err(_) => match look_again.take() {
+                            Some(()) => continue 'reads,
+                            None => break 'reads Ended::Settled,
+                        },
                     }
                 } else {
                     tokio::select! {
