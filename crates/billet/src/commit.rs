@@ -360,14 +360,13 @@ mod tests {
     fn l6_an_instant_store_commits_as_each_batch_is_sent() {
         assert!(Store::memory().is_instant());
         assert!(!Store::slow_memory(std::time::Duration::from_millis(1)).is_instant());
-        let thread = Writer::start(
+        let mut thread = Writer::start(
             Store::slow_memory(std::time::Duration::from_millis(1)),
             Arc::default(),
             tokio::sync::mpsc::unbounded_channel().0,
         )
         .unwrap();
         assert!(matches!(thread, Writer::Thread { .. }));
-        let mut thread = thread;
         let later = thread.send(Batch {
             seq: 1,
             changes: vec![accepted(1)],

@@ -959,16 +959,7 @@ mod tests {
         }
     }
 
-    fn flaky(limit: u64, after: usize, refuse_opens: u32) -> (Fixture, Arc<Flaky>) {
-        flaky_or_stalling(limit, after, refuse_opens, false)
-    }
-
-    fn flaky_or_stalling(
-        limit: u64,
-        after: usize,
-        refuse_opens: u32,
-        stall: bool,
-    ) -> (Fixture, Arc<Flaky>) {
+    fn flaky(limit: u64, after: usize, refuse_opens: u32, stall: bool) -> (Fixture, Arc<Flaky>) {
         let f = fixture(limit, None);
         let flaky = Arc::new(Flaky {
             inner: SimulatedProvider::builder("blue")
@@ -989,7 +980,7 @@ mod tests {
     // file ends, and the output is whole, nothing twice.
     #[tokio::test]
     async fn l15_a_broken_stream_is_read_again_from_where_the_file_ends() {
-        let (f, flaky) = flaky(1 << 20, 1, 2);
+        let (f, flaky) = flaky(1 << 20, 1, 2, false);
         let provider: Arc<dyn Provider> = flaky.clone();
         let capturing = Capturing::new(Arc::clone(&provider), Arc::clone(&f.store));
         let instance = capturing.launch(spec(11, 10, 200_000)).await.unwrap();
@@ -1005,7 +996,7 @@ mod tests {
     // settle passes, the capture reads again from where the file ends.
     #[tokio::test]
     async fn l15_a_follow_that_stalls_at_the_end_loses_nothing() {
-        let (f, flaky) = flaky_or_stalling(1 << 20, 1, 0, true);
+        let (f, flaky) = flaky(1 << 20, 1, 0, true);
         let provider: Arc<dyn Provider> = flaky.clone();
         let capturing = Capturing::new(Arc::clone(&provider), Arc::clone(&f.store));
         let instance = capturing.launch(spec(18, 10, 200_000)).await.unwrap();
