@@ -261,7 +261,7 @@ fn main() {
     let commits = count(durable, "commits (");
     let fsyncs = count(durable, "fsyncs (");
     println!(
-        "durable: {commits} commits and {fsyncs} fsyncs: {:.2} per job, {:.2} per modelled instant with work ({instants} instants)",
+        "durable: {commits} commits and {fsyncs} fsyncs: {:.2} per job of the scenario (the report counts per job sent), {:.2} per modelled instant with work ({instants} instants)",
         commits / jobs as f64,
         commits / instants.max(1) as f64,
     );
