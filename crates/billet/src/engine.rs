@@ -1112,12 +1112,27 @@ mod tests {
     }
 
     /// A provider whose launches answer `delay` (tokio's time) after its
-    /// backend's, noting when.
+    /// backend's, and each later launch `stagger` more than the one before
+    /// it, noting when.
     #[derive(Debug)]
     struct SlowLaunch {
         inner: Arc<dyn Provider>,
         delay: Duration,
+        stagger: Duration,
+        begun: std::sync::atomic::AtomicU32,
         answered: Mutex<Vec<tokio::time::Instant>>,
+    }
+
+    impl SlowLaunch {
+        fn new(inner: Arc<dyn Provider>, delay: Duration, stagger: Duration) -> Self {
+            SlowLaunch {
+                inner,
+                delay,
+                stagger,
+                begun: std::sync::atomic::AtomicU32::new(0),
+                answered: Mutex::new(Vec::new()),
+            }
+        }
     }
 
     #[async_trait::async_trait]
@@ -1133,7 +1148,8 @@ mod tests {
             spec: billet_provider::Spec,
         ) -> Result<billet_provider::Instance, billet_provider::Error> {
             let launched = self.inner.launch(spec).await;
-            tokio::time::sleep(self.delay).await;
+            let nth = self.begun.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(self.delay + self.stagger * nth).await;
             self.answered.lock().push(tokio::time::Instant::now());
             launched
         }
@@ -1168,11 +1184,7 @@ mod tests {
                 .build()
                 .unwrap(),
         );
-        let slow = Arc::new(SlowLaunch {
-            inner: simulated,
-            delay: LAZY_COMMIT / 2,
-            answered: Mutex::new(Vec::new()),
-        });
+        let slow = Arc::new(SlowLaunch::new(simulated, LAZY_COMMIT / 2, Duration::ZERO));
         let engine = engine_on(
             Store::memory(),
             Vec::new(),
@@ -1206,6 +1218,111 @@ mod tests {
         assert!(committed - answered < LAZY_COMMIT * 2);
         let jobs = engine.shared.jobs.read();
         assert!(jobs.find(1).unwrap().unwrap().instance.is_some());
+    }
+
+    // L6: a later change that can wait does not move the flush of one held
+    // before it: the first instance's id is committed a hold after it was
+    // decided, with the second's (decided half a hold later), not a hold
+    // after the second.
+    #[tokio::test(start_paused = true)]
+    async fn l6_a_later_held_change_does_not_put_off_the_flush() {
+        let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
+        let simulated: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::clone(&clock) as Arc<dyn Clock>)
+                .build()
+                .unwrap(),
+        );
+        let slow = Arc::new(SlowLaunch::new(simulated, LAZY_COMMIT / 4, LAZY_COMMIT / 2));
+        let engine = engine_on(
+            Store::memory(),
+            Vec::new(),
+            clock,
+            Arc::clone(&slow) as Arc<dyn Provider>,
+        )
+        .await;
+        let commits = || engine.shared.commits.load(Ordering::Relaxed);
+        let mut quiet = engine.shared.quiet.subscribe();
+        within(quiet.wait_for(|q| q.is_some())).await.unwrap();
+        let job = || NewJob {
+            command: billet_simulated::run_for(Duration::from_secs(3600)),
+            ..job()
+        };
+        for _ in 0..2 {
+            assert!(matches!(
+                within(engine.handle.submit(job())).await,
+                Ok(Submitted::Created(_))
+            ));
+        }
+        let accepted = commits();
+        within(quiet.wait_for(|q| q.is_some_and(|q| q.settled)))
+            .await
+            .unwrap();
+        let committed = tokio::time::Instant::now();
+        let answered = slow.answered.lock().clone();
+        assert_eq!(answered.len(), 2);
+        assert_eq!(answered[1] - answered[0], LAZY_COMMIT / 2, "the setup");
+        assert_eq!(commits(), accepted + 1, "both instances in one commit");
+        let held = committed - answered[0];
+        assert!(
+            held >= LAZY_COMMIT && held < LAZY_COMMIT + LAZY_COMMIT / 4,
+            "a hold after the first was decided, not after the second: held {held:?}"
+        );
+        let jobs = engine.shared.jobs.read();
+        for id in [1, 2] {
+            assert!(jobs.find(id).unwrap().unwrap().instance.is_some());
+        }
+    }
+
+    /// A log sink for a test's own subscriber.
+    #[derive(Clone, Default)]
+    struct Logs(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Logs {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // L14: a pool's first inventory read is said once ("placing from now
+    // on"), not at each read after it. The clock is moved to each reconcile
+    // the engine names, three times.
+    #[tokio::test(start_paused = true)]
+    async fn l14_the_first_inventory_read_is_logged_once() {
+        let logs = Logs::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
+        let engine = engine_with(
+            Store::memory(),
+            Vec::new(),
+            Arc::clone(&clock) as Arc<dyn Clock>,
+        )
+        .await;
+        let mut quiet = engine.shared.quiet.subscribe();
+        let mut seen = within(quiet.wait_for(|q| q.is_some()))
+            .await
+            .unwrap()
+            .expect("quiescent");
+        for _ in 0..3 {
+            let wake = seen.wake.expect("a reconcile is ahead");
+            clock.advance_to(wake).unwrap();
+            seen = within(quiet.wait_for(|q| q.is_some_and(|q| q.at >= wake)))
+                .await
+                .unwrap()
+                .expect("quiescent");
+        }
+        let text = String::from_utf8(logs.0.lock().clone()).unwrap();
+        assert_eq!(text.matches("first inventory read").count(), 1, "{text}");
     }
 
     // L7: an engine stopped in order commits the changes it held back.
