@@ -1170,12 +1170,9 @@ mod tests {
         }
     }
 
-    // L6: a held change waits its whole hold, counted from when it was
-    // decided: a step before it that held nothing arms no flush (which
-    // would commit it early, alone, and wake an idle engine for nothing).
-    // The instance's id comes half a hold after the acceptance's commit.
-    #[tokio::test(start_paused = true)]
-    async fn l6_a_held_change_waits_its_whole_hold_from_when_it_was_decided() {
+    /// An engine on a manual clock and a store in memory, over a
+    /// [`SlowLaunch`] of a simulated provider.
+    async fn slow_engine(delay: Duration, stagger: Duration) -> (Engine, Arc<SlowLaunch>) {
         let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
         let simulated: Arc<dyn Provider> = Arc::new(
             SimulatedProvider::builder("blue")
@@ -1184,7 +1181,7 @@ mod tests {
                 .build()
                 .unwrap(),
         );
-        let slow = Arc::new(SlowLaunch::new(simulated, LAZY_COMMIT / 2, Duration::ZERO));
+        let slow = Arc::new(SlowLaunch::new(simulated, delay, stagger));
         let engine = engine_on(
             Store::memory(),
             Vec::new(),
@@ -1192,6 +1189,16 @@ mod tests {
             Arc::clone(&slow) as Arc<dyn Provider>,
         )
         .await;
+        (engine, slow)
+    }
+
+    // L6: a held change waits its whole hold, counted from when it was
+    // decided: a step before it that held nothing arms no flush (which
+    // would commit it early, alone, and wake an idle engine for nothing).
+    // The instance's id comes half a hold after the acceptance's commit.
+    #[tokio::test(start_paused = true)]
+    async fn l6_a_held_change_waits_its_whole_hold_from_when_it_was_decided() {
+        let (engine, slow) = slow_engine(LAZY_COMMIT / 2, Duration::ZERO).await;
         let commits = || engine.shared.commits.load(Ordering::Relaxed);
         let mut quiet = engine.shared.quiet.subscribe();
         within(quiet.wait_for(|q| q.is_some())).await.unwrap();
@@ -1226,22 +1233,7 @@ mod tests {
     // after the second.
     #[tokio::test(start_paused = true)]
     async fn l6_a_later_held_change_does_not_put_off_the_flush() {
-        let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
-        let simulated: Arc<dyn Provider> = Arc::new(
-            SimulatedProvider::builder("blue")
-                .host(Host::new())
-                .clock(Arc::clone(&clock) as Arc<dyn Clock>)
-                .build()
-                .unwrap(),
-        );
-        let slow = Arc::new(SlowLaunch::new(simulated, LAZY_COMMIT / 4, LAZY_COMMIT / 2));
-        let engine = engine_on(
-            Store::memory(),
-            Vec::new(),
-            clock,
-            Arc::clone(&slow) as Arc<dyn Provider>,
-        )
-        .await;
+        let (engine, slow) = slow_engine(LAZY_COMMIT / 4, LAZY_COMMIT / 2).await;
         let commits = || engine.shared.commits.load(Ordering::Relaxed);
         let mut quiet = engine.shared.quiet.subscribe();
         within(quiet.wait_for(|q| q.is_some())).await.unwrap();
