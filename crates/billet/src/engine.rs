@@ -1427,9 +1427,15 @@ mod tests {
             let handle = handle.clone();
             async move { handle.submit(job()).await }
         });
-        while inbox.is_empty() {
+        // Bounded, so that a submission that never reaches the inbox fails
+        // the test rather than hangs it.
+        for _ in 0..10_000 {
+            if !inbox.is_empty() {
+                break;
+            }
             tokio::task::yield_now().await;
         }
+        assert_eq!(inbox.len(), 1, "the first submission reached the inbox");
         assert_eq!(
             handle.submit(job()).await.unwrap_err(),
             Unanswered::Saturated
