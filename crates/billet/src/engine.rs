@@ -1281,11 +1281,11 @@ mod tests {
         }
     }
 
-    // L14: a pool's first inventory read is said once ("placing from now
+    // L8: a pool's first inventory read is logged once ("placing from now
     // on"), not at each read after it. The clock is moved to each reconcile
     // the engine names, three times.
     #[tokio::test(start_paused = true)]
-    async fn l14_the_first_inventory_read_is_logged_once() {
+    async fn l8_the_first_inventory_read_is_logged_once() {
         let logs = Logs::default();
         let sink = logs.clone();
         let subscriber = tracing_subscriber::fmt()
