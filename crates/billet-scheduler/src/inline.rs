@@ -1,13 +1,13 @@
 //! [`Inline`]: a driver that makes the core's calls one at a time, in the
 //! order asked for, for callers that step modelled time themselves.
 
-use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::SystemTime;
 
 use billet_clock::Clock;
-use billet_provider::{Hint, Provider};
-use futures::{FutureExt, Stream, StreamExt};
+use billet_provider::{Hint, HintStream, Provider};
 
 use crate::build::Pools;
 use crate::core::Core;
@@ -43,11 +43,33 @@ pub struct Inline {
     core: Core,
     providers: Vec<Arc<dyn Provider>>,
     clock: Arc<dyn Clock>,
-    hints: futures::stream::SelectAll<HintsOf>,
+    hints: Vec<Subscription>,
+    /// Where [`Inline::next_hint`] looks first.
+    turn: usize,
 }
 
-/// One pool's hints, each with the pool it came from.
-type HintsOf = Pin<Box<dyn Stream<Item = (crate::PoolId, Hint)> + Send>>;
+/// One pool's hints, and whether they are worth a poll: set by the waker the
+/// stream was last polled with, and at the start, so that a stream is polled
+/// only once it has said it may have more.
+struct Subscription {
+    pool: crate::PoolId,
+    stream: HintStream,
+    woken: Arc<Woken>,
+    waker: Waker,
+}
+
+/// A waker that only marks its subscription for the next poll.
+struct Woken(AtomicBool);
+
+impl Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 
 impl std::fmt::Debug for Inline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,7 +88,8 @@ impl Inline {
             core: pools.core(clock.now()),
             providers: pools.providers().to_vec(),
             clock,
-            hints: futures::stream::SelectAll::new(),
+            hints: Vec::new(),
+            turn: 0,
         }
     }
 
@@ -76,9 +99,13 @@ impl Inline {
     pub fn with_hints(mut self) -> Inline {
         for (p, provider) in self.providers.iter().enumerate() {
             if let Some(hints) = provider.hints() {
-                let pool = crate::PoolId(p);
-                self.hints
-                    .push(Box::pin(hints.subscribe().map(move |hint| (pool, hint))));
+                let woken = Arc::new(Woken(AtomicBool::new(true)));
+                self.hints.push(Subscription {
+                    pool: crate::PoolId(p),
+                    stream: hints.subscribe(),
+                    waker: Waker::from(Arc::clone(&woken)),
+                    woken,
+                });
             }
         }
         self
@@ -138,11 +165,38 @@ impl Inline {
                 let answer = perform(&*provider, action.call).await;
                 self.core.handle_answer(action.id, answer, self.clock.now());
             }
-            // Every hint ready now, each with its calls made before the next.
-            match self.hints.next().now_or_never() {
-                Some(Some((pool, hint))) => self.core.handle_hint(pool, &hint, self.clock.now()),
-                _ => return,
+            // Every hint ready now, each with its calls made before the
+            // next: one from each pool woken in turn, until none has more.
+            match self.next_hint() {
+                Some((pool, hint)) => self.core.handle_hint(pool, &hint, self.clock.now()),
+                None => return,
             }
         }
+    }
+
+    /// The next hint ready, from the first pool after the last one read
+    /// whose stream was woken (round robin, so a pool with many hints delays
+    /// no other's); `None` when no woken stream has one now.
+    fn next_hint(&mut self) -> Option<(crate::PoolId, Hint)> {
+        let n = self.hints.len();
+        for k in 0..n {
+            let i = (self.turn + k) % n;
+            let sub = &mut self.hints[i];
+            if !sub.woken.0.swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            let mut cx = Context::from_waker(&sub.waker);
+            match sub.stream.as_mut().poll_next(&mut cx) {
+                Poll::Ready(Some(hint)) => {
+                    // It may hold more: read it again in its turn.
+                    sub.woken.0.store(true, Ordering::Release);
+                    self.turn = i + 1;
+                    return Some((sub.pool, hint));
+                }
+                // An ended stream is never woken again.
+                Poll::Ready(None) | Poll::Pending => {}
+            }
+        }
+        None
     }
 }

@@ -272,6 +272,52 @@ mod drivers {
         assert_eq!(inline_end(false).await, 60);
     }
 
+    /// The jobs `inline` ended since last asked, in order, with their pools.
+    fn ended(inline: &mut Inline) -> Vec<(u64, usize)> {
+        std::iter::from_fn(|| inline.poll_decision())
+            .filter_map(|decision| match decision {
+                Decision::Ended {
+                    job,
+                    pool: Some(pool),
+                    ..
+                } => Some((job.0, pool.0)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    // B12: every hint ready in a step is read in that step, one from each
+    // pool's stream in turn. Jobs 1 to 4 are placed on pools a, b, a, b (the
+    // most room, ties to the first) and all stop at 10 s; each pool's stream
+    // tells all four stops, in launch order. All four end in that step, in
+    // the order they stopped, whichever stream is read first: a stream that
+    // has just given a hint is read again only after the other has had its
+    // turn, so neither pool's ends wait behind the other's.
+    #[tokio::test]
+    async fn b12_inline_reads_every_hint_ready_each_pool_in_turn() {
+        let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
+        let mut inline = Inline::new(&pools(&clock), shared).with_hints();
+        inline.start().await;
+        for id in 1..=4 {
+            let job = Job::new(JobId(id), run_for(Duration::from_secs(10)))
+                .with_trust(TrustClass::Trusted);
+            inline.submit(job).await.unwrap();
+        }
+        let placed: Vec<(u64, usize)> = std::iter::from_fn(|| inline.poll_decision())
+            .filter_map(|decision| match decision {
+                Decision::Placed { job, pool } => Some((job.0, pool.0)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(placed, [(1, 0), (2, 1), (3, 0), (4, 1)]);
+        let stop = SystemTime::UNIX_EPOCH + Duration::from_secs(10);
+        assert_eq!(clock.next_deadline(), Some(stop));
+        clock.advance_to(stop).unwrap();
+        inline.tick().await;
+        assert_eq!(ended(&mut inline), [(1, 0), (2, 1), (3, 0), (4, 1)]);
+    }
+
     /// Submits job 1, then records when each job ended.
     struct Submit {
         job: Option<Job>,

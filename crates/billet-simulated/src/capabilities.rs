@@ -11,10 +11,14 @@ use billet_clock::Clock;
 use billet_provider::{
     Error, Hint, HintKind, HintStream, Hints, InstanceId, OUTPUT_CHUNK, Output, OutputStream,
 };
-use futures::future::Either;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-use crate::host::{Host, Record, parse_id};
+use billet_clock::Sleep;
+use futures::Stream;
+use parking_lot::Mutex;
+
+use crate::host::{Host, Inbox, Record, parse_id};
 use crate::provider::SimulatedProvider;
 
 /// The most hints one subscriber may fall behind by before it misses the
@@ -160,102 +164,129 @@ impl Output for SimulatedProvider {
     }
 }
 
-/// One subscriber's hints, as they go: what launches and destroys tell,
-/// and the stops it finds on the host after `seen`.
+/// One subscriber's hints, as they go: what launches and destroys told its
+/// inbox, and the stops it finds on the host after `seen`. A stream of its
+/// own (no future made per wait): a poll that finds nothing leaves its waker
+/// in the inbox and one sleep until the owner's next stop on the clock, kept
+/// across polls while that stop stays the next.
 struct Watching {
     host: Host,
     owner: Arc<str>,
     clock: Arc<dyn Clock>,
-    told: tokio::sync::broadcast::Receiver<Hint>,
+    inbox: Arc<Mutex<Inbox>>,
+    /// Where the owner's shelf is on the host, once it has one.
+    shelf: Option<usize>,
     /// Every stop at or before this has been told.
     seen: SystemTime,
     pending: std::collections::VecDeque<Hint>,
+    /// The next stop after `seen`, as read when `seen` and the shelf's
+    /// count of changes to its stops were the two kept beside it.
+    next: Option<(SystemTime, u64, Option<SystemTime>)>,
+    /// The sleep until the next stop, with its deadline.
+    sleep: Option<(SystemTime, Sleep)>,
 }
 
 impl Watching {
-    /// Queues the stops after `seen` up to `now`, and moves `seen` to `now`.
-    fn stops_until(&mut self, now: SystemTime) {
+    /// Queues the stops after `seen` up to `now`, moves `seen` to `now`, and
+    /// answers the first stop after it (read again only when `seen` moved or
+    /// the shelf's stops changed since it was last read).
+    fn look(&mut self, now: SystemTime) -> Option<SystemTime> {
         let store = self.host.lock();
-        if let Some(shelf) = store.shelf(&self.owner) {
-            for record in shelf.stopping(self.seen, now) {
-                self.pending.push_back(Hint {
-                    kind: HintKind::Stopped,
-                    id: record.id.clone(),
-                    name: String::from(&*record.name),
-                });
+        let after = self.seen;
+        self.seen = after.max(now);
+        let shelf = match self.shelf {
+            Some(index) => store.shelf_at(index),
+            None => {
+                let index = store.shelf_index(&self.owner)?;
+                self.shelf = Some(index);
+                store.shelf_at(index)
             }
+        };
+        let changed = shelf.stops_changed();
+        if let Some((seen, count, next)) = self.next
+            && seen == self.seen
+            && count == changed
+        {
+            return next;
         }
-        self.seen = self.seen.max(now);
+        // One walk: the stops up to `now` are queued, the first after it is
+        // the next.
+        let mut next = None;
+        for (at, record) in shelf.stopping_after(after) {
+            if at > now {
+                next = Some(at);
+                break;
+            }
+            self.pending.push_back(Hint {
+                kind: HintKind::Stopped,
+                id: record.id.clone(),
+                name: String::from(&*record.name),
+            });
+        }
+        self.next = Some((self.seen, changed, next));
+        next
     }
+}
 
-    fn next_stop(&self) -> Option<SystemTime> {
-        let store = self.host.lock();
-        store.shelf(&self.owner)?.next_stop_after(self.seen)
+impl Stream for Watching {
+    type Item = Hint;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Hint>> {
+        let this = self.get_mut();
+        loop {
+            // The stops found first, then what was told, then the stops
+            // since: the order the hints came in.
+            if let Some(hint) = this.pending.pop_front() {
+                return Poll::Ready(Some(hint));
+            }
+            if let Some(hint) = this.inbox.lock().told.pop_front() {
+                return Poll::Ready(Some(hint));
+            }
+            let next = this.look(this.clock.now());
+            if !this.pending.is_empty() {
+                continue;
+            }
+            {
+                let mut inbox = this.inbox.lock();
+                if !inbox.told.is_empty() {
+                    continue;
+                }
+                match &mut inbox.waker {
+                    Some(waker) if waker.will_wake(cx.waker()) => {}
+                    slot => *slot = Some(cx.waker().clone()),
+                }
+            }
+            let Some(next) = next else {
+                this.sleep = None;
+                return Poll::Pending;
+            };
+            let sleep = match &mut this.sleep {
+                Some((at, sleep)) if *at == next => sleep,
+                slot => &mut slot.insert((next, this.clock.sleep_until(next))).1,
+            };
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.sleep = None;
+        }
     }
 }
 
 impl Hints for SimulatedProvider {
     fn subscribe(&self) -> HintStream {
         let owner: Arc<str> = Arc::from(self.owner());
-        let told = self.host().lock().hint_channel(&owner).subscribe();
+        let inbox = self.host().lock().subscribe(&owner);
         let clock = self.clock();
-        let watching = Watching {
+        Box::pin(Watching {
             host: self.host().clone(),
             owner,
             seen: clock.now(),
             clock,
-            told,
+            inbox,
+            shelf: None,
             pending: std::collections::VecDeque::new(),
-        };
-        Box::pin(futures::stream::unfold(
-            watching,
-            |mut watching| async move {
-                loop {
-                    if let Some(hint) = watching.pending.pop_front() {
-                        return Some((hint, watching));
-                    }
-                    // What was told first, without waiting: `try_recv` takes
-                    // no part in tokio's cooperative budget, so a driver that
-                    // polls without ever yielding (one that steps modelled
-                    // time) still reads every hint.
-                    match watching.told.try_recv() {
-                        Ok(hint) => return Some((hint, watching)),
-                        Err(TryRecvError::Lagged(_)) => continue,
-                        Err(TryRecvError::Closed) => return None,
-                        Err(TryRecvError::Empty) => {}
-                    }
-                    let now = watching.clock.now();
-                    watching.stops_until(now);
-                    if !watching.pending.is_empty() {
-                        continue;
-                    }
-                    let next = watching.next_stop();
-                    let clock = Arc::clone(&watching.clock);
-                    let sleep = async move {
-                        match next {
-                            Some(at) => clock.sleep_until(at).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    // Not `tokio::select!`, which answers Pending once the
-                    // task's cooperative budget is spent, for as long as a
-                    // driver that never yields keeps polling: the sleep is
-                    // polled whatever the budget.
-                    let woke = {
-                        let told = Box::pin(watching.told.recv());
-                        match futures::future::select(told, Box::pin(sleep)).await {
-                            Either::Left((told, _)) => Some(told),
-                            Either::Right(_) => None,
-                        }
-                    };
-                    match woke {
-                        Some(Ok(hint)) => return Some((hint, watching)),
-                        // Fell behind: the oldest are missed (P9).
-                        Some(Err(RecvError::Lagged(_))) | None => {}
-                        Some(Err(RecvError::Closed)) => return None,
-                    }
-                }
-            },
-        ))
+            next: None,
+            sleep: None,
+        })
     }
 }

@@ -1,8 +1,9 @@
 //! [`Host`]: the store simulated instances live in, shared by every provider over it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::task::Waker;
 use std::time::SystemTime;
 
 use billet_provider::{Hint, Instance, InstanceId, ProviderKind, State};
@@ -115,6 +116,9 @@ pub(crate) struct Shelf {
     /// Every instance held with a stop time, by (stop time, id): where a
     /// hint stream finds what stopped since it last looked (P9).
     stops: BTreeSet<(SystemTime, u64)>,
+    /// Changes to `stops` so far: a hint stream that read the next stop at
+    /// one count need not read it again until the count moves.
+    stops_changed: u64,
 }
 
 impl Shelf {
@@ -123,25 +127,22 @@ impl Shelf {
         self.records.get(&id)
     }
 
-    /// The first stop time after `after` of an instance held, if any.
-    pub(crate) fn next_stop_after(&self, after: SystemTime) -> Option<SystemTime> {
-        self.stops
-            .range((after, u64::MAX)..)
-            .find(|(at, _)| *at > after)
-            .map(|(at, _)| *at)
+    /// How many times the stops held have changed (an instance with a stop
+    /// time added or removed): equal counts mean the same stops.
+    pub(crate) fn stops_changed(&self) -> u64 {
+        self.stops_changed
     }
 
-    /// The instances held that stop after `after` and at or before `until`,
-    /// in stop order.
-    pub(crate) fn stopping(
+    /// The instances held that stop after `after`, with their stop times,
+    /// in stop order (ties by id).
+    pub(crate) fn stopping_after(
         &self,
         after: SystemTime,
-        until: SystemTime,
-    ) -> impl Iterator<Item = &Record> {
+    ) -> impl Iterator<Item = (SystemTime, &Record)> {
         self.stops
-            .range((after, u64::MAX)..=(until, u64::MAX))
+            .range((after, u64::MAX)..)
             .filter(move |(at, _)| *at > after)
-            .filter_map(|(_, id)| self.records.get(id))
+            .filter_map(|(at, id)| Some((*at, self.records.get(id)?)))
     }
 
     /// Every instance on the shelf with its id, in no particular order.
@@ -196,8 +197,33 @@ pub(crate) struct Store {
     len: usize,
     shelves: Vec<Shelf>,
     shelf_of: FxHashMap<Arc<str>, usize>,
-    /// Each owner's hint channel, made by its first subscriber (P9).
-    hints: FxHashMap<Arc<str>, tokio::sync::broadcast::Sender<Hint>>,
+    /// Each owner's hint subscribers, by their inboxes (P9): a subscriber
+    /// whose stream was dropped is forgotten at the next hint told.
+    hints: FxHashMap<Arc<str>, Vec<Weak<Mutex<Inbox>>>>,
+}
+
+/// One hint subscriber's inbox: the hints launches and destroys told it and
+/// it has not read yet, at most [`HINT_BUFFER`](crate::HINT_BUFFER) (past
+/// that the oldest is missed: hints may be lost, P9), and the waker of its
+/// stream's last poll that found nothing to read.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    pub(crate) told: VecDeque<Hint>,
+    pub(crate) waker: Option<Waker>,
+}
+
+/// The wakers of the subscribers a hint reached, to be woken once the
+/// host's lock is released (so a woken stream may use the host at once).
+#[must_use = "wake them once the host's lock is released"]
+pub(crate) struct Wakers(Vec<Waker>);
+
+impl Wakers {
+    /// Wakes every subscriber the hint reached.
+    pub(crate) fn wake(self) {
+        for waker in self.0 {
+            waker.wake();
+        }
+    }
 }
 
 impl Store {
@@ -216,25 +242,51 @@ impl Store {
         self.shelf_of.get(owner).map(|k| &self.shelves[*k])
     }
 
-    /// Where `owner`'s hints go, made on first use with room for
-    /// [`HINT_BUFFER`](crate::HINT_BUFFER) hints per subscriber.
-    pub(crate) fn hint_channel(
-        &mut self,
-        owner: &Arc<str>,
-    ) -> &tokio::sync::broadcast::Sender<Hint> {
-        self.hints
-            .entry(Arc::clone(owner))
-            .or_insert_with(|| tokio::sync::broadcast::channel(crate::HINT_BUFFER).0)
+    /// Where the deployment's shelf is, if it has launched here: a place
+    /// that stays its own for the host's life (shelves are never removed).
+    pub(crate) fn shelf_index(&self, owner: &str) -> Option<usize> {
+        self.shelf_of.get(owner).copied()
     }
 
-    /// Tells `owner`'s subscribers, if any, of `hint`.
-    pub(crate) fn hint(&self, owner: &str, hint: impl FnOnce() -> Hint) {
-        if let Some(channel) = self.hints.get(owner)
-            && channel.receiver_count() > 0
-        {
-            // A receiver that falls behind misses the oldest: hints may be lost.
-            let _ = channel.send(hint());
+    /// The shelf at `index`, as [`Store::shelf_index`] answered it.
+    pub(crate) fn shelf_at(&self, index: usize) -> &Shelf {
+        &self.shelves[index]
+    }
+
+    /// A new subscriber to `owner`'s hints: an empty inbox that every hint
+    /// told from now on reaches, for as long as the caller holds it.
+    pub(crate) fn subscribe(&mut self, owner: &Arc<str>) -> Arc<Mutex<Inbox>> {
+        let inbox = Arc::new(Mutex::new(Inbox::default()));
+        self.hints
+            .entry(Arc::clone(owner))
+            .or_default()
+            .push(Arc::downgrade(&inbox));
+        inbox
+    }
+
+    /// Tells `owner`'s subscribers, if any, of `hint` (made only if one is
+    /// there), and answers the wakers to wake once the lock is released.
+    pub(crate) fn hint(&mut self, owner: &str, hint: impl FnOnce() -> Hint) -> Wakers {
+        let mut wakers = Vec::new();
+        let Some(subscribers) = self.hints.get_mut(owner) else {
+            return Wakers(wakers);
+        };
+        subscribers.retain(|inbox| inbox.strong_count() > 0);
+        let mut hint = Some(hint());
+        let mut left = subscribers.len();
+        for inbox in subscribers.iter().filter_map(Weak::upgrade) {
+            left -= 1;
+            // The last subscriber takes the hint itself, the others a copy.
+            let told = if left == 0 { hint.take() } else { hint.clone() };
+            let mut inbox = inbox.lock();
+            if inbox.told.len() >= crate::HINT_BUFFER {
+                // A subscriber that falls behind misses the oldest: hints may be lost.
+                inbox.told.pop_front();
+            }
+            inbox.told.extend(told);
+            wakers.extend(inbox.waker.take());
         }
+        Wakers(wakers)
     }
 
     /// The id `id` is on a shelf of another deployment than `owner`: its
@@ -278,6 +330,7 @@ impl Store {
                 records: FxHashMap::default(),
                 names: FxHashMap::default(),
                 stops: BTreeSet::new(),
+                stops_changed: 0,
             });
             self.shelf_of.insert(Arc::clone(owner), shelf);
         }
@@ -287,6 +340,7 @@ impl Store {
         shelf.names.insert(Arc::clone(&name), id);
         if let Some(at) = stops_at {
             shelf.stops.insert((at, id));
+            shelf.stops_changed += 1;
         }
         let record = Record {
             id: format_id(id),
@@ -319,6 +373,7 @@ impl Store {
         shelf.names.remove(&*record.name);
         if let Some(at) = record.stops_at {
             shelf.stops.remove(&(at, id));
+            shelf.stops_changed += 1;
         }
         self.len -= 1;
         Removal::Removed(record)

@@ -228,12 +228,13 @@ impl Provider for SimulatedProvider {
         };
         let id = record.id.clone();
         let state = record.state(now);
-        store.hint(&self.owner, || Hint {
+        let wakers = store.hint(&self.owner, || Hint {
             kind: HintKind::Appeared,
             id: id.clone(),
             name: spec.name.clone(),
         });
         drop(store);
+        wakers.wake();
         let instance = Instance {
             id,
             name: spec.name,
@@ -283,11 +284,13 @@ impl Provider for SimulatedProvider {
                 let mut store = self.host.lock();
                 let removal = store.take(&self.owner, key);
                 if let Removal::Removed(record) = &removal {
-                    store.hint(&self.owner, || Hint {
+                    let wakers = store.hint(&self.owner, || Hint {
                         kind: HintKind::Vanished,
                         id: id.clone(),
                         name: String::from(&*record.name),
                     });
+                    drop(store);
+                    wakers.wake();
                 }
                 removal
             }

@@ -172,6 +172,65 @@ async fn p9_hints_come_at_the_instant_of_a_stop() {
     assert_eq!(next(&mut hints), None, "a destroyed instance never stops");
 }
 
+// B12, P9: a driver that steps modelled time never yields to the runtime,
+// so tokio's cooperative budget is spent early and never renewed; hints must
+// reach it all the same, each as soon as it is told. (Before issue 49 the
+// stream waited on tokio's broadcast `recv`, which counts against that
+// budget: past it, launches' and destroys' hints were read only at the
+// stream's next stop, and a stop earlier than the one it slept on was missed
+// at its instant.)
+#[tokio::test]
+async fn b12_hints_reach_a_driver_that_never_yields_at_once() {
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+    let host = Host::new();
+    let blue = provider("blue", &host, &clock);
+    let mut hints = Hints::subscribe(&blue);
+    let next = |hints: &mut HintStream| hints.next().now_or_never().flatten();
+    let long = blue
+        .launch(spec("long", run_for_writing(Duration::from_secs(500), 0)))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.kind), Some(HintKind::Appeared));
+    assert_eq!(next(&mut hints), None, "asleep until the long one's stop");
+    // Well past tokio's budget of 128 polls a turn, all in one turn.
+    for k in 0..1_000 {
+        let name = format!("job-{k}");
+        let instance = blue
+            .launch(spec(&name, run_for_writing(Duration::from_secs(1_000), 0)))
+            .await
+            .unwrap();
+        let told = next(&mut hints).unwrap_or_else(|| panic!("launch {k} told nothing"));
+        assert_eq!(
+            (told.kind, told.id),
+            (HintKind::Appeared, instance.id.clone())
+        );
+        assert_eq!(next(&mut hints), None);
+        blue.destroy(&instance.id).await.unwrap();
+        let told = next(&mut hints).unwrap_or_else(|| panic!("destroy {k} told nothing"));
+        assert_eq!((told.kind, told.id), (HintKind::Vanished, instance.id));
+    }
+    // An instance that stops before the one the stream sleeps on: the clock
+    // holds its stop as a deadline, and it is told at that instant.
+    let short = blue
+        .launch(spec("short", run_for_writing(Duration::from_secs(5), 0)))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.id), Some(short.id.clone()));
+    assert_eq!(next(&mut hints), None);
+    assert_eq!(
+        clock.next_deadline(),
+        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(5)),
+        "the stream sleeps until the earliest stop"
+    );
+    clock.advance(Duration::from_secs(5)).unwrap();
+    let told = next(&mut hints).expect("the short one's stop, at its instant");
+    assert_eq!((told.kind, told.id), (HintKind::Stopped, short.id));
+    assert_eq!(next(&mut hints), None);
+    clock.advance(Duration::from_secs(495)).unwrap();
+    let told = next(&mut hints).expect("the long one's stop");
+    assert_eq!((told.kind, told.id), (HintKind::Stopped, long.id));
+}
+
 /// The one obligation a [`Wrong`] provider breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flaw {
