@@ -251,10 +251,7 @@ impl Stream for Watching {
                 if !inbox.told.is_empty() {
                     continue;
                 }
-                match &mut inbox.waker {
-                    Some(waker) if waker.will_wake(cx.waker()) => {}
-                    slot => *slot = Some(cx.waker().clone()),
-                }
+                inbox.waker = Some(cx.waker().clone());
             }
             let Some(next) = next else {
                 this.sleep = None;

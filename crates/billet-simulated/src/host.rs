@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
+use std::ops::Bound;
 use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::SystemTime;
@@ -139,9 +140,10 @@ impl Shelf {
         &self,
         after: SystemTime,
     ) -> impl Iterator<Item = (SystemTime, &Record)> {
+        // Past every (after, id): an id is at most u64::MAX.
+        let past = (Bound::Excluded((after, u64::MAX)), Bound::Unbounded);
         self.stops
-            .range((after, u64::MAX)..)
-            .filter(move |(at, _)| *at > after)
+            .range(past)
             .filter_map(|(at, id)| Some((*at, self.records.get(id)?)))
     }
 
@@ -264,6 +266,12 @@ impl Store {
         inbox
     }
 
+    /// How many subscribers to `owner`'s hints the store keeps.
+    #[cfg(test)]
+    fn subscribers(&self, owner: &str) -> usize {
+        self.hints.get(owner).map_or(0, Vec::len)
+    }
+
     /// Tells `owner`'s subscribers, if any, of `hint` (made only if one is
     /// there), and answers the wakers to wake once the lock is released.
     pub(crate) fn hint(&mut self, owner: &str, hint: impl FnOnce() -> Hint) -> Wakers {
@@ -272,18 +280,17 @@ impl Store {
             return Wakers(wakers);
         };
         subscribers.retain(|inbox| inbox.strong_count() > 0);
-        let mut hint = Some(hint());
-        let mut left = subscribers.len();
+        if subscribers.is_empty() {
+            return Wakers(wakers);
+        }
+        let hint = hint();
         for inbox in subscribers.iter().filter_map(Weak::upgrade) {
-            left -= 1;
-            // The last subscriber takes the hint itself, the others a copy.
-            let told = if left == 0 { hint.take() } else { hint.clone() };
             let mut inbox = inbox.lock();
             if inbox.told.len() >= crate::HINT_BUFFER {
                 // A subscriber that falls behind misses the oldest: hints may be lost.
                 inbox.told.pop_front();
             }
-            inbox.told.extend(told);
+            inbox.told.push_back(hint.clone());
             wakers.extend(inbox.waker.take());
         }
         Wakers(wakers)
@@ -424,6 +431,46 @@ pub(crate) fn parse_id(id: &InstanceId) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hint(name: &str) -> Hint {
+        Hint {
+            kind: billet_provider::HintKind::Appeared,
+            id: format_id(1),
+            name: name.to_owned(),
+        }
+    }
+
+    // P9: every subscriber of an owner is told every hint, up to the
+    // buffer (past it the oldest is missed); a hint with no subscriber is
+    // not even made; a subscriber dropped is forgotten at the next hint.
+    #[test]
+    fn p9_every_subscriber_is_told_each_hint_and_a_dropped_one_is_forgotten() {
+        let mut store = Store::default();
+        let blue: Arc<str> = Arc::from("blue");
+        let wakers = store.hint("blue", || panic!("made with no subscriber"));
+        assert!(wakers.0.is_empty());
+        let (one, two) = (store.subscribe(&blue), store.subscribe(&blue));
+        let green = store.subscribe(&Arc::from("green"));
+        for k in 0..=crate::HINT_BUFFER {
+            store.hint("blue", || hint(&format!("job-{k}"))).wake();
+        }
+        for inbox in [&one, &two] {
+            let told = &inbox.lock().told;
+            assert_eq!(told.len(), crate::HINT_BUFFER, "the oldest missed");
+            assert_eq!(told.front().map(|h| h.name.as_str()), Some("job-1"));
+            let last = format!("job-{}", crate::HINT_BUFFER);
+            assert_eq!(told.back().map(|h| h.name.as_str()), Some(last.as_str()));
+        }
+        assert!(green.lock().told.is_empty(), "nothing of blue's");
+        assert_eq!(store.subscribers("blue"), 2);
+        drop(one);
+        store.hint("blue", || hint("job-last")).wake();
+        assert_eq!(store.subscribers("blue"), 1);
+        assert_eq!(
+            two.lock().told.back().map(|h| h.name.as_str()),
+            Some("job-last")
+        );
+    }
 
     // S12: ids are issued fresh and never reused after removal.
     #[test]

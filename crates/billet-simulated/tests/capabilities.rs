@@ -209,19 +209,33 @@ async fn b12_hints_reach_a_driver_that_never_yields_at_once() {
         let told = next(&mut hints).unwrap_or_else(|| panic!("destroy {k} told nothing"));
         assert_eq!((told.kind, told.id), (HintKind::Vanished, instance.id));
     }
+    assert_eq!(next(&mut hints), None);
     // An instance that stops before the one the stream sleeps on: the clock
-    // holds its stop as a deadline, and it is told at that instant.
+    // holds its stop as a deadline, and it is told at that instant; once it
+    // is destroyed, the stream sleeps on the long one's again.
+    let secs = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
     let short = blue
         .launch(spec("short", run_for_writing(Duration::from_secs(5), 0)))
         .await
         .unwrap();
     assert_eq!(next(&mut hints).map(|h| h.id), Some(short.id.clone()));
     assert_eq!(next(&mut hints), None);
+    assert_eq!(clock.next_deadline(), Some(secs(5)), "the earliest stop");
+    blue.destroy(&short.id).await.unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.kind), Some(HintKind::Vanished));
+    assert_eq!(next(&mut hints), None);
     assert_eq!(
         clock.next_deadline(),
-        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(5)),
-        "the stream sleeps until the earliest stop"
+        Some(secs(500)),
+        "the short one is gone"
     );
+    let short = blue
+        .launch(spec("short", run_for_writing(Duration::from_secs(5), 0)))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.id), Some(short.id.clone()));
+    assert_eq!(next(&mut hints), None);
+    assert_eq!(clock.next_deadline(), Some(secs(5)));
     clock.advance(Duration::from_secs(5)).unwrap();
     let told = next(&mut hints).expect("the short one's stop, at its instant");
     assert_eq!((told.kind, told.id), (HintKind::Stopped, short.id));
@@ -229,6 +243,110 @@ async fn b12_hints_reach_a_driver_that_never_yields_at_once() {
     clock.advance(Duration::from_secs(495)).unwrap();
     let told = next(&mut hints).expect("the long one's stop");
     assert_eq!((told.kind, told.id), (HintKind::Stopped, long.id));
+    // A launch and a destroy between two reads change the next stop, though
+    // the count of instances is as it was.
+    let a = blue
+        .launch(spec("a", run_for_writing(Duration::from_secs(100), 0)))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.id), Some(a.id.clone()));
+    assert_eq!(next(&mut hints), None);
+    assert_eq!(clock.next_deadline(), Some(secs(600)));
+    let b = blue
+        .launch(spec("b", run_for_writing(Duration::from_secs(50), 0)))
+        .await
+        .unwrap();
+    blue.destroy(&a.id).await.unwrap();
+    assert_eq!(next(&mut hints).map(|h| h.id), Some(b.id));
+    assert_eq!(next(&mut hints).map(|h| h.id), Some(a.id));
+    assert_eq!(next(&mut hints), None);
+    assert_eq!(clock.next_deadline(), Some(secs(550)), "b's stop, not a's");
+}
+
+/// Counts its wakes.
+#[derive(Default)]
+struct Wakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A manual clock that counts the sleeps made on it.
+#[derive(Debug)]
+struct Counting {
+    clock: ManualClock,
+    sleeps: std::sync::atomic::AtomicUsize,
+}
+
+impl Clock for Counting {
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    fn sleep_until(&self, deadline: SystemTime) -> billet_clock::Sleep {
+        self.sleeps
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.clock.sleep_until(deadline)
+    }
+}
+
+// B12, P9: a stream with nothing to read is woken by the next hint told
+// (its waker is kept, the last poll's), and by the clock at the next stop
+// through one sleep it keeps while that stop stays the next; a second owner
+// on the host (its shelf not the host's first) is told its own stops.
+#[test]
+fn b12_a_waiting_stream_is_woken_by_what_is_told_and_sleeps_once() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+    let counting = Arc::new(Counting {
+        clock: clock.clone(),
+        sleeps: Default::default(),
+    });
+    let host = Host::new();
+    let blue = provider("blue", &host, &clock);
+    let green = SimulatedProvider::builder("green")
+        .host(host)
+        .clock(counting.clone())
+        .build()
+        .unwrap();
+    blue.launch(spec("first", run_for_writing(Duration::from_secs(1), 0)))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
+    let mut hints = Hints::subscribe(&green);
+    let (first, later) = (Arc::new(Wakes::default()), Arc::new(Wakes::default()));
+    let mut poll = |wakes: &Arc<Wakes>| {
+        let waker = std::task::Waker::from(Arc::clone(wakes));
+        hints
+            .poll_next_unpin(&mut std::task::Context::from_waker(&waker))
+            .map(|hint| hint.map(|h| (h.kind, h.name)))
+    };
+    assert!(poll(&first).is_pending());
+    assert!(poll(&later).is_pending(), "the later poll's waker is kept");
+    let launched = green
+        .launch(spec("job", run_for_writing(Duration::from_secs(10), 0)))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
+    assert_eq!((first.0.load(SeqCst), later.0.load(SeqCst)), (0, 1));
+    assert_eq!(
+        poll(&later),
+        std::task::Poll::Ready(Some((HintKind::Appeared, launched.name.clone())))
+    );
+    for _ in 0..3 {
+        assert!(poll(&later).is_pending());
+    }
+    assert_eq!(counting.sleeps.load(SeqCst), 1, "one sleep, kept");
+    clock.advance(Duration::from_secs(1)).unwrap();
+    assert_eq!(later.0.load(SeqCst), 1, "blue's stop is not green's");
+    clock.advance(Duration::from_secs(9)).unwrap();
+    assert_eq!(later.0.load(SeqCst), 2, "woken at its stop");
+    assert_eq!(
+        poll(&later),
+        std::task::Poll::Ready(Some((HintKind::Stopped, launched.name)))
+    );
 }
 
 /// The one obligation a [`Wrong`] provider breaks.
