@@ -332,6 +332,14 @@ impl ProviderFactory for DockerFactory {
                             status_code: 404 | 409,
                             ..
                         }) => {}
+                        // Podman's word for a container another call is
+                        // removing (a destroy whose answer a fault lost, still
+                        // at work in the daemon): looked at again after the
+                        // pause below, within the loop's bound.
+                        Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 500,
+                            ref message,
+                        }) if message.contains("container state improper") => {}
                         Err(err) => return Err(err.into()),
                     }
                 }
