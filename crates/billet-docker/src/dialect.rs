@@ -140,7 +140,8 @@ pub(crate) fn name_in_use(err: &DaemonError) -> bool {
 /// Whether a refused `start container` means the spec itself cannot start:
 /// its program is not in the image or not executable, or its memory is
 /// less than the container needs to start. docker's `400`; podman's `500`
-/// carrying the OCI runtime's "command not found" or "permission denied",
+/// carrying the OCI runtime's "command not found" or "permission denied"
+/// (gVisor's runsc: "error finding executable"),
 /// or its failure to set the memory limit (podman takes a memory limit at
 /// create that docker refuses there, with a `400`, as under its floor).
 pub(crate) fn spec_cannot_start(err: &DaemonError) -> bool {
@@ -148,8 +149,17 @@ pub(crate) fn spec_cannot_start(err: &DaemonError) -> bool {
         || message(err).is_some_and(|m| {
             m.contains("oci runtime attempted to invoke a command that was not found")
                 || m.contains("oci permission denied")
+                // gVisor's runsc, under either engine.
+                || m.contains("error finding executable")
                 || m.contains("unable to set memory limit")
         })
+}
+
+/// Whether a refused `create container` means the daemon lists no runtime
+/// of the name the container asks for: docker's `400` "Unknown runtime
+/// specified NAME" (podman creates it and fails at the start instead).
+pub(crate) fn unknown_runtime(err: &DaemonError) -> bool {
+    message(err).is_some_and(|m| m.contains("unknown runtime"))
 }
 
 /// Whether a refusal means the daemon holds no such container: `404` on
@@ -349,6 +359,21 @@ mod tests {
             "runc: runc create failed: unable to start container process: error during container init: error setting cgroup config for procHooks process: unable to set memory limit to 1048576 (current usage: 2715648, peak usage: 2985984): OCI runtime error",
         );
         assert!(spec_cannot_start(&podman_memory));
+        // D19: gVisor's runsc says a program is missing in words of its own.
+        let runsc_missing = refused(
+            500,
+            "starting container: starting root container: starting sandbox: error finding executable \"/nope\" in PATH [/bin]: no such file or directory",
+        );
+        assert!(spec_cannot_start(&runsc_missing));
+        // D19: a runtime the daemon does not list is docker's 400 on create,
+        // read as that, not as the spec's fault.
+        let docker_runtime = refused(400, "Unknown runtime specified runsc");
+        assert!(unknown_runtime(&docker_runtime));
+        assert!(!unknown_runtime(&docker_missing));
+        assert!(!unknown_runtime(&refused(
+            404,
+            "No such image: runtime:latest"
+        )));
 
         let podman_vanished = refused(
             500,

@@ -30,6 +30,16 @@
 //! pool's [`Confinement`] ([`Builder::confinement`]), CPUs and memory from
 //! each spec's resources where the pool sets none.
 //!
+//! # A boundary on the same host (D19)
+//!
+//! A pool may run its containers under another OCI runtime the daemon lists
+//! ([`Builder::runtime`]), such as gVisor's `runsc`, and take it for an
+//! isolation boundary ([`Builder::isolation`]): such a provider accepts
+//! untrusted and unknown work. [`DockerProvider::check_runtime`] asks the
+//! daemon whether it lists the runtime, and whether a boundary is surely
+//! not one ([`HOST_KERNEL_RUNTIMES`]); a launch asks it once before the
+//! provider's first container.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -62,6 +72,7 @@ pub mod dialect;
 mod endpoint;
 mod naming;
 mod provider;
+mod runtime;
 mod seen;
 mod tls;
 
@@ -77,6 +88,7 @@ pub use provider::{
     HINT_BACKOFF_MAX, HINT_BUFFER, INSPECT_PAUSE_FIRST, INSPECT_TRIES, LAUNCHES_AT_ONCE,
     PullPolicy,
 };
+pub use runtime::{HOST_KERNEL_RUNTIMES, RuntimeError, runs_on_host_kernel};
 pub use tls::{
     ClientTls, IDLE_TIMEOUT, MAX_IDLE_CONNECTIONS, MAX_PEM_BYTES, STALE_RETRIES, TlsError, TlsFile,
     TlsFiles,

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use billet_provider::{
-    Error, Hints, Instance, InstanceId, Output, Provider, ProviderKind, Spec, Teardown, TrustClass,
+    Error, Hints, Instance, InstanceId, Isolation, Output, Provider, ProviderKind, Spec, Teardown,
+    TrustClass,
 };
 use bollard::Docker;
 use bollard::models::{ContainerInspectResponse, ContainerSummary};
@@ -40,6 +41,7 @@ use crate::daemon::{DaemonError, Deadline, Failure, bounded};
 use crate::dialect;
 use crate::endpoint::Endpoint;
 use crate::naming::{NAME_LABEL, OWNER_LABEL, container_name, is_full_id};
+use crate::runtime::{Listed, RuntimeError, judge, runs_on_host_kernel};
 use crate::seen::Seen;
 use crate::tls::ClientTls;
 
@@ -122,7 +124,9 @@ pub enum PullPolicy {
 /// Every obligation of [`Provider`] holds, on a real daemon:
 ///
 /// * `accepts` passes only [`TrustClass::Trusted`]: containers share the
-///   host's kernel, so there is no isolation boundary.
+///   host's kernel, so there is no isolation boundary (D3). A provider built
+///   with [`Isolation::Boundary`](billet_provider::Isolation::Boundary) on a
+///   runtime that is one ([`Builder::isolation`], D19) passes every class.
 /// * Ownership is proven by every mark together (D12, D14), by one rule for
 ///   `list`, `find` and `destroy`, so they never disagree. A container
 ///   missing any mark is one billet did not start: never reported, never
@@ -198,6 +202,13 @@ pub struct DockerProvider {
     timeout: Duration,
     pull_timeout: Duration,
     network: Option<String>,
+    /// The OCI runtime every container runs under; `None`: the daemon's default.
+    runtime: Option<String>,
+    /// Whether [`runtime`](Self::runtime) is an isolation boundary (D19).
+    isolation: Isolation,
+    /// What the daemon listed once it showed the runtime as the pool needs
+    /// it ([`DockerProvider::check_runtime`]); launches ask until then.
+    runtimes: Mutex<Option<Listed>>,
     confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
@@ -223,6 +234,8 @@ pub struct Builder {
     timeout: Duration,
     pull_timeout: Duration,
     network: Option<String>,
+    runtime: Option<String>,
+    isolation: Isolation,
     confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
@@ -279,6 +292,26 @@ impl Builder {
     /// [`Error::Unavailable`] naming it (not the spec's fault).
     pub fn network(mut self, network: impl Into<String>) -> Self {
         self.network = Some(network.into());
+        self
+    }
+
+    /// Runs every container under the daemon's OCI runtime `name` (docker's
+    /// `--runtime`; `runsc` for gVisor once the daemon lists it) instead of
+    /// the daemon's default. Checked against what the daemon lists by
+    /// [`DockerProvider::check_runtime`], which the first launch calls.
+    pub fn runtime(mut self, name: impl Into<String>) -> Self {
+        self.runtime = Some(name.into());
+        self
+    }
+
+    /// Whether the [`runtime`](Builder::runtime) is an isolation boundary
+    /// (D19): with [`Isolation::Boundary`], `accepts` and `launch` take
+    /// untrusted and unknown work (P7's one rule). The default is
+    /// [`Isolation::NoBoundary`]: containers share the host's kernel (D3).
+    /// [`build`](Builder::build) refuses a boundary without a runtime or on
+    /// one of [`HOST_KERNEL_RUNTIMES`](crate::HOST_KERNEL_RUNTIMES).
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
         self
     }
 
@@ -348,6 +381,28 @@ impl Builder {
             Some(text) => Endpoint::parse(text).map_err(Error::unavailable)?,
             None => Endpoint::default(),
         };
+        if let Some(runtime) = &self.runtime
+            && runtime.trim().is_empty()
+        {
+            return Err(Error::invalid_spec(
+                "the docker provider's runtime must be a runtime's name, not blank",
+            ));
+        }
+        if self.isolation == Isolation::Boundary {
+            match &self.runtime {
+                None => {
+                    return Err(Error::invalid_spec(
+                        "an isolation boundary needs a runtime that is one (such as gVisor's runsc): containers under the daemon's default runtime share the host's kernel",
+                    ));
+                }
+                Some(runtime) if runs_on_host_kernel(runtime, None) => {
+                    return Err(Error::invalid_spec(format!(
+                        "runtime {runtime:?} runs jobs on the host's kernel: it is no isolation boundary"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
         if self.tls.is_some() && !matches!(endpoint, Endpoint::Tcp(_)) {
             return Err(Error::invalid_spec(format!(
                 "mutual TLS is for a tcp://host:port endpoint, not {endpoint}"
@@ -364,6 +419,9 @@ impl Builder {
             timeout: self.timeout,
             pull_timeout: self.pull_timeout,
             network: self.network,
+            runtime: self.runtime,
+            isolation: self.isolation,
+            runtimes: Mutex::new(None),
             confinement: self.confinement,
             pull: self.pull,
             logger: self.logger,
@@ -392,6 +450,8 @@ impl DockerProvider {
             timeout: DEFAULT_TIMEOUT,
             pull_timeout: DEFAULT_PULL_TIMEOUT,
             network: None,
+            runtime: None,
+            isolation: Isolation::NoBoundary,
             confinement: Confinement::default(),
             pull: PullPolicy::Never,
             logger: None,
@@ -402,6 +462,54 @@ impl DockerProvider {
     /// What every container this provider starts may do (D15).
     pub fn confinement(&self) -> &Confinement {
         &self.confinement
+    }
+
+    /// The OCI runtime every container this provider starts runs under;
+    /// `None`: the daemon's default.
+    pub fn runtime(&self) -> Option<&str> {
+        self.runtime.as_deref()
+    }
+
+    /// Whether this provider's containers run behind an isolation boundary
+    /// (D19): what `accepts` answers by.
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    /// Asks the daemon whether it can run this provider's containers as the
+    /// pool needs (D19): the [`runtime`](Self::runtime) is one the daemon
+    /// lists, and, for [`Isolation::Boundary`], not one whose file is among
+    /// [`HOST_KERNEL_RUNTIMES`](crate::HOST_KERNEL_RUNTIMES). `Ok` at once,
+    /// without a daemon call, when the provider names no runtime. Answers
+    /// within the provider's timeout; [`RuntimeError::Daemon`] when the daemon
+    /// cannot be asked. Once it has answered `Ok`, launches no longer ask;
+    /// each still reads the runtime back from the container it created, and
+    /// starts it only under the runtime ([`RuntimeError::NotApplied`]).
+    pub async fn check_runtime(&self) -> Result<(), RuntimeError> {
+        self.check_runtime_by(self.deadline()).await.map(|_| ())
+    }
+
+    /// [`check_runtime`](Self::check_runtime) within `deadline`: what the
+    /// daemon listed, or `None` for a provider that names no runtime.
+    async fn check_runtime_by(&self, deadline: Deadline) -> Result<Option<Listed>, RuntimeError> {
+        let Some(runtime) = &self.runtime else {
+            return Ok(None);
+        };
+        let client = self
+            .client("read the daemon's system info")
+            .map_err(RuntimeError::Daemon)?;
+        let info = self
+            .call(deadline, "read the daemon's system info", client.info())
+            .await
+            .map_err(RuntimeError::Daemon)?;
+        let runtimes = info.runtimes.unwrap_or_default();
+        judge(runtime, self.isolation, &runtimes, &self.endpoint_text)?;
+        let listed = Listed {
+            names: runtimes.into_keys().collect(),
+            default: info.default_runtime,
+        };
+        *self.runtimes.lock() = Some(listed.clone());
+        Ok(Some(listed))
     }
 
     /// The deployment identity written onto every container this provider starts.
@@ -593,8 +701,9 @@ impl Provider for DockerProvider {
     }
 
     fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        // D3: containers share the host's kernel, no isolation boundary: only trusted work.
-        billet_provider::accepts_trust(self.kind(), billet_provider::Isolation::NoBoundary, trust)
+        // D3: containers share the host's kernel, no isolation boundary: only
+        // trusted work; D19: unless the pool's runtime is a boundary.
+        billet_provider::accepts_trust(self.kind(), self.isolation, trust)
     }
 
     async fn launch(&self, spec: Spec) -> Result<Instance, Error> {

@@ -13,12 +13,15 @@ use std::time::Duration;
 use billet_docker::{
     Confinement, DEFAULT_CAPABILITIES, DEFAULT_PIDS_LIMIT, DockerProvider, NO_NEW_PRIVILEGES,
 };
-use billet_provider::{Provider, Resources, Spec, State, TrustClass};
+use billet_provider::{ErrorKind, Isolation, Provider, Resources, Spec, State, TrustClass};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{LogsOptionsBuilder, RemoveContainerOptionsBuilder};
 use futures::StreamExt;
-use support::{Scope, TEST_IMAGE, TEST_RUN_LABEL, daemon, podman};
+use support::{
+    RUNSC, RUNSC_REQUIRED_VAR, Scope, TEST_IMAGE, TEST_RUN_LABEL, daemon, lists_runsc, podman,
+    podman_runsc,
+};
 
 /// The default capabilities as a `CapEff` mask: CHOWN (0), DAC_OVERRIDE (1),
 /// FOWNER (3), FSETID (4), KILL (5), SETGID (6), SETUID (7),
@@ -118,12 +121,21 @@ async fn host_config(client: &Docker, id: &str) -> HostConfig {
 struct Ran {
     output: String,
     config: HostConfig,
+    /// The OCI runtime the engine says ran it ([`support::runtime_of`]).
+    runtime: Option<String>,
 }
 
 /// Runs `script` as a job of `provider` to its end (a liveness guard of 60 s),
 /// reads what it printed and its `HostConfig`, then destroys it.
 async fn run(scope: &Scope, provider: &DockerProvider, name: &str, script: &str) -> Ran {
-    let instance = provider.launch(job(name, script)).await.expect("launch");
+    run_spec(scope, provider, job(name, script)).await
+}
+
+/// [`run`] of a whole spec.
+async fn run_spec(scope: &Scope, provider: &DockerProvider, spec: Spec) -> Ran {
+    let name = spec.name.clone();
+    let name = name.as_str();
+    let instance = provider.launch(spec).await.expect("launch");
     let mut stopped = false;
     for _ in 0..600 {
         let found = provider.find(name).await.unwrap().expect("still held");
@@ -137,6 +149,7 @@ async fn run(scope: &Scope, provider: &DockerProvider, name: &str, script: &str)
     let ran = Ran {
         output: output(&client, instance.id.as_str()).await,
         config: host_config(&client, instance.id.as_str()).await,
+        runtime: support::runtime_of(scope, instance.id.as_str()),
     };
     assert!(stopped, "{name} never stopped; it printed:\n{}", ran.output);
     provider.destroy(&instance.id).await.expect("destroy");
@@ -532,5 +545,156 @@ async fn d15_the_log_is_bounded() {
             assert_eq!(options.get("max-file").map(String::as_str), Some("2"));
         }
         nothing_left(engine, &scope);
+    }
+}
+
+/// Prints what a job behind gVisor sees besides [`SEE`]: the kernel, how many
+/// processes it can see and whether any is the host's, what pid 1 is, the
+/// kernel's first words, its memory, and whether its root is writable.
+const SEE_BOUNDARY: &str = "echo kernel=$(busybox uname -r); \
+     echo procs=$(busybox ps -o pid | busybox tail -n +2 | busybox wc -l); \
+     echo host_procs=$(busybox ps -o comm | busybox grep -c -E 'dockerd|containerd|podman|conmon|cargo|runsc'); \
+     echo dmesg=$(busybox dmesg | busybox head -n 1); \
+     busybox grep MemTotal /proc/meminfo; \
+     busybox touch /written 2>/dev/null && echo root=writable || echo root=read-only";
+
+/// A provider of `scope` on gVisor's runtime, taken for a boundary (D19),
+/// confined by `confinement`.
+fn behind_gvisor(scope: &Scope, confinement: Confinement) -> DockerProvider {
+    scope
+        .builder("gvisor")
+        .timeout(Duration::from_secs(30))
+        .runtime(RUNSC)
+        .isolation(Isolation::Boundary)
+        .confinement(confinement)
+        .build()
+        .expect("a provider")
+}
+
+/// Whether `scope`'s engine would run a container asking for [`RUNSC`] on
+/// another runtime: podman's Docker-compatible API runs its service's
+/// default, whatever a container asks.
+fn ignores_the_runtime(engine: &str, scope: &Scope) -> bool {
+    let client = scope.client();
+    let info = support::block(async move { client.info().await }).expect("system info");
+    engine == "podman" && info.default_runtime.as_deref() != Some(RUNSC)
+}
+
+// D19: where the engine would not run a container on the pool's runtime
+// (podman's service on its default runc ignores the runtime a container
+// asks for), the launch is refused before the container starts, nothing is
+// left, and the error says what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d19_a_container_the_engine_would_not_run_on_the_runtime_never_starts() {
+    let mut refused_on = 0;
+    for (engine, scope) in engines("d19ignored") {
+        if !lists_runsc(&scope, "d19ignored") || !ignores_the_runtime(engine, &scope) {
+            continue;
+        }
+        let provider = behind_gvisor(&scope, Confinement::default());
+        let spec = job("untrusted", "echo ran").with_trust(TrustClass::Untrusted);
+        let err = provider.launch(spec).await.unwrap_err();
+        eprintln!("[{engine}, default runtime runc] {err}");
+        assert_eq!(err.kind(), ErrorKind::Unavailable, "{engine}: {err}");
+        assert!(
+            err.to_string().contains("did not apply runtime \"runsc\""),
+            "{engine}: {err}"
+        );
+        assert!(provider.list().await.unwrap().is_empty(), "{engine}");
+        nothing_left(engine, &scope);
+        refused_on += 1;
+    }
+    if std::env::var(RUNSC_REQUIRED_VAR).as_deref() == Ok("1") {
+        assert!(refused_on > 0, "podman's default service was not tried");
+    }
+}
+
+// D19, D15: an untrusted job on a runsc pool runs, on each engine, behind
+// gVisor's kernel (its `uname -r` is gVisor's, not the host's; its kernel
+// log is gVisor's), sees only its own processes, and keeps the pool's
+// confinement where gVisor honours it: the capability set (effective and
+// bounding), the user, the memory limit (its kernel's MemTotal), a
+// read-only root; and the engine was told the runtime, never privileged,
+// no new privileges and the pids limit. (gVisor's /proc shows no
+// NoNewPrivs line and no pids cgroup: those bound the sandbox from the
+// host's side.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d19_an_untrusted_job_behind_gvisor_sees_its_kernel_and_its_confinement() {
+    let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .expect("the host's kernel release")
+        .trim()
+        .to_owned();
+    let mut ran_on = 0;
+    let mut scopes = engines("d19sees");
+    scopes.extend(podman_runsc("d19sees-podman-runsc").map(|scope| ("podman", scope)));
+    for (engine, scope) in scopes {
+        if !lists_runsc(&scope, "d19sees") || ignores_the_runtime(engine, &scope) {
+            continue;
+        }
+        let script = format!("{SEE}; {SEE_BOUNDARY}");
+        let provider = behind_gvisor(&scope, Confinement::default());
+        let spec = job("untrusted", &script).with_trust(TrustClass::Untrusted);
+        let ran = run_spec(&scope, &provider, spec).await;
+        eprintln!(
+            "[{engine}, runsc] an untrusted job saw, by default:\n{}",
+            ran.output.trim_end()
+        );
+        let kernel = seen(&ran.output, "kernel").expect("the job's kernel");
+        assert_ne!(kernel, host_kernel, "{engine}: the host's kernel");
+        assert!(
+            seen(&ran.output, "dmesg").is_some_and(|line| line.contains("gVisor")),
+            "{engine}: {}",
+            ran.output
+        );
+        let procs: u32 = seen(&ran.output, "procs")
+            .and_then(|n| n.parse().ok())
+            .expect("a process count");
+        assert!((1..=6).contains(&procs), "{engine}: {procs} processes");
+        assert_eq!(seen(&ran.output, "host_procs"), Some("0"), "{engine}");
+        assert_eq!(mask(&ran.output, "CapEff"), DEFAULT_MASK, "{engine}");
+        assert_eq!(mask(&ran.output, "CapBnd"), DEFAULT_MASK, "{engine}");
+        assert_eq!(seen(&ran.output, "uid"), Some("0"), "{engine}");
+        assert_eq!(seen(&ran.output, "MemTotal"), Some("131072 kB"), "{engine}");
+        assert_eq!(seen(&ran.output, "root"), Some("writable"), "{engine}");
+        assert_eq!(ran.runtime.as_deref(), Some(RUNSC), "{engine}");
+        let config = ran.config;
+        assert_eq!(config.privileged, Some(false), "{engine}");
+        assert!(
+            config
+                .security_opt
+                .unwrap_or_default()
+                .iter()
+                .any(|opt| opt == NO_NEW_PRIVILEGES),
+            "{engine}"
+        );
+        assert_eq!(
+            config.pids_limit,
+            Some(i64::from(DEFAULT_PIDS_LIMIT)),
+            "{engine}"
+        );
+
+        let provider = behind_gvisor(
+            &scope,
+            Confinement::default()
+                .with_user("1000:1000")
+                .with_read_only(true)
+                .with_memory(64 << 20),
+        );
+        let spec = job("untrusted-user", &script).with_trust(TrustClass::Unknown);
+        let ran = run_spec(&scope, &provider, spec).await;
+        eprintln!(
+            "[{engine}, runsc] an unclassified job as 1000:1000 on a read-only root saw:\n{}",
+            ran.output.trim_end()
+        );
+        assert_eq!(seen(&ran.output, "uid"), Some("1000"), "{engine}");
+        assert_eq!(seen(&ran.output, "root"), Some("read-only"), "{engine}");
+        assert_eq!(seen(&ran.output, "MemTotal"), Some("65536 kB"), "{engine}");
+        assert_eq!(ran.runtime.as_deref(), Some(RUNSC), "{engine}");
+        nothing_left(engine, &scope);
+        ran_on += 1;
+    }
+    eprintln!("d19: ran behind gVisor on {ran_on} engine(s)");
+    if std::env::var(RUNSC_REQUIRED_VAR).as_deref() == Ok("1") {
+        assert!(ran_on > 0, "no engine ran a job behind gVisor");
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use billet_provider::{Error, Instance, Provider, Spec};
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, ContainerStateStatusEnum};
+use bollard::models::{ContainerCreateBody, ContainerStateStatusEnum, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, CreateImageOptionsBuilder};
 use futures::TryStreamExt;
 
@@ -33,6 +33,7 @@ use crate::dialect;
 use crate::naming::{
     LAUNCH_LABEL, NAME_LABEL, OWNER_LABEL, container_name, is_full_id, new_launch_mark,
 };
+use crate::runtime::{Listed, RuntimeError, applied};
 
 /// What a failed `create container` means for `launch`.
 enum CreateFailure {
@@ -89,10 +90,12 @@ impl DockerProvider {
             cmd: Some(spec.command[1..].to_vec()),
             labels: Some(labels),
             user: self.confinement.user.clone(),
-            host_config: Some(
-                self.confinement
-                    .host_config(&spec.resources, self.network.clone()),
-            ),
+            host_config: Some(HostConfig {
+                runtime: self.runtime.clone(),
+                ..self
+                    .confinement
+                    .host_config(&spec.resources, self.network.clone())
+            }),
             ..ContainerCreateBody::default()
         }
     }
@@ -146,6 +149,13 @@ impl DockerProvider {
                     name: spec.name.clone(),
                 }))
             }
+            // D19: the daemon no longer lists the pool's runtime (its
+            // configuration changed since the check): not the spec's fault,
+            // and the next launch asks again.
+            Err(err) if dialect::unknown_runtime(&err) => {
+                *self.runtimes.lock() = None;
+                Err(CreateFailure::Refused(Error::unavailable(err)))
+            }
             Err(err) => Err(match err.status() {
                 Some(404) => CreateFailure::MissingImage,
                 Some(400) => CreateFailure::Refused(Error::invalid_spec(format!(
@@ -191,6 +201,19 @@ impl DockerProvider {
         let client = self
             .client("create container")
             .map_err(Error::unavailable)?;
+        // D19: no container starts under a runtime the daemon has not shown
+        // it lists as the pool needs (asked once per provider).
+        let listed = match (&self.runtime, self.runtimes.lock().clone()) {
+            (Some(_), None) => None,
+            (_, known) => Some(known),
+        };
+        let listed = match listed {
+            Some(known) => known,
+            None => self
+                .check_runtime_by(deadline)
+                .await
+                .map_err(Error::unavailable)?,
+        };
         if self
             .confinement
             .nano_cpus(&spec.resources)
@@ -233,7 +256,10 @@ impl DockerProvider {
                 }
             }
         };
-        let answer = self.start_and_read(&client, deadline, spec, &id).await;
+        let answer = match self.runtime_applied(&client, deadline, &id, listed).await {
+            Ok(()) => self.start_and_read(&client, deadline, spec, &id).await,
+            Err(err) => Err(err),
+        };
         match answer {
             Ok(instance) => {
                 guard.armed = false;
@@ -263,6 +289,45 @@ impl DockerProvider {
                 Err(err)
             }
         }
+    }
+
+    /// D19: whether the container `id` a launch created (not yet started)
+    /// runs under the pool's runtime, by what the engine reports on it and
+    /// what it `listed`; `Ok` at once for a pool that names none. A
+    /// container that would not is refused with [`RuntimeError::NotApplied`]
+    /// (and the provider asks the daemon again at its next launch): the
+    /// launch then removes it, never started.
+    async fn runtime_applied(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+        listed: Option<Listed>,
+    ) -> Result<(), Error> {
+        let (Some(runtime), Some(listed)) = (&self.runtime, listed) else {
+            return Ok(());
+        };
+        let created = self
+            .inspect(client, deadline, id)
+            .await
+            .map_err(Error::unavailable)?
+            .ok_or_else(|| {
+                Error::unavailable(format!(
+                    "the container {id} this launch created is gone from the docker daemon at {} before its start",
+                    self.endpoint_text
+                ))
+            })?;
+        let reported = created.host_config.and_then(|config| config.runtime);
+        if applied(runtime, reported.as_deref(), &listed) {
+            return Ok(());
+        }
+        *self.runtimes.lock() = None;
+        Err(Error::unavailable(RuntimeError::NotApplied {
+            runtime: runtime.clone(),
+            endpoint: self.endpoint_text.clone(),
+            reported: reported.unwrap_or_default(),
+            default: listed.default,
+        }))
     }
 
     /// Refuses a spec asking for more CPUs than the daemon's host has, as

@@ -101,6 +101,101 @@ pub fn daemon(test: &str) -> Option<Scope> {
     Some(Scope::new(test))
 }
 
+/// The runtime the D19 tests run containers under: gVisor's `runsc`, as
+/// `.ci/run` registers it with docker and with podman.
+pub const RUNSC: &str = "runsc";
+
+/// Set (to `1`) by `.ci/run`: a daemon that does not list [`RUNSC`] is then
+/// a failure, not a skip.
+pub const RUNSC_REQUIRED_VAR: &str = "BILLET_RUNSC_REQUIRED";
+
+/// Whether the engine behind `scope` lists [`RUNSC`]; when it does not,
+/// one line on stderr says how to register it, and with
+/// [`RUNSC_REQUIRED_VAR`] set that is a failure instead.
+pub fn lists_runsc(scope: &Scope, test: &str) -> bool {
+    let client = scope.client();
+    let info = block(async move { client.info().await }).expect("the daemon's system info");
+    if info
+        .runtimes
+        .is_some_and(|runtimes| runtimes.contains_key(RUNSC))
+    {
+        return true;
+    }
+    assert!(
+        std::env::var(RUNSC_REQUIRED_VAR).as_deref() != Ok("1"),
+        "{RUNSC_REQUIRED_VAR}=1 but the engine at {} lists no runtime {RUNSC:?}",
+        scope.socket().display()
+    );
+    eprintln!(
+        "skipped {test} at {}: it lists no runtime {RUNSC:?}; install gVisor's runsc and register it (README, \"Untrusted jobs on gVisor\"), or run `bash .ci/run`",
+        scope.socket().display()
+    );
+    false
+}
+
+/// A scope on the test daemon ([`daemon`]) when it lists [`RUNSC`]
+/// ([`lists_runsc`]).
+pub fn runsc(test: &str) -> Option<Scope> {
+    daemon(test).filter(|scope| lists_runsc(scope, test))
+}
+
+/// The socket of a podman service whose default runtime is [`RUNSC`]
+/// (`podman --runtime runsc system service`, as `.ci/run` starts one):
+/// `$BILLET_PODMAN_RUNSC_HOST` (a `unix://` socket), else
+/// `/run/podman/runsc.sock`. Podman's Docker-compatible API runs every
+/// container on its service's default runtime, whatever the container asks.
+pub fn podman_runsc_socket() -> PathBuf {
+    match std::env::var("BILLET_PODMAN_RUNSC_HOST") {
+        Ok(host) if !host.is_empty() => {
+            PathBuf::from(host.strip_prefix("unix://").unwrap_or(&host))
+        }
+        _ => PathBuf::from("/run/podman/runsc.sock"),
+    }
+}
+
+/// A scope on the podman service of [`podman_runsc_socket`] with the test
+/// image there, or `None` when none answers (with [`RUNSC_REQUIRED_VAR`]
+/// set, a failure instead).
+pub fn podman_runsc(test: &str) -> Option<Scope> {
+    let socket = podman_runsc_socket();
+    let reachable = socket.exists()
+        && client_on(&socket).is_ok_and(|client| block(async move { client.ping().await.is_ok() }));
+    if !reachable {
+        assert!(
+            std::env::var(RUNSC_REQUIRED_VAR).as_deref() != Ok("1"),
+            "{RUNSC_REQUIRED_VAR}=1 but no podman service answers at {}",
+            socket.display()
+        );
+        return None;
+    }
+    ensure_test_image_on(&socket);
+    Some(Scope::on_socket(test, socket))
+}
+
+/// The OCI runtime the engine behind `scope` runs container `id` under, as
+/// the engine itself says: podman's own inspect (`OCIRuntime`, through
+/// `curl`: its Docker-compatible inspect says `oci` whatever ran), else
+/// docker's `HostConfig.Runtime`.
+pub fn runtime_of(scope: &Scope, id: &str) -> Option<String> {
+    let out = std::process::Command::new("curl")
+        .args(["-sf", "--unix-socket"])
+        .arg(scope.socket())
+        .arg(format!("http://engine/v4.0.0/libpod/containers/{id}/json"))
+        .output()
+        .expect("run curl");
+    if out.status.success() {
+        let libpod: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("podman's inspect is JSON");
+        return libpod["OCIRuntime"].as_str().map(str::to_owned);
+    }
+    let client = scope.client();
+    let id = id.to_owned();
+    block(async move { billet_docker::dialect::inspect_container(&client, &id).await })
+        .expect("inspect the container")
+        .host_config
+        .and_then(|config| config.runtime)
+}
+
 /// The socket of podman's service for the tests and benches that measure it
 /// beside docker (D18): `$BILLET_PODMAN_HOST` (a `unix://` socket), else
 /// podman's own path for its root service.
@@ -234,6 +329,11 @@ impl Scope {
     /// An owner (deployment identity) unique to this test: `{prefix}/{tag}`.
     pub fn owner(&self, tag: &str) -> String {
         format!("{}/{tag}", self.prefix)
+    }
+
+    /// The daemon's socket this scope talks to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// The value of [`TEST_RUN_LABEL`] on this test's hand-made containers.
