@@ -229,7 +229,7 @@ mod tests {
         assert!(!applied("runsc", None, &docker));
         let podman_runsc = Listed {
             default: Some("runsc".to_owned()),
-            ..docker.clone()
+            ..docker
         };
         assert!(applied("runsc", Some("oci"), &podman_runsc));
         assert!(applied("runsc", None, &podman_runsc));
