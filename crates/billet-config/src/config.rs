@@ -6,6 +6,7 @@
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::PathBuf;
 
+use billet_provider::Isolation;
 use serde::Deserialize;
 
 use crate::kind::ConfigKind;
@@ -220,6 +221,16 @@ pub struct DockerSettings {
     /// (`cap_add: [NET_RAW]`), each in its canonical spelling: upper case,
     /// without the `CAP_` prefix, each once, in file order. Empty when absent.
     pub cap_add: Vec<String>,
+    /// The OCI runtime every container runs under, by the name the daemon
+    /// lists it by (`runtime: runsc` for gVisor, D19); never blank. `None`
+    /// means the daemon's default. Whether the daemon lists it is checked by
+    /// `billet serve` at start.
+    pub runtime: Option<String>,
+    /// Whether [`runtime`](Self::runtime) is an isolation boundary
+    /// (`isolation: boundary`, D19): such a pool takes untrusted and
+    /// unclassified jobs. [`Isolation::Boundary`] only ever comes with a
+    /// runtime; [`Isolation::NoBoundary`] when absent (`isolation: none`).
+    pub isolation: Isolation,
 }
 
 /// A docker pool's mutual TLS files (`tls:`, D17). [`Config::load`] makes a

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
 
+use billet_provider::Isolation;
 use serde::Deserialize;
 use serde::de::{self, Visitor};
 use serde_saphyr::Spanned;
@@ -258,6 +259,7 @@ pub(crate) fn check(
         }
     }
     let (tls, insecure) = transport(base, provider, raw)?;
+    let (runtime, isolation) = runtime(base, provider, raw)?;
     Ok(DockerSettings {
         image: raw.image.clone(),
         endpoint: raw.endpoint.as_ref().map(|endpoint| endpoint.value.clone()),
@@ -270,7 +272,57 @@ pub(crate) fn check(
         user,
         read_only: raw.read_only.unwrap_or(false),
         cap_add,
+        runtime,
+        isolation,
     })
+}
+
+/// The pool's runtime and whether it is a boundary (D19): a runtime is a
+/// name, not blank; `isolation` is `boundary` or `none`, and `boundary`
+/// needs a runtime (the daemon's default shares the host's kernel).
+fn runtime(
+    base: &str,
+    provider: &str,
+    raw: &RawDocker,
+) -> Result<(Option<String>, Isolation), ConfigError> {
+    let bad = |value_at: Box<crate::Location>, reason: String| ConfigError::BadSetting {
+        location: value_at,
+        provider: provider.to_owned(),
+        reason,
+    };
+    let runtime = match &raw.runtime {
+        Some(name) if name.value.trim().is_empty() || name.value.trim() != name.value => {
+            return Err(bad(
+                at(name, format!("{base}.runtime")),
+                format!(
+                    "`runtime` must be the name a docker daemon lists a runtime by (such as runsc), not {:?}",
+                    name.value
+                ),
+            ));
+        }
+        Some(name) => Some(name.value.clone()),
+        None => None,
+    };
+    let isolation = match &raw.isolation {
+        None => Isolation::NoBoundary,
+        Some(word) => match word.value.as_str() {
+            "none" => Isolation::NoBoundary,
+            "boundary" if runtime.is_none() => {
+                return Err(bad(
+                    at(word, format!("{base}.isolation")),
+                    "`isolation: boundary` needs `runtime:` naming a runtime that is one (such as runsc, gVisor): under the daemon's default runtime a container shares the host's kernel".to_owned(),
+                ));
+            }
+            "boundary" => Isolation::Boundary,
+            other => {
+                return Err(bad(
+                    at(word, format!("{base}.isolation")),
+                    format!("`isolation` must be `boundary` or `none`, not {other:?}"),
+                ));
+            }
+        },
+    };
+    Ok((runtime, isolation))
 }
 
 /// Whether `endpoint` is docker's TCP form, which is plain HTTP unless

@@ -44,6 +44,13 @@
 //!       cap_add: [NET_RAW]      # optional: Linux capabilities granted on top of
 //!                               # the backend's minimal set (any case, `CAP_`
 //!                               # prefix optional); default none
+//!       # runtime: runsc        # optional (D19): the OCI runtime containers run
+//!                               # under, by the daemon's name for it; default:
+//!                               # the daemon's default
+//!       # isolation: boundary   # optional: `boundary` (the runtime isolates a
+//!                               # job from the host: the pool takes untrusted and
+//!                               # unclassified jobs; needs `runtime`) or `none`
+//!                               # (the default)
 //!   - name: macos-tart
 //!     kind: tart
 //!     capacity: 4

@@ -92,6 +92,10 @@ pub(crate) struct RawDocker {
     pub(crate) read_only: Option<bool>,
     #[serde(default)]
     pub(crate) cap_add: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(crate) runtime: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) isolation: Option<Spanned<String>>,
 }
 
 /// A docker pool's `tls:` block (D17): the paths as written.
