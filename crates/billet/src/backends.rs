@@ -6,12 +6,21 @@ use std::time::Duration;
 
 use billet_config::{Config, ConfigKind, Settings as PoolSettings};
 use billet_docker::{
-    ClientTls, Confinement, DEFAULT_LOG_MAX_SIZE, DockerProvider, TlsError, TlsFiles,
+    ClientTls, Confinement, DEFAULT_LOG_MAX_SIZE, DockerProvider, RuntimeError, TlsError, TlsFiles,
 };
 use billet_provider::Provider;
 
 /// A pool's provider under the pool's configured name.
 pub type Named = (String, Arc<dyn Provider>);
+
+/// Every configured pool's provider, and the docker pools among them that
+/// name a runtime, to be checked against their daemon ([`check_runtimes`]).
+pub struct Built {
+    /// Every pool's provider, in configuration order.
+    pub named: Vec<Named>,
+    /// The docker pools that name a runtime (D19), by name.
+    pub runtimes: Vec<(String, Arc<DockerProvider>)>,
+}
 
 /// A pool whose provider could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +45,16 @@ pub enum BackendError {
         provider: String,
         /// Which file, and why.
         source: TlsError,
+    },
+    /// A docker pool's runtime cannot serve it (D19): its daemon does not
+    /// list it, or runs a host-kernel runtime for a pool that says
+    /// `isolation: boundary`.
+    #[error("provider {provider:?}: {reason}")]
+    Runtime {
+        /// The pool.
+        provider: String,
+        /// What the daemon said, and what to do.
+        reason: String,
     },
     /// The backend refused its settings.
     #[error("provider {provider:?} ({kind}): {reason}")]
@@ -62,9 +81,10 @@ pub fn build(
     config: &Config,
     call_timeout: Duration,
     output_limit: Option<u64>,
-) -> Result<Vec<Named>, BackendError> {
+) -> Result<Built, BackendError> {
     let owner = config.deployment().id();
-    config
+    let mut runtimes = Vec::new();
+    let named = config
         .providers()
         .iter()
         .map(|pool| {
@@ -91,11 +111,20 @@ pub fn build(
                     if let Some(network) = &docker.network {
                         builder = builder.network(network.clone());
                     }
-                    Arc::new(builder.build().map_err(|e| BackendError::Invalid {
-                        provider: name.clone(),
-                        kind: pool.kind(),
-                        reason: e.to_string(),
-                    })?)
+                    if let Some(runtime) = &docker.runtime {
+                        builder = builder.runtime(runtime.clone());
+                    }
+                    builder = builder.isolation(docker.isolation);
+                    let provider =
+                        Arc::new(builder.build().map_err(|e| BackendError::Invalid {
+                            provider: name.clone(),
+                            kind: pool.kind(),
+                            reason: e.to_string(),
+                        })?);
+                    if docker.runtime.is_some() {
+                        runtimes.push((name.clone(), Arc::clone(&provider)));
+                    }
+                    provider
                 }
                 _ => {
                     return Err(BackendError::Unsupported {
@@ -106,7 +135,41 @@ pub fn build(
             };
             Ok((name, provider))
         })
-        .collect()
+        .collect::<Result<Vec<Named>, BackendError>>()?;
+    Ok(Built { named, runtimes })
+}
+
+/// Asks each docker pool's daemon whether it can run the pool's runtime
+/// (D19, [`DockerProvider::check_runtime`]), one pool after another, each
+/// within the provider's call timeout. A daemon that does not list the
+/// runtime, or runs a host-kernel runtime for a pool that says `isolation:
+/// boundary`, stops the start naming the pool. A daemon that cannot be asked
+/// now is logged and left to the pool's first launch, which asks again: a
+/// pool whose daemon is down is unreadable as any other (D17), not a reason
+/// to stop the others.
+pub async fn check_runtimes(pools: &[(String, Arc<DockerProvider>)]) -> Result<(), BackendError> {
+    for (name, provider) in pools {
+        match provider.check_runtime().await {
+            Ok(()) => tracing::info!(
+                pool = %name,
+                runtime = provider.runtime().unwrap_or_default(),
+                isolation = ?provider.isolation(),
+                "the pool's daemon lists its runtime"
+            ),
+            Err(RuntimeError::Daemon(err)) => tracing::warn!(
+                pool = %name,
+                error = %err,
+                "cannot check the pool's runtime now; its first launch will"
+            ),
+            Err(err) => {
+                return Err(BackendError::Runtime {
+                    provider: name.clone(),
+                    reason: err.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The log a container whose output is captured up to `output_limit`
@@ -209,6 +272,76 @@ routing: {default_kind: docker}
         assert!(build(&set, Duration::from_secs(5), None).is_ok());
     }
 
+    // D19: a pool's runtime and isolation reach its provider, which then
+    // accepts untrusted work; only such pools are checked against their
+    // daemon; `isolation: boundary` on runc or crun stops the start naming
+    // the pool.
+    #[test]
+    fn d19_a_pools_runtime_and_boundary_reach_its_provider() {
+        use billet_provider::{Isolation, TrustClass};
+        let yaml = |docker: &str| {
+            format!(
+                "deployment: {{id: d}}
+providers:
+  - {{name: plain, kind: docker, capacity: 2, docker: {{image: i}}}}
+  - {{name: gvisor, kind: docker, capacity: 2, docker: {{image: i, {docker}}}}}
+routing: {{default_kind: docker, untrusted_kinds: [docker]}}
+"
+            )
+        };
+        let built = build(
+            &config(&yaml("runtime: runsc, isolation: boundary")),
+            Duration::from_secs(5),
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = built.named.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(names, ["plain", "gvisor"]);
+        assert!(built.named[0].1.accepts(TrustClass::Untrusted).is_err());
+        assert!(built.named[1].1.accepts(TrustClass::Untrusted).is_ok());
+        assert!(built.named[1].1.accepts(TrustClass::Unknown).is_ok());
+        assert_eq!(built.runtimes.len(), 1);
+        let (name, gvisor) = &built.runtimes[0];
+        assert_eq!(name, "gvisor");
+        assert_eq!(
+            (gvisor.runtime(), gvisor.isolation()),
+            (Some("runsc"), Isolation::Boundary)
+        );
+        let runtime_only = build(
+            &config(&yaml("runtime: kata")),
+            Duration::from_secs(5),
+            None,
+        )
+        .unwrap();
+        assert!(
+            runtime_only.named[1]
+                .1
+                .accepts(TrustClass::Untrusted)
+                .is_err()
+        );
+        assert_eq!(
+            runtime_only.runtimes[0].1.isolation(),
+            Isolation::NoBoundary
+        );
+        for host_kernel in ["runc", "crun"] {
+            let Err(err) = build(
+                &config(&yaml(&format!(
+                    "runtime: {host_kernel}, isolation: boundary"
+                ))),
+                Duration::from_secs(5),
+                None,
+            ) else {
+                panic!("{host_kernel} taken for a boundary");
+            };
+            assert!(matches!(err, BackendError::Invalid { .. }), "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("provider \"gvisor\"") && text.contains("no isolation boundary"),
+                "{text}"
+            );
+        }
+    }
+
     // L15: a captured container's log is one file of twice the output
     // limit, never under docker's default size nor past what the daemon reads.
     #[test]
@@ -267,7 +400,7 @@ routing: {{default_kind: docker}}
             Config::load(&path).unwrap()
         };
         let built = build(&load("key.pem"), Duration::from_secs(5), None).unwrap();
-        assert_eq!(built.len(), 2);
+        assert_eq!(built.named.len(), 2);
 
         for (key, file) in [("missing.pem", "missing.pem"), ("other.pem", "other.pem")] {
             let error = build(&load(key), Duration::from_secs(5), None)
@@ -293,7 +426,7 @@ providers:
 routing: {default_kind: docker}
 ",
         );
-        let built = build(&docker, Duration::from_secs(5), None).unwrap();
+        let built = build(&docker, Duration::from_secs(5), None).unwrap().named;
         assert_eq!(built.len(), 1);
         assert_eq!(built[0].0, "linux");
         assert_eq!(built[0].1.kind(), billet_provider::ProviderKind::Docker);

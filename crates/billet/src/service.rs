@@ -400,7 +400,9 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let config = Config::load(&options.config)?;
     let settings = scheduler_settings(&options)?;
-    let providers = backends::build(&config, options.call_timeout, Some(options.output_limit))?;
+    let built = backends::build(&config, options.call_timeout, Some(options.output_limit))?;
+    backends::check_runtimes(&built.runtimes).await?;
+    let providers = built.named;
     let deployment = config.deployment().id().to_owned();
     // Held until `serve` returns; the OS drops it if the process dies.
     let _lock = StateLock::acquire(&options.state)?;
