@@ -57,16 +57,7 @@ fn engines(test: &str) -> Vec<(&'static str, Scope)> {
 
 /// `podman` when the engine behind `scope` says it is podman, else `docker`.
 fn engine_of(scope: &Scope) -> &'static str {
-    let client = scope.client();
-    let version = support::block(async move { client.version().await });
-    let podman = version.ok().is_some_and(|version| {
-        version
-            .components
-            .unwrap_or_default()
-            .iter()
-            .any(|component| component.name.to_lowercase().contains("podman"))
-    });
-    if podman { "podman" } else { "docker" }
+    support::engine_at(scope.socket())
 }
 
 /// A trusted spec on the test image running `script` in busybox's shell,

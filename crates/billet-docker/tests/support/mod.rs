@@ -109,11 +109,16 @@ pub const RUNSC: &str = "runsc";
 /// a failure, not a skip.
 pub const RUNSC_REQUIRED_VAR: &str = "BILLET_RUNSC_REQUIRED";
 
-/// Whether the engine behind `scope` lists [`RUNSC`]; when it does not,
-/// one line on stderr says how to register it, and with
-/// [`RUNSC_REQUIRED_VAR`] set that is a failure instead.
+/// Whether the engine behind `scope` lists [`RUNSC`] ([`lists_runsc_at`]).
 pub fn lists_runsc(scope: &Scope, test: &str) -> bool {
-    let client = scope.client();
+    lists_runsc_at(scope.socket(), test)
+}
+
+/// Whether the engine at `socket` lists [`RUNSC`]; when it does not, one
+/// line on stderr says how to register it, and with [`RUNSC_REQUIRED_VAR`]
+/// set that is a failure instead.
+pub fn lists_runsc_at(socket: &Path, test: &str) -> bool {
+    let client = client_on(socket).expect("a client");
     let info = block(async move { client.info().await }).expect("the daemon's system info");
     if info
         .runtimes
@@ -124,11 +129,11 @@ pub fn lists_runsc(scope: &Scope, test: &str) -> bool {
     assert!(
         std::env::var(RUNSC_REQUIRED_VAR).as_deref() != Ok("1"),
         "{RUNSC_REQUIRED_VAR}=1 but the engine at {} lists no runtime {RUNSC:?}",
-        scope.socket().display()
+        socket.display()
     );
     eprintln!(
         "skipped {test} at {}: it lists no runtime {RUNSC:?}; install gVisor's runsc and register it (README, \"Untrusted jobs on gVisor\"), or run `bash .ci/run`",
-        scope.socket().display()
+        socket.display()
     );
     false
 }
@@ -172,14 +177,34 @@ pub fn podman_runsc(test: &str) -> Option<Scope> {
     Some(Scope::on_socket(test, socket))
 }
 
-/// The OCI runtime the engine behind `scope` runs container `id` under, as
-/// the engine itself says: podman's own inspect (`OCIRuntime`, through
-/// `curl`: its Docker-compatible inspect says `oci` whatever ran), else
-/// docker's `HostConfig.Runtime`.
+/// `podman` when the engine at `socket` says it is podman, else `docker`.
+pub fn engine_at(socket: &Path) -> &'static str {
+    let client = client_on(socket).expect("a client");
+    let version = block(async move { client.version().await });
+    let podman = version.ok().is_some_and(|version| {
+        version
+            .components
+            .unwrap_or_default()
+            .iter()
+            .any(|component| component.name.to_lowercase().contains("podman"))
+    });
+    if podman { "podman" } else { "docker" }
+}
+
+/// The OCI runtime the engine behind `scope` runs container `id` under
+/// ([`runtime_at`]).
 pub fn runtime_of(scope: &Scope, id: &str) -> Option<String> {
+    runtime_at(scope.socket(), id)
+}
+
+/// The OCI runtime the engine at `socket` runs container `id` under, as the
+/// engine itself says: podman's own inspect (`OCIRuntime`, through `curl`:
+/// its Docker-compatible inspect says `oci` whatever ran), else docker's
+/// `HostConfig.Runtime`; `None` when it has no such container.
+pub fn runtime_at(socket: &Path, id: &str) -> Option<String> {
     let out = std::process::Command::new("curl")
         .args(["-sf", "--unix-socket"])
-        .arg(scope.socket())
+        .arg(socket)
         .arg(format!("http://engine/v4.0.0/libpod/containers/{id}/json"))
         .output()
         .expect("run curl");
@@ -188,10 +213,10 @@ pub fn runtime_of(scope: &Scope, id: &str) -> Option<String> {
             serde_json::from_slice(&out.stdout).expect("podman's inspect is JSON");
         return libpod["OCIRuntime"].as_str().map(str::to_owned);
     }
-    let client = scope.client();
+    let client = client_on(socket).expect("a client");
     let id = id.to_owned();
     block(async move { billet_docker::dialect::inspect_container(&client, &id).await })
-        .expect("inspect the container")
+        .ok()?
         .host_config
         .and_then(|config| config.runtime)
 }

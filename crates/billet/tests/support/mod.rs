@@ -42,6 +42,12 @@ mod docker;
 #[allow(unused_imports)]
 pub use docker::tls;
 pub use docker::{REQUIRED_VAR, TEST_IMAGE, block, daemon_socket, ensure_test_image, raw_client};
+/// D19: gVisor's runtime as `.ci/run` registers it, and whether a daemon lists it.
+#[allow(unused_imports)]
+pub use docker::{
+    RUNSC, RUNSC_REQUIRED_VAR, engine_at, ensure_test_image_on, lists_runsc_at,
+    podman_runsc_socket, runtime_at,
+};
 
 /// The built binary under test.
 pub const BILLET: &str = env!("CARGO_BIN_EXE_billet");
