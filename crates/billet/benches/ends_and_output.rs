@@ -68,7 +68,8 @@ async fn service(
     );
     let config = Config::from_yaml_str(&yaml).expect("the bench's configuration");
     let providers = billet::backends::build(&config, Duration::from_secs(30), Some(output_limit))
-        .expect("the docker pool");
+        .expect("the docker pool")
+        .named;
     let (mut store, records) = Store::open(&dir.join("state")).expect("the store opens");
     let output = Arc::new(
         OutputStore::open(&dir.join("state"), store.identity(), output_limit)

@@ -86,11 +86,15 @@ fn gvisor(test: &str) -> bool {
     true
 }
 
+/// One container a [`Runtimes`] saw: its job id, its pool, and the runtime
+/// the engine said it runs under.
+type Seen = (u64, String, Option<String>);
+
 /// Every container of a deployment the daemon ever listed, sampled every
 /// 50 ms, each with the runtime its inspect reports: container id to (job
 /// id, pool, runtime).
 struct Runtimes {
-    seen: Arc<Mutex<BTreeMap<String, (u64, String, Option<String>)>>>,
+    seen: Arc<Mutex<BTreeMap<String, Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
