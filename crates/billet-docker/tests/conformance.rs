@@ -19,10 +19,13 @@ use billet_conformance::{
     check_contract,
 };
 use billet_docker::{ClientTls, DockerProvider, OWNER_LABEL};
+use billet_provider::Isolation;
 use bollard::query_parameters::{ListContainersOptionsBuilder, RemoveContainerOptionsBuilder};
 use parking_lot::Mutex;
 use support::tls::{Ca, TcpProxy, TlsDaemon, can_start_daemons, client_tls};
-use support::{Scope, SocketProxy, TEST_IMAGE, daemon};
+use support::{
+    RUNSC, Scope, SocketProxy, TEST_IMAGE, daemon, engine_at, lists_runsc, podman_runsc,
+};
 
 /// The windows the docker backend declares, from what this daemon does:
 ///
@@ -99,6 +102,14 @@ struct DockerFactory {
     proxies: Mutex<HashMap<String, Link>>,
     /// Set: every provider goes over mutual TLS to this daemon (D17).
     tls: Option<Tls>,
+    /// Set: every provider runs its containers on gVisor, a boundary (D19).
+    gvisor: bool,
+    /// Whether the engine says why a start failed when the program is not
+    /// in the image. Podman on gVisor does not: it answers only "`runsc
+    /// start ID` failed: exit status 128", which no reading can tell from a
+    /// sandbox that failed to boot, so the launch is `Unavailable` (not the
+    /// spec's fault, D13) rather than `InvalidSpec`.
+    says_missing_program: bool,
 }
 
 impl DockerFactory {
@@ -108,6 +119,18 @@ impl DockerFactory {
             next: AtomicU64::new(0),
             proxies: Mutex::new(HashMap::new()),
             tls: None,
+            gvisor: false,
+            says_missing_program: true,
+        }
+    }
+
+    /// A factory over the engine of `scope`, every provider on gVisor's
+    /// runtime and taken for a boundary (D19).
+    fn behind_gvisor(scope: Scope) -> DockerFactory {
+        DockerFactory {
+            gvisor: true,
+            says_missing_program: engine_at(scope.socket()) != "podman",
+            ..DockerFactory::on_local(scope)
         }
     }
 
@@ -130,6 +153,8 @@ impl DockerFactory {
                 client,
                 _files: files,
             }),
+            gvisor: false,
+            says_missing_program: true,
         })
     }
 
@@ -142,6 +167,9 @@ impl DockerFactory {
         if let Some(tls) = &self.tls {
             builder = builder.tls(tls.client.clone());
         }
+        if self.gvisor {
+            builder = builder.runtime(RUNSC).isolation(Isolation::Boundary);
+        }
         Ok(builder.build()?)
     }
 
@@ -149,7 +177,7 @@ impl DockerFactory {
         let owner = self.scope.owner(tag);
         let link = match &self.tls {
             Some(tls) => Link::Tls(TcpProxy::start(&tls.daemon.endpoint)),
-            None => Link::Socket(SocketProxy::start()),
+            None => Link::Socket(SocketProxy::to(self.scope.socket().to_path_buf())),
         };
         let provider = self.provider(&owner, &link)?;
         self.proxies.lock().insert(owner.clone(), link);
@@ -180,7 +208,13 @@ impl ProviderFactory for DockerFactory {
     /// outage cuts the whole connection.
     fn policies(&self) -> Policies {
         Policies {
-            invalid_commands: &[&[], &["/no/such/program"]],
+            // D19: on gVisor every trust class is taken.
+            isolation: self.gvisor,
+            invalid_commands: if self.says_missing_program {
+                &[&[], &["/no/such/program"]]
+            } else {
+                &[&[]]
+            },
             outage: Outage::WholeConnection,
             // A TCP proxy cannot see where one request ends in TLS, so it
             // cannot lose one answer: that is proven over the socket.
@@ -367,6 +401,62 @@ fn d8_h11_docker_provider_keeps_the_contract_on_a_real_daemon() {
     );
 }
 
+/// A scope on an engine that runs containers on gVisor when they ask: the
+/// test daemon when it lists runsc (docker), or on podman, whose
+/// Docker-compatible API runs its service's default runtime whatever a
+/// container asks, the podman service whose default is runsc.
+fn gvisor_scope(test: &str) -> Option<Scope> {
+    let scope = daemon(test)?;
+    if !lists_runsc(&scope, test) {
+        return None;
+    }
+    if engine_at(scope.socket()) == "podman" {
+        return podman_runsc(test).filter(|scope| lists_runsc(scope, test));
+    }
+    Some(scope)
+}
+
+// D19 (D8, H1, H7, H8, H11): the contract suite passes against a pool on
+// gVisor (`runsc`, an isolation boundary: untrusted and unknown work
+// accepted), in wall time, with outages and lost answers through the
+// proxy. The `podman` step runs it on podman's service whose default
+// runtime is runsc.
+#[test]
+fn d19_the_contract_holds_on_a_gvisor_pool() {
+    let Some(scope) = gvisor_scope("d19") else {
+        return;
+    };
+    let factory = DockerFactory::behind_gvisor(scope);
+    suite(
+        &factory,
+        "D19 suite on gVisor, wall time, whole outages and lost answers",
+    );
+}
+
+// D19 (D16, P9): output (the daemon's logs) and hints (its events) keep
+// the capabilities' contract on a gVisor pool as they do on runc.
+#[test]
+fn d19_output_and_hints_hold_on_a_gvisor_pool() {
+    let Some(scope) = gvisor_scope("d19d16") else {
+        return;
+    };
+    let factory = DockerFactory::behind_gvisor(scope);
+    let report = check_capabilities(&factory).unwrap_or_else(|failure| panic!("{failure}"));
+    println!("D19 D16 on gVisor: {report:?}");
+    assert!(report.output && report.hints, "{report:?}");
+}
+
+// D19 (H12): calls at once through two providers of one deployment and one
+// of another, on gVisor, form linearizable histories.
+#[test]
+fn d19_histories_on_a_gvisor_pool_are_linearizable() {
+    let Some(scope) = gvisor_scope("d19h12") else {
+        return;
+    };
+    let factory = DockerFactory::behind_gvisor(scope);
+    concurrent(&factory, "D19 H12 on gVisor");
+}
+
 /// Runs the sequential suite (eight cases) on `factory` and checks what it
 /// did and that it left nothing.
 fn suite(factory: &DockerFactory, what: &str) {
@@ -396,6 +486,12 @@ fn suite(factory: &DockerFactory, what: &str) {
 fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
     let Some(scope) = daemon("h12") else { return };
     let factory = DockerFactory::on_local(scope);
+    concurrent(&factory, "H12 on docker");
+}
+
+/// Runs the concurrent mode (eight histories of three tasks, faults through
+/// the proxy) on `factory` and checks what it did and that it left nothing.
+fn concurrent(factory: &DockerFactory, what: &str) {
     let config = ConcurrentConfig {
         histories: 8,
         tasks: 3,
@@ -406,9 +502,9 @@ fn h12_docker_provider_histories_are_linearizable_on_a_real_daemon() {
         shrink_attempts: 2,
         faults: 2,
     };
-    let summary = check_concurrent(&factory, config).unwrap_or_else(|failure| panic!("{failure}"));
+    let summary = check_concurrent(factory, config).unwrap_or_else(|failure| panic!("{failure}"));
     println!(
-        "H12 on docker, wall time: {} histories, {} calls, {} faults (outages and lost answers through the proxy), {} calls answered a fault's error, {:?}",
+        "{what}, wall time: {} histories, {} calls, {} faults (outages and lost answers through the proxy), {} calls answered a fault's error, {:?}",
         summary.histories, summary.calls, summary.faults, summary.fault_errors, summary.wall_time
     );
     assert_eq!(summary.calls, 8 * 3 * 6);

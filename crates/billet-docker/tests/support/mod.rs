@@ -741,6 +741,11 @@ pub struct SocketProxy {
 impl SocketProxy {
     /// A proxy to the daemon's socket, open, on a fresh socket path.
     pub fn start() -> SocketProxy {
+        SocketProxy::to(daemon_socket())
+    }
+
+    /// A proxy to the engine at `upstream`, open, on a fresh socket path.
+    pub fn to(upstream: PathBuf) -> SocketProxy {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!(
@@ -757,7 +762,7 @@ impl SocketProxy {
             path: dir.join("docker.sock"),
             dir,
             shared: Arc::new(Shared {
-                upstream: daemon_socket(),
+                upstream,
                 mode: Mutex::new(Mode::Open),
                 connections: Mutex::new(Vec::new()),
                 acceptor: Mutex::new(None),
