@@ -155,6 +155,20 @@ pub(crate) fn spec_cannot_start(err: &DaemonError) -> bool {
         })
 }
 
+/// Whether the engine that answered `version` arbitrates two forced
+/// removals of one container itself, answering the second `409` (removal in
+/// progress) or `404`: docker does; podman answers both `204`, and is told by
+/// the components its version names. Read once per provider, by the pools
+/// that name a runtime (D19), whose destroys then need no pause to claim a
+/// container.
+pub(crate) fn arbitrates_forced_removals(version: &bollard::models::SystemVersion) -> bool {
+    !version.components.as_ref().is_some_and(|components| {
+        components
+            .iter()
+            .any(|component| component.name.to_lowercase().contains("podman"))
+    })
+}
+
 /// Whether a refused `create container` means the daemon lists no runtime
 /// of the name the container asks for: docker's `400` "Unknown runtime
 /// specified NAME" (podman creates it and fails at the start instead).
@@ -365,6 +379,20 @@ mod tests {
             "starting container: starting root container: starting sandbox: error finding executable \"/nope\" in PATH [/bin]: no such file or directory",
         );
         assert!(spec_cannot_start(&runsc_missing));
+        // D19: podman names itself among its version's components.
+        let component = |name: &str| bollard::models::ComponentVersion {
+            name: name.to_owned(),
+            version: "1".to_owned(),
+            details: None,
+        };
+        let version = |names: &[&str]| bollard::models::SystemVersion {
+            components: Some(names.iter().map(|name| component(name)).collect()),
+            ..bollard::models::SystemVersion::default()
+        };
+        assert!(arbitrates_forced_removals(&version(&["Engine", "containerd", "runc"])));
+        assert!(!arbitrates_forced_removals(&version(&["Podman Engine"])));
+        assert!(!arbitrates_forced_removals(&version(&["Engine", "podman"])));
+        assert!(arbitrates_forced_removals(&bollard::models::SystemVersion::default()));
         // D19: a runtime the daemon does not list is docker's 400 on create,
         // read as that, not as the spec's fault.
         let docker_runtime = refused(400, "Unknown runtime specified runsc");

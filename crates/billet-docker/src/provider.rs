@@ -489,6 +489,18 @@ impl DockerProvider {
         self.check_runtime_by(self.deadline()).await.map(|_| ())
     }
 
+    /// What the daemon listed of its runtimes, asked now
+    /// ([`check_runtime`](Self::check_runtime)) unless known; `None` for a
+    /// provider that names no runtime.
+    async fn listed_runtimes(&self, deadline: Deadline) -> Result<Option<Listed>, RuntimeError> {
+        match (&self.runtime, self.runtimes.lock().clone()) {
+            (None, _) => return Ok(None),
+            (Some(_), Some(known)) => return Ok(Some(known)),
+            (Some(_), None) => {}
+        }
+        self.check_runtime_by(deadline).await
+    }
+
     /// [`check_runtime`](Self::check_runtime) within `deadline`: what the
     /// daemon listed, or `None` for a provider that names no runtime.
     async fn check_runtime_by(&self, deadline: Deadline) -> Result<Option<Listed>, RuntimeError> {
@@ -504,9 +516,14 @@ impl DockerProvider {
             .map_err(RuntimeError::Daemon)?;
         let runtimes = info.runtimes.unwrap_or_default();
         judge(runtime, self.isolation, &runtimes, &self.endpoint_text)?;
+        let version = self
+            .call(deadline, "read the daemon's version", client.version())
+            .await
+            .map_err(RuntimeError::Daemon)?;
         let listed = Listed {
             names: runtimes.into_keys().collect(),
             default: info.default_runtime,
+            arbitrates_forced_removals: dialect::arbitrates_forced_removals(&version),
         };
         *self.runtimes.lock() = Some(listed.clone());
         Ok(Some(listed))

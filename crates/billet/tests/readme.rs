@@ -113,7 +113,7 @@ fn ensure_image(image: &str) {
     header.set_mode(0o755);
     tar.append_data(&mut header, "bin/busybox", busybox.as_slice())
         .unwrap();
-    for applet in ["sh", "sleep", "echo", "true", "false", "cat"] {
+    for applet in ["sh", "sleep", "echo", "true", "false", "cat", "uname"] {
         let mut link = tar::Header::new_gnu();
         link.set_entry_type(tar::EntryType::Symlink);
         link.set_size(0);
@@ -569,4 +569,117 @@ async fn d17_readme_second_machine_session() {
     println!("D17 README second machine: jobs per pool {pools:?}");
     service.finish().await;
     drop(daemon);
+}
+
+/// The README's section "Untrusted jobs on gVisor": its `daemon.json`
+/// entry, its `billet.yaml`, and its session's commands with what each
+/// printed.
+struct GvisorSection {
+    json: String,
+    yaml: String,
+    session: Block,
+}
+
+/// Reads the section "Untrusted jobs on gVisor" of the README.
+fn gvisor_section() -> GvisorSection {
+    let readme = readme_text();
+    let start = readme
+        .find("## Untrusted jobs on gVisor")
+        .expect("the README has the section");
+    let rest = &readme[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    let section = &rest[..end];
+    let block = |fence: &str| {
+        let at = section.find(fence).expect("the block") + fence.len();
+        let len = section[at..].find("```").expect("its end");
+        section[at..at + len].to_owned()
+    };
+    let mut session: Block = Vec::new();
+    for line in block("```console\n").lines() {
+        if let Some(command) = line.strip_prefix("$ ") {
+            session.push((command.to_owned(), Vec::new()));
+        } else if let Some((_, output)) = session.last_mut() {
+            output.push(line.to_owned());
+        }
+    }
+    GvisorSection {
+        json: block("```json\n"),
+        yaml: block("```yaml\n"),
+        session,
+    }
+}
+
+// D19: the README's gVisor section, as written: its `daemon.json` entry
+// registers the runtime the daemon lists (at that path, on docker), its
+// `billet.yaml` (endpoints and the deployment aside) validates, and under
+// `billet serve` its session prints what the README shows: an untrusted job
+// placed on the gVisor pool, printing gVisor's kernel. On podman (the
+// `podman` step) the gVisor pool is served by podman's runsc service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d19_readme_gvisor_section() {
+    let socket = support::daemon_socket();
+    if !support::daemon("readme-d19") || !support::lists_runsc_at(&socket, "readme-d19") {
+        return;
+    }
+    let readme = gvisor_section();
+    let entry: Value = serde_json::from_str(&readme.json).expect("the daemon.json entry is JSON");
+    let path = entry["runtimes"][support::RUNSC]["path"]
+        .as_str()
+        .expect("it registers runsc with a path");
+    let podman = support::engine_at(&socket) == "podman";
+    let gvisor_endpoint = if podman {
+        format!("unix://{}", support::podman_runsc_socket().display())
+    } else {
+        let client = support::raw_client();
+        let info = client.info().await.expect("the daemon's system info");
+        let listed = info.runtimes.unwrap_or_default()[support::RUNSC].path.clone();
+        assert_eq!(listed.as_deref(), Some(path), "the path the daemon runs");
+        support::daemon_endpoint()
+    };
+    ensure_image("busybox:latest");
+    let yaml = readme
+        .yaml
+        .replace(
+            "      runtime: runsc\n",
+            &format!("      runtime: runsc\n      endpoint: {gvisor_endpoint}\n"),
+        )
+        .replace(
+            "      image: busybox:latest\n  - name: gvisor",
+            &format!(
+                "      image: busybox:latest\n      endpoint: {}\n  - name: gvisor",
+                support::daemon_endpoint()
+            ),
+        );
+    assert_eq!(yaml.matches("endpoint:").count(), 2, "{yaml}");
+    let mut service = support::Service::with_yaml("readme-d19", |id| {
+        yaml.replace("id: my-ci", &format!("id: {id}"))
+    });
+    let validated = Command::new(BINARY)
+        .arg("validate")
+        .arg(service.dir().join("billet.yaml"))
+        .output()
+        .expect("run billet validate");
+    assert!(
+        validated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    service.start().await;
+    let api = service.api();
+    assert_eq!(readme.session.len(), 2, "{:?}", readme.session);
+    for (command, expected) in &readme.session {
+        let command = command.replace("http://127.0.0.1:7878", api.base());
+        let out = Command::new("sh")
+            .args(["-c", &command])
+            .env("TOKEN", api.token())
+            .output()
+            .expect("run sh");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && same(expected, &printed),
+            "`{command}` printed\n{printed}\nnot\n{}",
+            expected.join("\n")
+        );
+    }
+    service.finish().await;
 }

@@ -203,17 +203,10 @@ impl DockerProvider {
             .map_err(Error::unavailable)?;
         // D19: no container starts under a runtime the daemon has not shown
         // it lists as the pool needs (asked once per provider).
-        let listed = match (&self.runtime, self.runtimes.lock().clone()) {
-            (Some(_), None) => None,
-            (_, known) => Some(known),
-        };
-        let listed = match listed {
-            Some(known) => known,
-            None => self
-                .check_runtime_by(deadline)
-                .await
-                .map_err(Error::unavailable)?,
-        };
+        let listed = self
+            .listed_runtimes(deadline)
+            .await
+            .map_err(Error::unavailable)?;
         if self
             .confinement
             .nano_cpus(&spec.resources)

@@ -20,14 +20,14 @@
 //!   failed after its pause) is force-removed after [`PAUSED_GRACE`] of the
 //!   timeout.
 //!
-//! On a pool that names a runtime (D19), the call that holds the claim
-//! resumes the container before it force-removes it: under docker, gVisor's
-//! `runsc` does not report the end of a paused sandbox, so a forced removal
-//! of a paused container waits out docker's 10 s kill timeout and may fail
-//! with the sandbox a zombie ("PID ... is zombie and can not be killed").
-//! Resumed, it is removed at once. A call that found it paused (claimed by
-//! another) and then sees it running again keeps waiting for that removal
-//! within the grace rather than claiming it anew.
+//! On a pool that names a runtime (D19), an engine that arbitrates forced
+//! removals itself (docker) is not paused first: its forced removal marks
+//! the container `removing` before it stops it (so no look sees it stopped),
+//! and answers a second one `409` or `404`. Under docker, gVisor's `runsc`
+//! never reports a paused sandbox's end: a forced removal of a paused
+//! container waits out docker's 10 s kill timeout, and one resumed meanwhile
+//! is left a zombie ("PID ... is zombie and can not be killed"). Podman,
+//! which does not arbitrate, removes a paused gVisor container at once.
 
 use std::time::{Duration, Instant as StdInstant};
 
@@ -130,31 +130,6 @@ impl DockerProvider {
         }
     }
 
-    /// Force-removes container `id`, paused by this call or found paused; on
-    /// a pool that names a runtime, resumed first (see the module's
-    /// documentation). One that ends meanwhile is removed as any other.
-    async fn remove_paused(
-        &self,
-        client: &Docker,
-        deadline: Deadline,
-        id: &str,
-    ) -> Result<Option<Removal>, DaemonError> {
-        if self.runtime.is_some() {
-            match self
-                .call(deadline, "unpause container", client.unpause_container(id))
-                .await
-            {
-                Ok(()) => {}
-                Err(err) if dialect::no_such_container(&err) => return Ok(Some(Removal::Gone)),
-                // Not paused (it ended, or another call resumed it): the
-                // forced removal below removes it as it is.
-                Err(err) if err.status().is_some() => {}
-                Err(err) => return Err(err),
-            }
-        }
-        self.remove(client, deadline, id, true).await
-    }
-
     /// Removes this deployment's container `id`, last seen in `status`, so
     /// that of two destroys at once exactly one answers
     /// [`Teardown::Stopped`] (see the module's documentation).
@@ -170,20 +145,18 @@ impl DockerProvider {
             .map_err(|err| Error::unavailable(err.describe(id)))?;
         let grace = self.timeout / PAUSED_GRACE;
         let mut paused_since = None;
+        // D19: no pause where the engine arbitrates, on a pool with a runtime.
+        let claim_by_pause = !self
+            .listed_runtimes(deadline)
+            .await
+            .map_err(Error::unavailable)?
+            .is_some_and(|listed| listed.arbitrates_forced_removals);
         loop {
             let removal = match status {
-                // D19: claimed by another call, which resumed it to remove it.
                 Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING)
-                    if self.runtime.is_some()
-                        && paused_since
-                            .is_some_and(|since: StdInstant| since.elapsed() < grace) =>
+                    if !claim_by_pause =>
                 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    match self.status_of(client, deadline, id).await? {
-                        Some(now) => status = Some(now),
-                        None => return Ok(Teardown::Absent),
-                    }
-                    continue;
+                    self.remove(client, deadline, id, true).await
                 }
                 Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING) => {
                     match self
@@ -191,7 +164,7 @@ impl DockerProvider {
                         .await
                     {
                         // This call holds the claim: it removes the container.
-                        Ok(()) => self.remove_paused(client, deadline, id).await,
+                        Ok(()) => self.remove(client, deadline, id, true).await,
                         Err(err) if dialect::no_such_container(&err) => Ok(Some(Removal::Gone)),
                         Err(err) if dialect::already_paused(&err) => {
                             status = Some(Status::PAUSED);
@@ -235,7 +208,7 @@ impl DockerProvider {
                         continue;
                     }
                     // Nobody is removing it: this call does.
-                    self.remove_paused(client, deadline, id).await
+                    self.remove(client, deadline, id, true).await
                 }
                 Some(Status::REMOVING) => Ok(Some(Removal::InProgress)),
                 // Ended or never started: no claim needed, the engine
