@@ -389,10 +389,16 @@ mod tests {
             components: Some(names.iter().map(|name| component(name)).collect()),
             ..bollard::models::SystemVersion::default()
         };
-        assert!(arbitrates_forced_removals(&version(&["Engine", "containerd", "runc"])));
+        assert!(arbitrates_forced_removals(&version(&[
+            "Engine",
+            "containerd",
+            "runc"
+        ])));
         assert!(!arbitrates_forced_removals(&version(&["Podman Engine"])));
         assert!(!arbitrates_forced_removals(&version(&["Engine", "podman"])));
-        assert!(arbitrates_forced_removals(&bollard::models::SystemVersion::default()));
+        assert!(arbitrates_forced_removals(
+            &bollard::models::SystemVersion::default()
+        ));
         // D19: a runtime the daemon does not list is docker's 400 on create,
         // read as that, not as the spec's fault.
         let docker_runtime = refused(400, "Unknown runtime specified runsc");

@@ -632,7 +632,9 @@ async fn d19_readme_gvisor_section() {
     } else {
         let client = support::raw_client();
         let info = client.info().await.expect("the daemon's system info");
-        let listed = info.runtimes.unwrap_or_default()[support::RUNSC].path.clone();
+        let listed = info.runtimes.unwrap_or_default()[support::RUNSC]
+            .path
+            .clone();
         assert_eq!(listed.as_deref(), Some(path), "the path the daemon runs");
         support::daemon_endpoint()
     };
