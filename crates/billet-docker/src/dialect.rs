@@ -380,7 +380,7 @@ mod tests {
         );
         assert!(spec_cannot_start(&runsc_missing));
         // D19: podman names itself among its version's components.
-        let component = |name: &str| bollard::models::ComponentVersion {
+        let component = |name: &str| bollard::models::SystemVersionComponents {
             name: name.to_owned(),
             version: "1".to_owned(),
             details: None,
