@@ -6,50 +6,36 @@
 
 mod common;
 
-use billet_config::{Config, DockerSettings, Settings};
 use billet_provider::Isolation;
-use common::{assert_bad_docker_setting, edit};
-
-/// The example's docker pool's network line; [`with`] puts settings after it.
-const NETWORK: &str = "      network: ci-runners\n";
-
-/// The example with `settings` (lines of the docker block) after its docker
-/// pool's network line.
-fn with(settings: &str) -> String {
-    edit(NETWORK, &format!("{NETWORK}{settings}"))
-}
-
-fn docker(text: &str) -> DockerSettings {
-    let config = Config::from_yaml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    match config.provider("linux-docker").map(|p| p.settings()) {
-        Some(Settings::Docker(docker)) => docker.clone(),
-        other => panic!("linux-docker carries docker settings, not {other:?}"),
-    }
-}
+use common::{assert_bad_docker_setting, docker_settings, with_docker_lines};
 
 // D19: absent, the daemon's default runtime and no boundary; a runtime alone
 // is no boundary; `isolation: boundary` with a runtime is one; `none` says
 // the default.
 #[test]
 fn d19_runtime_and_isolation_are_read() {
-    let plain = docker(&with(""));
+    let plain = docker_settings(&with_docker_lines(""));
     assert_eq!(
         (plain.runtime, plain.isolation),
         (None, Isolation::NoBoundary)
     );
-    let runtime = docker(&with("      runtime: kata\n"));
+    let runtime = docker_settings(&with_docker_lines("      runtime: kata\n"));
     assert_eq!(
         (runtime.runtime.as_deref(), runtime.isolation),
         (Some("kata"), Isolation::NoBoundary)
     );
-    let boundary = docker(&with("      runtime: runsc\n      isolation: boundary\n"));
+    let boundary = docker_settings(&with_docker_lines(
+        "      runtime: runsc\n      isolation: boundary\n",
+    ));
     assert_eq!(
         (boundary.runtime.as_deref(), boundary.isolation),
         (Some("runsc"), Isolation::Boundary)
     );
-    let none = docker(&with("      runtime: runsc\n      isolation: none\n"));
+    let none = docker_settings(&with_docker_lines(
+        "      runtime: runsc\n      isolation: none\n",
+    ));
     assert_eq!(none.isolation, Isolation::NoBoundary);
-    let none = docker(&with("      isolation: none\n"));
+    let none = docker_settings(&with_docker_lines("      isolation: none\n"));
     assert_eq!(
         (none.runtime, none.isolation),
         (None, Isolation::NoBoundary)
@@ -61,7 +47,7 @@ fn d19_runtime_and_isolation_are_read() {
 // says `boundary`.
 #[test]
 fn d19_a_boundary_without_a_runtime_is_refused_where_it_is_said() {
-    let text = with("      isolation: boundary\n");
+    let text = with_docker_lines("      isolation: boundary\n");
     assert_bad_docker_setting(
         &text,
         "isolation: boundary",
@@ -94,7 +80,7 @@ fn d19_a_blank_runtime_or_another_isolation_is_refused() {
             "not \"Boundary\"",
         ),
     ] {
-        let text = with(&format!("      {setting}"));
+        let text = with_docker_lines(&format!("      {setting}"));
         assert_bad_docker_setting(&text, needle, field, says);
     }
 }

@@ -6,30 +6,17 @@ mod common;
 
 use std::num::{NonZeroU32, NonZeroU64};
 
-use billet_config::{Config, ConfigError, DockerSettings, Settings};
-use common::{EXAMPLE, assert_at, assert_bad_docker_setting, edit, line_of, refuse};
-
-/// The example's docker block ends with this line; settings go after it.
-const LAST: &str = "      network: ci-runners\n";
-
-/// The example with `settings` (lines of the docker block) added.
-fn with(settings: &str) -> String {
-    edit(LAST, &format!("{LAST}{settings}"))
-}
-
-fn docker(text: &str) -> DockerSettings {
-    let config = Config::from_yaml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    match config.provider("linux-docker").map(|p| p.settings()) {
-        Some(Settings::Docker(docker)) => docker.clone(),
-        other => panic!("linux-docker carries docker settings, not {other:?}"),
-    }
-}
+use billet_config::ConfigError;
+use common::{
+    EXAMPLE, assert_at, assert_bad_docker_setting, docker_settings, edit, line_of, refuse,
+    with_docker_lines,
+};
 
 // D15: absent, every setting is its safe default: nothing set (the backend's
 // default applies), a writable root, no capability added.
 #[test]
 fn d15_absent_settings_are_defaults() {
-    let settings = docker(EXAMPLE);
+    let settings = docker_settings(EXAMPLE);
     assert_eq!(settings.nano_cpus, None);
     assert_eq!(settings.cpus(), None);
     assert_eq!(settings.whole_cpus(), None);
@@ -44,10 +31,10 @@ fn d15_absent_settings_are_defaults() {
 // D15: every setting is read, sizes by unit, capabilities canonical.
 #[test]
 fn d15_settings_are_read() {
-    let text = with(
+    let text = with_docker_lines(
         "      cpus: 1.5\n      memory: 2GiB\n      pids_limit: 256\n      user: '1000:1000'\n      read_only: true\n      cap_add: [net_raw, CAP_SYS_PTRACE, Cap_Net_Raw]\n",
     );
-    let settings = docker(&text);
+    let settings = docker_settings(&text);
     assert_eq!(settings.nano_cpus, NonZeroU64::new(1_500_000_000));
     assert_eq!(settings.cpus(), Some(1.5));
     assert_eq!(settings.whole_cpus(), Some(2));
@@ -58,19 +45,23 @@ fn d15_settings_are_read() {
     assert!(settings.read_only);
     assert_eq!(settings.cap_add, ["NET_RAW", "SYS_PTRACE"]);
 
-    let whole = docker(&with("      cpus: 2\n      memory: 10000000\n"));
+    let whole = docker_settings(&with_docker_lines(
+        "      cpus: 2\n      memory: 10000000\n",
+    ));
     assert_eq!(whole.cpus(), Some(2.0));
     assert_eq!(whole.whole_cpus(), Some(2));
     assert_eq!(whole.memory, NonZeroU64::new(10_000_000));
     assert_eq!(whole.memory_mib(), Some(10), "rounded up to whole MiB");
-    let odd = docker(&with("      memory: 512MiB\n      cpus: 0.25\n"));
+    let odd = docker_settings(&with_docker_lines(
+        "      memory: 512MiB\n      cpus: 0.25\n",
+    ));
     assert_eq!(odd.memory_mib(), Some(512));
     assert_eq!(odd.whole_cpus(), Some(1));
     assert_eq!(
-        docker(&with("      memory: '1 GB'\n")).memory,
+        docker_settings(&with_docker_lines("      memory: '1 GB'\n")).memory,
         NonZeroU64::new(1_000_000_000)
     );
-    let max = docker(&with("      cpus: 65536\n"));
+    let max = docker_settings(&with_docker_lines("      cpus: 65536\n"));
     assert_eq!(max.whole_cpus(), Some(65_536));
 }
 
@@ -147,14 +138,14 @@ fn d15_nonsense_is_refused_with_location() {
         ),
     ];
     for (setting, needle, field, says) in cases {
-        assert_bad_docker_setting(&with(setting), needle, field, says);
+        assert_bad_docker_setting(&with_docker_lines(setting), needle, field, says);
     }
 }
 
 // D15: a capability that Linux does not have is refused at its entry.
 #[test]
 fn d15_unknown_capability_is_refused_at_its_entry() {
-    let text = with("      cap_add:\n        - NET_RAW\n        - CAP_FLY\n");
+    let text = with_docker_lines("      cap_add:\n        - NET_RAW\n        - CAP_FLY\n");
     let error = refuse(&text);
     let ConfigError::UnknownCapability {
         given, provider, ..
@@ -176,7 +167,7 @@ fn d15_unknown_capability_is_refused_at_its_entry() {
         "{error}"
     );
     for bad in ["ALL", "''", "sys-admin"] {
-        let error = refuse(&with(&format!("      cap_add: [{bad}]\n")));
+        let error = refuse(&with_docker_lines(&format!("      cap_add: [{bad}]\n")));
         assert!(
             matches!(error, ConfigError::UnknownCapability { .. }),
             "{bad}: {error}"
@@ -193,7 +184,7 @@ fn d15_wrong_types_and_unknown_fields_are_refused() {
         ("      cap_add: NET_RAW\n", "providers[0].docker.cap_add"),
         ("      cpus: many\n", "providers[0].docker.cpus"),
     ] {
-        let error = refuse(&with(setting));
+        let error = refuse(&with_docker_lines(setting));
         assert!(
             matches!(error, ConfigError::WrongType { .. }),
             "{setting}: {error}"
@@ -205,7 +196,7 @@ fn d15_wrong_types_and_unknown_fields_are_refused() {
         );
     }
     for setting in ["      memory: true\n", "      memory: [1]\n"] {
-        let error = refuse(&with(setting));
+        let error = refuse(&with_docker_lines(setting));
         assert!(
             matches!(error, ConfigError::WrongType { .. }),
             "{setting}: {error}"
@@ -217,7 +208,7 @@ fn d15_wrong_types_and_unknown_fields_are_refused() {
             "{setting}: {error}"
         );
     }
-    let error = refuse(&with("      privileged: true\n"));
+    let error = refuse(&with_docker_lines("      privileged: true\n"));
     assert!(matches!(error, ConfigError::UnknownField { .. }), "{error}");
     let shown = error.to_string();
     for field in [

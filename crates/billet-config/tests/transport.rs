@@ -8,8 +8,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use billet_config::{Config, DockerSettings, DockerTls, Settings};
-use common::{EXAMPLE, assert_bad_docker_setting, edit, refuse};
+use billet_config::{Config, DockerTls};
+use common::{EXAMPLE, assert_bad_docker_setting, docker_of, docker_settings, edit, refuse};
 
 /// The example's docker pool's endpoint line; `with` puts settings in its
 /// place.
@@ -21,35 +21,24 @@ fn with(settings: &str) -> String {
     edit(ENDPOINT, settings)
 }
 
-fn docker_of(config: &Config) -> DockerSettings {
-    match config.provider("linux-docker").map(|p| p.settings()) {
-        Some(Settings::Docker(docker)) => docker.clone(),
-        other => panic!("linux-docker carries docker settings, not {other:?}"),
-    }
-}
-
-fn docker(text: &str) -> DockerSettings {
-    docker_of(&Config::from_yaml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}")))
-}
-
 const TLS: &str = "      endpoint: tcp://10.0.0.5:2376\n      tls: {ca: certs/ca.pem, cert: certs/cert.pem, key: /etc/billet/key.pem}\n";
 
 // D17: a socket needs nothing; tcp:// with tls is read with its paths; a
 // pool that says insecure: true may use plain tcp.
 #[test]
 fn d17_tls_and_insecure_are_read() {
-    let plain = docker(EXAMPLE);
+    let plain = docker_settings(EXAMPLE);
     assert_eq!((plain.tls, plain.insecure), (None, false));
-    let local = docker(&with(""));
+    let local = docker_settings(&with(""));
     assert_eq!(
         (local.endpoint, local.tls, local.insecure),
         (None, None, false)
     );
 
-    let socket = docker(&with("      endpoint: unix:///run/docker.sock\n"));
+    let socket = docker_settings(&with("      endpoint: unix:///run/docker.sock\n"));
     assert_eq!(socket.tls, None);
 
-    let tls = docker(&with(TLS));
+    let tls = docker_settings(&with(TLS));
     assert_eq!(tls.endpoint.as_deref(), Some("tcp://10.0.0.5:2376"));
     assert_eq!(
         tls.tls,
@@ -62,11 +51,11 @@ fn d17_tls_and_insecure_are_read() {
     );
     assert!(!tls.insecure);
 
-    let insecure = docker(&with(
+    let insecure = docker_settings(&with(
         "      endpoint: tcp://10.0.0.5:2375\n      insecure: true\n",
     ));
     assert_eq!((insecure.tls, insecure.insecure), (None, true));
-    let said_false = docker(&with("      insecure: false\n"));
+    let said_false = docker_settings(&with("      insecure: false\n"));
     assert!(!said_false.insecure);
 }
 

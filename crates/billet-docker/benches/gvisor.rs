@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use billet_docker::DockerProvider;
 use billet_provider::{InstanceId, Isolation, Provider, Resources, Spec, TrustClass};
-use host::{bytes, cgroup_memory, is_shim_of, leases, ms, processes, quantile, rss};
+use host::{bytes, cgroup_memory, is_shim_of, leases, processes, quantile, ratio_row, rss};
 use support::{RUNSC, Scope};
 
 /// What one pool's cycle measured.
@@ -162,11 +162,7 @@ fn report(engine: &str, runsc: &Cycle, runc: &Cycle, n: usize) {
     println!("gvisor (D19) on {engine}: N = {n} leases, runsc vs runc, one run");
     println!("| measure | runsc | runc | runsc / runc |");
     println!("| --- | --- | --- | --- |");
-    let row = |what: &str, x: Duration, y: Duration| {
-        let ratio = x.as_secs_f64() / y.as_secs_f64().max(1e-12);
-        println!("| {what} | {} | {} | {ratio:.2}x |", ms(x), ms(y));
-        ratio
-    };
+    let row = ratio_row;
     let p50 = row(
         "launch p50",
         quantile(&runsc.launch, 0.5),

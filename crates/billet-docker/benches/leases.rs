@@ -44,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use billet_provider::{InstanceId, Provider, Resources, Spec, TrustClass};
 use billet_simulated::{SimulatedProvider, run_for};
-use host::{bytes, cgroup_memory, is_shim_of, leases, ms, processes, quantile, rss, rss_of};
+use host::{
+    bytes, cgroup_memory, is_shim_of, leases, ms, processes, quantile, ratio_row, rss, rss_of,
+};
 
 /// The system allocator, counting the bytes currently allocated.
 #[global_allocator]
@@ -407,13 +409,7 @@ fn main() {
 /// The rows of one side-by-side table: `a`'s figures, `b`'s, and `a / b`.
 fn compare_rows(a: &Measured, b: &Measured, n: usize, lists: usize) {
     let row = |what: &str, x: Duration, y: Duration| {
-        let ratio = x.as_secs_f64() / y.as_secs_f64().max(1e-12);
-        let ratio = if ratio >= 10.0 {
-            format!("{ratio:.0}x")
-        } else {
-            format!("{ratio:.2}x")
-        };
-        println!("| {what} | {} | {} | {ratio} |", ms(x), ms(y));
+        ratio_row(what, x, y);
     };
     row(
         "launch p50",

@@ -444,28 +444,37 @@ struct SecondMachine {
     yaml: String,
 }
 
+/// The README's section under `heading` (a `## ` or `### ` line), up to
+/// the next heading.
+fn readme_section(heading: &str) -> String {
+    let readme = readme_text();
+    let start = readme.find(heading).expect("the README has the section");
+    let rest = &readme[start..];
+    let end = rest[heading.len()..]
+        .find("\n#")
+        .map_or(rest.len(), |i| i + heading.len());
+    rest[..end].to_owned()
+}
+
+/// The body of the first block fenced by `fence` (such as ```` ```yaml\n ````)
+/// in `section`.
+fn fenced(section: &str, fence: &str) -> String {
+    let at = section.find(fence).expect("the block") + fence.len();
+    let len = section[at..].find("```").expect("its end");
+    section[at..at + len].to_owned()
+}
+
 /// Reads the section "A second machine: mutual TLS" of the README.
 fn second_machine() -> SecondMachine {
-    let readme = readme_text();
-    let start = readme
-        .find("### A second machine: mutual TLS")
-        .expect("the README has the section");
-    let rest = &readme[start..];
-    let end = rest[4..].find("\n#").map_or(rest.len(), |i| i + 4);
-    let section = &rest[..end];
-    let block = |fence: &str| {
-        let at = section.find(fence).expect("the block") + fence.len();
-        let len = section[at..].find("```").expect("its end");
-        section[at..at + len].to_owned()
-    };
-    let commands = block("```console\n")
+    let section = readme_section("### A second machine: mutual TLS");
+    let commands = fenced(&section, "```console\n")
         .lines()
         .filter_map(|line| line.strip_prefix("$ ").map(str::to_owned))
         .collect();
     SecondMachine {
         commands,
-        dockerd: block("```sh\n").trim().to_owned(),
-        yaml: block("```yaml\n"),
+        dockerd: fenced(&section, "```sh\n").trim().to_owned(),
+        yaml: fenced(&section, "```yaml\n"),
     }
 }
 
@@ -582,20 +591,9 @@ struct GvisorSection {
 
 /// Reads the section "Untrusted jobs on gVisor" of the README.
 fn gvisor_section() -> GvisorSection {
-    let readme = readme_text();
-    let start = readme
-        .find("## Untrusted jobs on gVisor")
-        .expect("the README has the section");
-    let rest = &readme[start..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    let section = &rest[..end];
-    let block = |fence: &str| {
-        let at = section.find(fence).expect("the block") + fence.len();
-        let len = section[at..].find("```").expect("its end");
-        section[at..at + len].to_owned()
-    };
+    let section = readme_section("## Untrusted jobs on gVisor");
     let mut session: Block = Vec::new();
-    for line in block("```console\n").lines() {
+    for line in fenced(&section, "```console\n").lines() {
         if let Some(command) = line.strip_prefix("$ ") {
             session.push((command.to_owned(), Vec::new()));
         } else if let Some((_, output)) = session.last_mut() {
@@ -603,8 +601,8 @@ fn gvisor_section() -> GvisorSection {
         }
     }
     GvisorSection {
-        json: block("```json\n"),
-        yaml: block("```yaml\n"),
+        json: fenced(&section, "```json\n"),
+        yaml: fenced(&section, "```yaml\n"),
         session,
     }
 }

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use billet_config::{Config, ConfigError};
+use billet_config::{Config, ConfigError, DockerSettings, Settings};
 
 /// The shipped example, `examples/billet.yaml`.
 pub(crate) const EXAMPLE: &str = include_str!("../../examples/billet.yaml");
@@ -72,4 +72,26 @@ pub(crate) fn assert_bad_docker_setting(text: &str, needle: &str, field: &str, s
     let shown = error.to_string();
     assert!(shown.contains(says), "{needle}: {shown}");
     assert!(shown.contains("provider \"linux-docker\""), "{shown}");
+}
+
+/// The example's docker block ends with this line; [`with_docker_lines`]
+/// puts settings after it.
+pub(crate) const DOCKER_LAST: &str = "      network: ci-runners\n";
+
+/// The example with `settings` (lines of the docker block) added at its end.
+pub(crate) fn with_docker_lines(settings: &str) -> String {
+    edit(DOCKER_LAST, &format!("{DOCKER_LAST}{settings}"))
+}
+
+/// The settings of the example's docker pool `linux-docker` in `config`.
+pub(crate) fn docker_of(config: &Config) -> DockerSettings {
+    match config.provider("linux-docker").map(|p| p.settings()) {
+        Some(Settings::Docker(docker)) => docker.clone(),
+        other => panic!("linux-docker carries docker settings, not {other:?}"),
+    }
+}
+
+/// The settings of the docker pool `linux-docker` of `text`, which must load.
+pub(crate) fn docker_settings(text: &str) -> DockerSettings {
+    docker_of(&Config::from_yaml_str(text).unwrap_or_else(|e| panic!("{e}\n{text}")))
 }

@@ -150,3 +150,15 @@ pub fn leases(args: &[String], default: usize) -> Result<usize, String> {
         )),
     }
 }
+
+/// Prints the table row `| what | x | y | x / y |` and answers the ratio.
+pub fn ratio_row(what: &str, x: Duration, y: Duration) -> f64 {
+    let ratio = x.as_secs_f64() / y.as_secs_f64().max(1e-12);
+    let shown = if ratio >= 10.0 {
+        format!("{ratio:.0}x")
+    } else {
+        format!("{ratio:.2}x")
+    };
+    println!("| {what} | {} | {} | {shown} |", ms(x), ms(y));
+    ratio
+}
