@@ -16,9 +16,9 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
@@ -334,14 +334,26 @@ routing: {{default_kind: docker, untrusted_kinds: [docker]}}
     )
     .unwrap();
     let state = dir.path().join("state");
-    let out = Command::new(BILLET)
+    let mut serve = Command::new(BILLET)
         .args(["serve", "--config"])
         .arg(&config)
         .arg("--state")
         .arg(&state)
         .args(["--listen", "127.0.0.1:0"])
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run billet serve");
+    // A start that is not refused serves until stopped: give it 30 s.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serve.try_wait().expect("wait for serve").is_none() {
+        if Instant::now() > deadline {
+            let _ = serve.kill();
+            panic!("billet serve started on a pool whose runtime the daemon does not list");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = serve.wait_with_output().expect("serve's output");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
