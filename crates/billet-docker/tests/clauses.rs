@@ -105,6 +105,98 @@ fn d1_builder_refuses_empty_owner_and_bad_endpoint() {
     );
 }
 
+// D19: a boundary needs a runtime that can be one: the builder refuses a
+// boundary on the daemon's default runtime or on a host-kernel runtime, and
+// a blank runtime; a boundary on another runtime accepts every trust class,
+// a runtime alone none but trusted work.
+#[test]
+fn d19_the_builder_refuses_a_boundary_it_cannot_be() {
+    use billet_provider::Isolation;
+    let build = |runtime: Option<&str>, isolation| {
+        let mut builder = DockerProvider::builder("blue").isolation(isolation);
+        if let Some(runtime) = runtime {
+            builder = builder.runtime(runtime);
+        }
+        builder.build()
+    };
+    for (runtime, says) in [
+        (None, "needs a runtime"),
+        (Some("runc"), "host's kernel"),
+        (Some("crun"), "host's kernel"),
+        (Some("io.containerd.runc.v2"), "host's kernel"),
+        (Some(" "), "not blank"),
+    ] {
+        let err = build(runtime, Isolation::Boundary).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidSpec, "{runtime:?}");
+        assert!(err.to_string().contains(says), "{runtime:?}: {err}");
+    }
+    assert!(build(Some(""), Isolation::NoBoundary).is_err());
+    let gvisor = build(Some("runsc"), Isolation::Boundary).unwrap();
+    assert_eq!(
+        (gvisor.runtime(), gvisor.isolation()),
+        (Some("runsc"), Isolation::Boundary)
+    );
+    for trust in [
+        TrustClass::Trusted,
+        TrustClass::Unknown,
+        TrustClass::Untrusted,
+    ] {
+        assert!(gvisor.accepts(trust).is_ok(), "{trust:?}");
+    }
+    let kata = build(Some("kata"), Isolation::NoBoundary).unwrap();
+    assert!(kata.accepts(TrustClass::Trusted).is_ok());
+    assert_eq!(
+        kata.accepts(TrustClass::Untrusted).unwrap_err().kind(),
+        ErrorKind::Refused
+    );
+    let plain = DockerProvider::builder("blue").build().unwrap();
+    assert_eq!(
+        (plain.runtime(), plain.isolation()),
+        (None, Isolation::NoBoundary)
+    );
+}
+
+// D19: a provider asks its daemon about its runtime before its first
+// launch: one the daemon does not list makes the launch `Unavailable` (not
+// the spec's fault) naming what it lists, and leaves nothing; the daemon's
+// default runtime named outright is listed, and runs.
+#[tokio::test]
+async fn d19_a_runtime_the_daemon_does_not_list_runs_nothing() {
+    let Some(scope) = daemon("d19unlisted") else {
+        return;
+    };
+    let odd = scope
+        .builder("odd")
+        .runtime("billet-no-such-runtime")
+        .build()
+        .unwrap();
+    let err = odd.check_runtime().await.unwrap_err();
+    assert!(
+        matches!(err, billet_docker::RuntimeError::Unlisted { .. }),
+        "{err:?}"
+    );
+    let err = odd.launch(sleeper("job")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(
+        err.to_string()
+            .contains("lists no runtime \"billet-no-such-runtime\""),
+        "{err}"
+    );
+    assert!(odd.list().await.unwrap().is_empty());
+    let client = scope.client();
+    let default = client
+        .info()
+        .await
+        .unwrap()
+        .default_runtime
+        .expect("a default runtime");
+    let named = scope.builder("named").runtime(default).build().unwrap();
+    named.check_runtime().await.unwrap();
+    let instance = named.launch(sleeper("job")).await.unwrap();
+    named.destroy(&instance.id).await.unwrap();
+    assert!(scope.leftovers().is_empty());
+}
+
 // D3: only trusted work is accepted, and a refused launch leaves nothing.
 #[tokio::test]
 async fn d3_accepts_only_trusted_and_refusals_leave_nothing() {
