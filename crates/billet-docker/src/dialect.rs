@@ -158,9 +158,9 @@ pub(crate) fn spec_cannot_start(err: &DaemonError) -> bool {
 /// Whether the engine that answered `version` arbitrates two forced
 /// removals of one container itself, answering the second `409` (removal in
 /// progress) or `404`: docker does; podman answers both `204`, and is told by
-/// the components its version names. Read once per provider, by the pools
-/// that name a runtime (D19), whose destroys then need no pause to claim a
-/// container.
+/// the components its version names. Read once per provider, at its first
+/// destroy of a running container: where the engine arbitrates, a destroy
+/// needs no pause to claim the container.
 pub(crate) fn arbitrates_forced_removals(version: &bollard::models::SystemVersion) -> bool {
     !version.components.as_ref().is_some_and(|components| {
         components

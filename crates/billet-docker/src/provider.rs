@@ -209,6 +209,8 @@ pub struct DockerProvider {
     /// What the daemon listed once it showed the runtime as the pool needs
     /// it ([`DockerProvider::check_runtime`]); launches ask until then.
     runtimes: Mutex<Option<Listed>>,
+    /// Whether the engine arbitrates forced removals, once asked.
+    arbitrates: Mutex<Option<bool>>,
     confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
@@ -422,6 +424,7 @@ impl Builder {
             runtime: self.runtime,
             isolation: self.isolation,
             runtimes: Mutex::new(None),
+            arbitrates: Mutex::new(None),
             confinement: self.confinement,
             pull: self.pull,
             logger: self.logger,
@@ -501,6 +504,25 @@ impl DockerProvider {
         self.check_runtime_by(deadline).await
     }
 
+    /// Whether the engine arbitrates two forced removals of one container
+    /// itself ([`dialect::arbitrates_forced_removals`]), asked once per
+    /// provider, at its first destroy of a running container.
+    async fn arbitrates_forced_removals(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+    ) -> Result<bool, DaemonError> {
+        if let Some(known) = *self.arbitrates.lock() {
+            return Ok(known);
+        }
+        let version = self
+            .call(deadline, "read the daemon's version", client.version())
+            .await?;
+        let arbitrates = dialect::arbitrates_forced_removals(&version);
+        *self.arbitrates.lock() = Some(arbitrates);
+        Ok(arbitrates)
+    }
+
     /// [`check_runtime`](Self::check_runtime) within `deadline`: what the
     /// daemon listed, or `None` for a provider that names no runtime.
     async fn check_runtime_by(&self, deadline: Deadline) -> Result<Option<Listed>, RuntimeError> {
@@ -516,14 +538,9 @@ impl DockerProvider {
             .map_err(RuntimeError::Daemon)?;
         let runtimes = info.runtimes.unwrap_or_default();
         judge(runtime, self.isolation, &runtimes, &self.endpoint_text)?;
-        let version = self
-            .call(deadline, "read the daemon's version", client.version())
-            .await
-            .map_err(RuntimeError::Daemon)?;
         let listed = Listed {
             names: runtimes.into_keys().collect(),
             default: info.default_runtime,
-            arbitrates_forced_removals: dialect::arbitrates_forced_removals(&version),
         };
         *self.runtimes.lock() = Some(listed.clone());
         Ok(Some(listed))

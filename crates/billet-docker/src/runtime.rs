@@ -137,11 +137,6 @@ pub(crate) struct Listed {
     pub(crate) names: HashSet<String>,
     /// Its default runtime, if it said.
     pub(crate) default: Option<String>,
-    /// Whether the engine itself answers only one of two forced removals of
-    /// one container as done ([`dialect::arbitrates_forced_removals`]).
-    ///
-    /// [`dialect::arbitrates_forced_removals`]: crate::dialect
-    pub(crate) arbitrates_forced_removals: bool,
 }
 
 /// Whether a container that asked for `runtime` runs under it, by what the
@@ -227,7 +222,6 @@ mod tests {
         let docker = Listed {
             names,
             default: Some("runc".to_owned()),
-            arbitrates_forced_removals: true,
         };
         assert!(applied("runsc", Some("runsc"), &docker));
         assert!(!applied("runsc", Some("runc"), &docker));
@@ -235,7 +229,6 @@ mod tests {
         assert!(!applied("runsc", None, &docker));
         let podman_runsc = Listed {
             default: Some("runsc".to_owned()),
-            arbitrates_forced_removals: false,
             ..docker
         };
         assert!(applied("runsc", Some("oci"), &podman_runsc));

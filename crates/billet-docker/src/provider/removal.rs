@@ -3,10 +3,15 @@
 //! answering that it removed it (D6), on every engine (D18).
 //!
 //! docker arbitrates two removals of one container itself: the second is
-//! answered `409` (removal in progress) or `404`. podman does not when the
+//! answered `409` (removal in progress) or `404`, and a forced removal marks
+//! the container `removing` before it stops it, so that no look sees it
+//! stopped (a state its command did not reach): on docker a running
+//! container is force-removed at once. podman does not arbitrate when the
 //! removal is forced: two forced removals of one running container are both
-//! answered `204`. Two calls the engine serialises and answers differently
-//! to the loser are used instead, on both engines alike:
+//! answered `204`. Whether the engine arbitrates is read once per provider
+//! from the components its version names
+//! ([`dialect`](crate::dialect)). Where it does not, two calls the engine
+//! serialises and answers differently to the loser are used instead:
 //!
 //! * a container that is not running (it ended, or never started) is
 //!   removed **without force**: the engine removes it once and answers the
@@ -20,14 +25,12 @@
 //!   failed after its pause) is force-removed after [`PAUSED_GRACE`] of the
 //!   timeout.
 //!
-//! On a pool that names a runtime (D19), an engine that arbitrates forced
-//! removals itself (docker) is not paused first: its forced removal marks
-//! the container `removing` before it stops it (so no look sees it stopped),
-//! and answers a second one `409` or `404`. Under docker, gVisor's `runsc`
-//! never reports a paused sandbox's end: a forced removal of a paused
-//! container waits out docker's 10 s kill timeout, and one resumed meanwhile
-//! is left a zombie ("PID ... is zombie and can not be killed"). Podman,
-//! which does not arbitrate, removes a paused gVisor container at once.
+//! Docker needs no pause, and must not have one: a pause whose answer is
+//! lost leaves the job frozen until another destroy (the H11 suite found
+//! it: the destroy "did not happen", yet its job never ended), and under
+//! docker gVisor's `runsc` never reports a paused sandbox's end, so a forced
+//! removal of a paused gVisor container waits out docker's 10 s kill timeout
+//! and one resumed meanwhile is left a zombie (D19).
 
 use std::time::{Duration, Instant as StdInstant};
 
@@ -145,16 +148,14 @@ impl DockerProvider {
             .map_err(|err| Error::unavailable(err.describe(id)))?;
         let grace = self.timeout / PAUSED_GRACE;
         let mut paused_since = None;
-        // D19: no pause where the engine arbitrates, on a pool with a runtime.
-        let claim_by_pause = !self
-            .listed_runtimes(deadline)
-            .await
-            .map_err(Error::unavailable)?
-            .is_some_and(|listed| listed.arbitrates_forced_removals);
         loop {
             let removal = match status {
+                // An engine that arbitrates forced removals needs no claim.
                 Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING)
-                    if !claim_by_pause =>
+                    if self
+                        .arbitrates_forced_removals(client, deadline)
+                        .await
+                        .map_err(Error::unavailable)? =>
                 {
                     self.remove(client, deadline, id, true).await
                 }
