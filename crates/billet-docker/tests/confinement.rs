@@ -162,6 +162,26 @@ fn mask(output: &str, key: &str) -> u64 {
     u64::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{key} {hex:?}: {e}"))
 }
 
+/// Asserts that the engine was told what every container gets by default:
+/// never privileged, no new privileges, the default pids limit.
+fn told_the_defaults(config: &HostConfig, engine: &str) {
+    assert_eq!(config.privileged, Some(false), "{engine}");
+    assert!(
+        config
+            .security_opt
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|opt| opt == NO_NEW_PRIVILEGES),
+        "{engine}"
+    );
+    assert_eq!(
+        config.pids_limit,
+        Some(i64::from(DEFAULT_PIDS_LIMIT)),
+        "{engine}"
+    );
+}
+
 /// Asserts that nothing of this scope is left on its engine.
 fn nothing_left(engine: &str, scope: &Scope) {
     assert_eq!(scope.leftovers(), Vec::<String>::new(), "left on {engine}");
@@ -196,20 +216,7 @@ async fn d15_the_default_confinement_is_what_the_job_sees() {
         );
 
         let config = ran.config;
-        assert_eq!(config.privileged, Some(false), "{engine}");
-        assert!(
-            config
-                .security_opt
-                .unwrap_or_default()
-                .iter()
-                .any(|opt| opt == NO_NEW_PRIVILEGES),
-            "{engine}"
-        );
-        assert_eq!(
-            config.pids_limit,
-            Some(i64::from(DEFAULT_PIDS_LIMIT)),
-            "{engine}"
-        );
+        told_the_defaults(&config, engine);
         assert_eq!(config.readonly_rootfs, Some(false), "{engine}");
         let log = config.log_config.expect("a log config");
         assert_eq!(log.typ.as_deref(), Some("json-file"), "{engine}");
@@ -649,20 +656,7 @@ async fn d19_an_untrusted_job_behind_gvisor_sees_its_kernel_and_its_confinement(
         assert_eq!(seen(&ran.output, "root"), Some("writable"), "{engine}");
         assert_eq!(ran.runtime.as_deref(), Some(RUNSC), "{engine}");
         let config = ran.config;
-        assert_eq!(config.privileged, Some(false), "{engine}");
-        assert!(
-            config
-                .security_opt
-                .unwrap_or_default()
-                .iter()
-                .any(|opt| opt == NO_NEW_PRIVILEGES),
-            "{engine}"
-        );
-        assert_eq!(
-            config.pids_limit,
-            Some(i64::from(DEFAULT_PIDS_LIMIT)),
-            "{engine}"
-        );
+        told_the_defaults(&config, engine);
 
         let provider = behind_gvisor(
             &scope,
