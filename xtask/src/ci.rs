@@ -121,7 +121,7 @@ const STEPS: &[Step] = &[
         },
     },
     Step {
-        // No production crate depends on billet-simulated (SPEC X1, X2). Cheap, so
+        // No production crate depends on billet-simulated (X1, X2). Cheap, so
         // it runs before the tests.
         name: "deps",
         action: Action::Deps,

@@ -1,4 +1,4 @@
-//! `cargo xtask deps`: no production crate depends on `billet-simulated` (SPEC X1, X2).
+//! `cargo xtask deps`: no production crate depends on `billet-simulated` (X1, X2).
 //!
 //! The simulated backend fabricates completions; reachable from production it would be
 //! a fleet that reports every job finished and runs none. This check reads the

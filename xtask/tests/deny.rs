@@ -1,4 +1,4 @@
-//! The cargo-deny bans of `deny.toml` (SPEC X5), verified over the same fixture
+//! The cargo-deny bans of `deny.toml` (X5), verified over the same fixture
 //! workspaces as the lint: `cargo deny --offline check bans`, with the workspace's
 //! own `deny.toml`, fails on each broken fixture for the banned crate, and passes
 //! the clean one. Needs cargo-deny on PATH: without it these tests fail, with

@@ -1,4 +1,4 @@
-//! `cargo xtask deps` over fixture workspaces (SPEC X1, X2, X3): one fixture per way
+//! `cargo xtask deps` over fixture workspaces (X1, X2, X3): one fixture per way
 //! of breaking the rule, and one that keeps it. Each runs the built binary with
 //! `deps --manifest-path <fixture>` offline and checks its exit code and every line
 //! it prints.

@@ -2,18 +2,14 @@
 //! `memory`, `pids_limit`, `user`, `read_only` and `cap_add`, each refused
 //! with its location when it holds nonsense.
 
-use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
 
 use billet_provider::Isolation;
-use serde::Deserialize;
-use serde::de::{self, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::config::{DockerSettings, DockerTls};
 use crate::error::ConfigError;
-use crate::load::at;
-use crate::raw::RawDocker;
+use crate::raw::{RawDocker, RawSize, at};
 
 /// Every Linux capability, by its name without the `CAP_` prefix, in the
 /// kernel's order (`CAP_CHOWN` is 0, `CAP_CHECKPOINT_RESTORE` 40).
@@ -67,53 +63,6 @@ const MAX_CPUS: f64 = 65_536.0;
 /// The fewest CPUs a pool may give one container: 0.01, a quota of 1 ms in
 /// the kernel's 100 ms period, the least docker's daemon accepts.
 const MIN_CPUS: f64 = 0.01;
-
-/// A `memory:` value as written: a number of bytes, or text such as `2GiB`
-/// (anything else the file holds there, read as text, to be refused by
-/// [`parse_size`] with its location).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RawSize {
-    /// A plain whole number: bytes.
-    Bytes(u64),
-    /// Anything else, as text.
-    Text(String),
-}
-
-impl<'de> Deserialize<'de> for RawSize {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(SizeVisitor)
-    }
-}
-
-/// Reads a [`RawSize`] from whatever scalar the file holds.
-struct SizeVisitor;
-
-impl Visitor<'_> for SizeVisitor {
-    type Value = RawSize;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a size such as 2GiB, 512MiB or a number of bytes")
-    }
-
-    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawSize, E> {
-        Ok(RawSize::Bytes(value))
-    }
-
-    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawSize, E> {
-        Ok(match u64::try_from(value) {
-            Ok(bytes) => RawSize::Bytes(bytes),
-            Err(_) => RawSize::Text(value.to_string()),
-        })
-    }
-
-    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawSize, E> {
-        Ok(RawSize::Text(value.to_string()))
-    }
-
-    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSize, E> {
-        Ok(RawSize::Text(value.to_owned()))
-    }
-}
 
 /// The bytes a size names: a whole number, optionally followed (with or
 /// without one space) by a unit in any case: `B`, binary `KiB` `MiB` `GiB`

@@ -15,7 +15,7 @@ use crate::config::{Config, Deployment, Provider, Route, Routing, Settings};
 use crate::docker;
 use crate::error::{ConfigError, Location};
 use crate::kind::{self, ConfigKind, KindError};
-use crate::raw::{RawConfig, RawProvider, RawRouting};
+use crate::raw::{RawConfig, RawProvider, RawRouting, at};
 
 impl Config {
     /// Loads the configuration in the file at `path`.
@@ -343,15 +343,6 @@ fn unsigned_max(ty: &str) -> Option<u64> {
         "u64" => Some(u64::MAX),
         _ => None,
     }
-}
-
-/// Where a positioned value is, at `path`.
-pub(crate) fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
-    Box::new(
-        Location::at_path(path)
-            .with_position(value.referenced.line(), value.referenced.column())
-            .with_definition(value.defined.line(), value.defined.column()),
-    )
 }
 
 /// The checks serde cannot make, turning the raw schema into a [`Config`].

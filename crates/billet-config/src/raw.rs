@@ -4,11 +4,14 @@
 //! Every kind field is a [`ConfigKind`] (F1). No type here is public: a file
 //! becomes a [`Config`](crate::Config) only through the checks in `load`.
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde::de::{self, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::config::{FirecrackerSettings, TartSettings};
-use crate::docker::RawSize;
+use crate::error::Location;
 use crate::kind::ConfigKind;
 
 /// The whole file.
@@ -105,4 +108,60 @@ pub(crate) struct RawTls {
     pub(crate) ca: Spanned<String>,
     pub(crate) cert: Spanned<String>,
     pub(crate) key: Spanned<String>,
+}
+
+/// Where a positioned value is, at `path`.
+pub(crate) fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
+    Box::new(
+        Location::at_path(path)
+            .with_position(value.referenced.line(), value.referenced.column())
+            .with_definition(value.defined.line(), value.defined.column()),
+    )
+}
+
+/// A `memory:` value as written: a number of bytes, or text such as `2GiB`
+/// (anything else the file holds there, read as text, to be refused by
+/// [`parse_size`] with its location).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RawSize {
+    /// A plain whole number: bytes.
+    Bytes(u64),
+    /// Anything else, as text.
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// Reads a [`RawSize`] from whatever scalar the file holds.
+struct SizeVisitor;
+
+impl Visitor<'_> for SizeVisitor {
+    type Value = RawSize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a size such as 2GiB, 512MiB or a number of bytes")
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<RawSize, E> {
+        Ok(RawSize::Bytes(value))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<RawSize, E> {
+        Ok(match u64::try_from(value) {
+            Ok(bytes) => RawSize::Bytes(bytes),
+            Err(_) => RawSize::Text(value.to_string()),
+        })
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<RawSize, E> {
+        Ok(RawSize::Text(value.to_string()))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<RawSize, E> {
+        Ok(RawSize::Text(value.to_owned()))
+    }
 }

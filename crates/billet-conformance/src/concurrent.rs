@@ -23,6 +23,7 @@ mod history;
 mod linearizability;
 mod report;
 mod runner;
+mod shared;
 mod specification;
 #[doc(hidden)]
 pub mod synthetic;
@@ -31,12 +32,11 @@ mod test_support;
 
 pub use report::ConcurrentFailure;
 
-use faults::Excuse;
 use history::Answer;
 use linearizability::check;
 use report::lines;
 use runner::{record, shrink};
-use specification::outage_error;
+use specification::{Excuse, outage_error};
 
 /// How many histories the concurrent mode runs, and how big each is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

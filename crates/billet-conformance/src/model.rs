@@ -12,10 +12,12 @@
 //! This file only gathers the model's parts, one concern a file: `transition`
 //! (the steps and the lines they print as), `parse` (reading a printed step
 //! back), `state` (the reference state and the answers it expects), `apply`
-//! (what a step does to the state, and when it may be taken) and `strategy`
+//! (what a step does to the state, and when it may be taken), `pace` (how a
+//! case's time passes) and `strategy`
 //! (the random steps drawn, and the strategy of whole sequences).
 
 mod apply;
+mod pace;
 mod parse;
 mod state;
 mod strategy;
@@ -23,7 +25,8 @@ mod strategy;
 mod test_support;
 mod transition;
 
+pub(crate) use pace::Pace;
 pub(crate) use parse::parse_step;
 pub(crate) use state::{DestroyOutcome, Doubt, LaunchOutcome, ModelState};
-pub(crate) use strategy::{Pace, strategy};
+pub(crate) use strategy::strategy;
 pub(crate) use transition::{Command, Miss, Nudge, Side, Target, Transition};

@@ -1,4 +1,4 @@
-//! `leases` (SPEC D10): the seed's claim, measured. N concurrent leases held on
+//! `leases` (D10): the seed's claim, measured. N concurrent leases held on
 //! the docker backend and on the simulated backend, side by side in one run:
 //! per-lease launch latency (p50, p99), list latency with N held, destroy
 //! latency (p50, p99), and memory held per lease, with the ratio of each.

@@ -1,4 +1,4 @@
-//! `tls` (SPEC D17): what mutual TLS and many daemons cost, measured in one
+//! `tls` (D17): what mutual TLS and many daemons cost, measured in one
 //! run against three docker daemons the bench starts on loopback (each with
 //! `--tlsverify` on a TCP port and a unix socket of its own, certificates
 //! made offline).

@@ -23,8 +23,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant, SystemTime};
 
 use billet::Store;
-use billet::api::NewJob;
-use billet::jobs::{Change, JobRecord};
+use billet::record::NewJob;
+use billet::record::{Change, JobRecord};
 use billet_harness::production::ProductionScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};

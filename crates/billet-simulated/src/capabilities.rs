@@ -21,10 +21,6 @@ use parking_lot::Mutex;
 use crate::host::{Host, Inbox, Record, parse_id};
 use crate::provider::SimulatedProvider;
 
-/// The most hints one subscriber may fall behind by before it misses the
-/// oldest (hints may be lost: P9).
-pub const HINT_BUFFER: usize = 4096;
-
 /// What every simulated instance writes, over and over: byte `n` of its
 /// output is `PATTERN[n % PATTERN.len()]`, so any part of it is made at once
 /// from its offset.

@@ -169,6 +169,10 @@ pub(crate) enum Removal {
     NotOwned { owner: Arc<str>, name: Arc<str> },
 }
 
+/// The most hints one subscriber may fall behind by before it misses the
+/// oldest (hints may be lost: P9).
+pub const HINT_BUFFER: usize = 4096;
+
 /// Bits of an id that count launches; the bits above them number the shelf.
 const SEQ_BITS: u32 = 40;
 /// The largest launch count an id can carry: `SEQ_BITS` ones.
@@ -205,7 +209,7 @@ pub(crate) struct Store {
 }
 
 /// One hint subscriber's inbox: the hints launches and destroys told it and
-/// it has not read yet, at most [`HINT_BUFFER`](crate::HINT_BUFFER) (past
+/// it has not read yet, at most [`HINT_BUFFER`] (past
 /// that the oldest is missed: hints may be lost, P9), and the waker of its
 /// stream's last poll that found nothing to read.
 #[derive(Debug, Default)]
@@ -286,7 +290,7 @@ impl Store {
         let hint = hint();
         for inbox in subscribers.iter().filter_map(Weak::upgrade) {
             let mut inbox = inbox.lock();
-            if inbox.told.len() >= crate::HINT_BUFFER {
+            if inbox.told.len() >= HINT_BUFFER {
                 // A subscriber that falls behind misses the oldest: hints may be lost.
                 inbox.told.pop_front();
             }
@@ -451,14 +455,14 @@ mod tests {
         assert!(wakers.0.is_empty());
         let (one, two) = (store.subscribe(&blue), store.subscribe(&blue));
         let green = store.subscribe(&Arc::from("green"));
-        for k in 0..=crate::HINT_BUFFER {
+        for k in 0..=HINT_BUFFER {
             store.hint("blue", || hint(&format!("job-{k}"))).wake();
         }
         for inbox in [&one, &two] {
             let told = &inbox.lock().told;
-            assert_eq!(told.len(), crate::HINT_BUFFER, "the oldest missed");
+            assert_eq!(told.len(), HINT_BUFFER, "the oldest missed");
             assert_eq!(told.front().map(|h| h.name.as_str()), Some("job-1"));
-            let last = format!("job-{}", crate::HINT_BUFFER);
+            let last = format!("job-{}", HINT_BUFFER);
             assert_eq!(told.back().map(|h| h.name.as_str()), Some(last.as_str()));
         }
         assert!(green.lock().told.is_empty(), "nothing of blue's");

@@ -64,10 +64,10 @@ pub mod conformance;
 mod host;
 mod provider;
 
-pub use capabilities::HINT_BUFFER;
 pub use command::{
     PROGRAM, VERB, WRITING, parse_run_for, parse_run_for_writing, run_for, run_for_writing,
 };
 pub use conformance::{Severable, SimulatedFactory};
+pub use host::HINT_BUFFER;
 pub use host::Host;
 pub use provider::{Builder, SimulatedProvider};

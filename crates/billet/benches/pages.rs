@@ -33,8 +33,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use billet::Service;
 use billet::Store;
-use billet::api::NewJob;
-use billet::jobs::{Change, JobRecord, Verdict};
+use billet::record::NewJob;
+use billet::record::{Change, JobRecord, Verdict};
 use billet_clock::{Clock, SystemClock};
 use billet_config::Config;
 use billet_provider::TrustClass;

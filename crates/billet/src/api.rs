@@ -11,6 +11,7 @@ use billet_provider::TrustClass;
 use serde::{Deserialize, Serialize};
 
 use crate::jobs::PageQuery;
+use crate::record::{JobRecord, JobState, NewJob, trust_name};
 
 /// The largest request body read, in bytes; a longer one is refused whole.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -67,21 +68,6 @@ impl fmt::Display for BadRequest {
 
 impl std::error::Error for BadRequest {}
 
-/// A job request that passed every check of [`parse_job`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewJob {
-    /// The argv to run: at least one argument.
-    pub command: Vec<String>,
-    /// Labels, for routing (may be empty).
-    pub labels: Vec<String>,
-    /// The trust class; [`TrustClass::Unknown`] when not given.
-    pub trust: TrustClass,
-    /// How long it may run once started, if bounded.
-    pub timeout: Option<Duration>,
-    /// The idempotency key: a second request with it answers the first job.
-    pub key: Option<String>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawJob {
@@ -112,25 +98,6 @@ impl From<Trust> for TrustClass {
             Trust::Untrusted => TrustClass::Untrusted,
             Trust::Unknown => TrustClass::Unknown,
         }
-    }
-}
-
-/// The API's name of a trust class.
-pub fn trust_name(trust: TrustClass) -> &'static str {
-    match trust {
-        TrustClass::Trusted => "trusted",
-        TrustClass::Untrusted => "untrusted",
-        _ => "unknown",
-    }
-}
-
-/// The trust class the API names `name`, if any.
-pub fn trust_from_name(name: &str) -> Option<TrustClass> {
-    match name {
-        "trusted" => Some(TrustClass::Trusted),
-        "untrusted" => Some(TrustClass::Untrusted),
-        "unknown" => Some(TrustClass::Unknown),
-        _ => None,
     }
 }
 
@@ -278,74 +245,6 @@ pub fn too_large() -> BadRequest {
     ))
 }
 
-/// Where a job is (L4). `running` means it holds a lease.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    /// Accepted, waiting for a lease.
-    Queued,
-    /// Holding a lease: its instance is being launched, runs, or is being
-    /// destroyed.
-    Running,
-    /// Its command ran and exited (`exit_code`).
-    Finished,
-    /// It could not run to the end (`reason`).
-    Failed,
-    /// It was cancelled.
-    Cancelled,
-}
-
-impl JobState {
-    /// Every state, in the order a job can pass through them.
-    pub const ALL: [JobState; 5] = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Finished,
-        JobState::Failed,
-        JobState::Cancelled,
-    ];
-
-    /// The API's name of the state.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Finished => "finished",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    /// Whether a job in this state has ended for good.
-    pub fn has_ended(self) -> bool {
-        matches!(
-            self,
-            JobState::Finished | JobState::Failed | JobState::Cancelled
-        )
-    }
-
-    /// The state the API names `name`.
-    pub fn parse(name: &str) -> Result<JobState, BadRequest> {
-        JobState::ALL
-            .into_iter()
-            .find(|state| state.as_str() == name)
-            .ok_or_else(|| {
-                BadRequest::field(
-                    "state",
-                    format!(
-                        "{name:?} is not a state (queued, running, finished, failed, cancelled)"
-                    ),
-                )
-            })
-    }
-}
-
-impl fmt::Display for JobState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// How many jobs a page of `GET /v1/jobs` holds when `limit` is not given.
 pub const DEFAULT_PAGE: usize = 100;
 
@@ -363,7 +262,7 @@ pub fn parse_list_query(query: Option<&str>) -> Result<PageQuery, BadRequest> {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         let twice = || BadRequest::field(shown(name), "given more than once");
         match name {
-            "state" if state.is_none() => state = Some(JobState::parse(value)?),
+            "state" if state.is_none() => state = Some(parse_state(value)?),
             "limit" if limit.is_none() => limit = Some(page_limit(value)?),
             "after" if after.is_none() => {
                 after = Some(value.parse::<u64>().map_err(|_| {
@@ -395,6 +294,16 @@ fn page_limit(value: &str) -> Result<usize, BadRequest> {
             format!("{:?} is not a page size from 1 to {MAX_PAGE}", shown(value)),
         )),
     }
+}
+
+/// The state a `state=` query names.
+fn parse_state(name: &str) -> Result<JobState, BadRequest> {
+    JobState::from_name(name).ok_or_else(|| {
+        BadRequest::field(
+            "state",
+            format!("{name:?} is not a state (queued, running, finished, failed, cancelled)"),
+        )
+    })
 }
 
 /// At most 64 characters of what a request gave, for an error to quote.
@@ -436,6 +345,30 @@ pub struct JobView {
     pub output_truncated: bool,
 }
 
+impl JobView {
+    /// `record` as the API shows it.
+    pub fn of(record: &JobRecord) -> JobView {
+        JobView {
+            id: record.id,
+            state: record.state,
+            labels: record.labels.clone(),
+            trust: trust_name(record.trust).to_owned(),
+            command: record.command.clone(),
+            pool: record.pool.clone(),
+            instance: record.instance.clone(),
+            exit_code: record.exit_code,
+            reason: record.reason.clone(),
+            submitted_at: rfc3339(record.submitted_at),
+            started_at: record.started_at.map(rfc3339),
+            ended_at: record.ended_at.map(rfc3339),
+            // What the output store keeps is told by the routes that show
+            // the job (L15).
+            output_bytes: 0,
+            output_truncated: false,
+        }
+    }
+}
+
 /// `at` in RFC 3339, UTC, to the millisecond.
 pub fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
@@ -444,6 +377,7 @@ pub fn rfc3339(at: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::trust_from_name;
     use proptest::strategy::Strategy;
 
     // L5: every field is checked, and the error names it.

@@ -19,7 +19,8 @@ use std::time::SystemTime;
 use parking_lot::RwLock;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::jobs::{Change, Jobs};
+use crate::jobs::Jobs;
+use crate::record::Change;
 use crate::store::{Store, StoreError};
 
 /// The most batches committed in one transaction.
@@ -257,8 +258,8 @@ fn prune_some(store: &mut Store, before: SystemTime) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::NewJob;
-    use crate::jobs::JobRecord;
+    use crate::record::JobRecord;
+    use crate::record::NewJob;
     use std::time::SystemTime;
 
     fn accepted(id: u64) -> Change {
@@ -457,7 +458,7 @@ mod tests {
         let mut changes: Vec<Change> = (1..=n).map(accepted).collect();
         changes.extend((1..=n).map(|id| Change::Ended {
             id,
-            verdict: crate::jobs::Verdict::from(&billet_scheduler::Outcome::Cancelled),
+            verdict: crate::record::Verdict::from(&billet_scheduler::Outcome::Cancelled),
             at: SystemTime::UNIX_EPOCH,
         }));
         changes

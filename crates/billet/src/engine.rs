@@ -44,10 +44,11 @@ use billet_scheduler::{
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::{JobState, NewJob};
+use crate::api::JobView;
 use crate::commit::{Batch, Reply, Writer, Written};
-use crate::jobs::{Change, JobRecord, Jobs, Verdict};
+use crate::jobs::Jobs;
 use crate::metrics::Metrics;
+use crate::record::{Change, JobRecord, JobState, NewJob, Verdict};
 use crate::store::{Archive, Store, StoreError};
 
 mod intake;
@@ -640,7 +641,7 @@ impl State {
         if let Some(id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
                 let answer = match jobs.find(id) {
-                    Ok(Some(record)) => Submitted::Existing(record.view()),
+                    Ok(Some(record)) => Submitted::Existing(JobView::of(&record)),
                     Ok(None) => Submitted::Refused("its key's job is not recorded".to_owned()),
                     Err(error) => Submitted::Unreadable(error.to_string()),
                 };
@@ -653,7 +654,7 @@ impl State {
             match self.shared.archive.by_key(key) {
                 Ok(None) => {}
                 Ok(Some(record)) => {
-                    let view = record.view();
+                    let view = JobView::of(&record);
                     self.replies.push(Box::new(move |_: &Jobs| {
                         let _ = reply.send(Submitted::Existing(view));
                     }));
@@ -680,7 +681,7 @@ impl State {
                 self.changes.push(Change::Accepted(Box::new(record)));
                 self.replies.push(Box::new(move |jobs: &Jobs| {
                     let answer = match jobs.find(id) {
-                        Ok(Some(record)) => Submitted::Created(record.view()),
+                        Ok(Some(record)) => Submitted::Created(JobView::of(&record)),
                         Ok(None) => return,
                         Err(error) => Submitted::Unreadable(error.to_string()),
                     };
@@ -705,9 +706,9 @@ impl State {
             let answer = match jobs.find(id) {
                 Ok(None) => Cancelled::Unknown,
                 Ok(Some(record)) if !asked && record.state.has_ended() => {
-                    Cancelled::Ended(record.view())
+                    Cancelled::Ended(JobView::of(&record))
                 }
-                Ok(Some(record)) => Cancelled::Requested(record.view()),
+                Ok(Some(record)) => Cancelled::Requested(JobView::of(&record)),
                 Err(error) => Cancelled::Unreadable(error.to_string()),
             };
             let _ = reply.send(answer);

@@ -19,7 +19,6 @@ use serde_json::json;
 
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
-use crate::jobs::JobRecord;
 use crate::output::OutputStore;
 use crate::store::StoreError;
 use crate::token::{Credentials, Grant, Grants};
@@ -158,11 +157,15 @@ fn unreadable(what: impl std::fmt::Display) -> Response {
 /// Job `id`, ended or not: from memory, else from the archive, read
 /// without holding the table's lock.
 fn find(app: &AppState, id: u64) -> Result<Option<JobView>, StoreError> {
-    let live = app.shared.jobs.read().live(id).map(JobRecord::view);
+    let live = app.shared.jobs.read().live(id).map(JobView::of);
     match live {
         Some(view) => Ok(Some(view)),
         // Not in memory: ended, and its end committed before it left.
-        None => Ok(app.shared.archive.get(id)?.map(|record| record.view())),
+        None => Ok(app
+            .shared
+            .archive
+            .get(id)?
+            .map(|record| JobView::of(&record))),
     }
 }
 
@@ -283,7 +286,7 @@ async fn list_jobs(
             let jobs = page
                 .jobs
                 .iter()
-                .map(|record| shown(&app, record.view()))
+                .map(|record| shown(&app, JobView::of(record)))
                 .collect();
             let list = JobList {
                 jobs,

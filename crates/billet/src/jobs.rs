@@ -1,7 +1,7 @@
-//! The service's jobs: one [`JobRecord`] per accepted job, the [`Change`]s
-//! that move it along, [`Jobs`], the table every answer reads (the jobs not
+//! The service's jobs: [`Jobs`], the table every answer reads (the jobs not
 //! yet ended, in memory, over the archive of those ended), and [`page`], one
-//! page of them for `GET /v1/jobs`.
+//! page of them for `GET /v1/jobs`. A job's record and the changes that move
+//! it live in [`crate::record`].
 //!
 //! A change is written to the store and applied to the table in the same
 //! order, by the same writer, after its commit: the table is always exactly
@@ -9,252 +9,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use billet_provider::TrustClass;
-use billet_scheduler::{FailReason, Outcome};
-
-use crate::api::{JobState, JobView, rfc3339, trust_name};
+use crate::record::{Change, JobRecord};
 use crate::store::{Archive, StoreError};
 
 mod page;
 
 pub use page::{Page, PageQuery, page};
-
-/// How a job ended, as it is stored and shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    /// `finished`, `failed` or `cancelled`.
-    pub state: JobState,
-    /// The exit code of a finished job.
-    pub exit_code: Option<i32>,
-    /// Why a failed job failed.
-    pub reason: Option<String>,
-}
-
-impl From<&Outcome> for Verdict {
-    fn from(outcome: &Outcome) -> Verdict {
-        match outcome {
-            Outcome::Finished { exit_code } => Verdict {
-                state: JobState::Finished,
-                exit_code: Some(*exit_code),
-                reason: None,
-            },
-            Outcome::Failed { reason } => Verdict {
-                state: JobState::Failed,
-                exit_code: None,
-                reason: Some(reason_text(reason)),
-            },
-            Outcome::Cancelled => Verdict {
-                state: JobState::Cancelled,
-                exit_code: None,
-                reason: None,
-            },
-        }
-    }
-}
-
-fn reason_text(reason: &FailReason) -> String {
-    reason.to_string()
-}
-
-/// One accepted job: what was asked, and where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobRecord {
-    /// Its id.
-    pub id: u64,
-    /// Its idempotency key, if it was given one.
-    pub key: Option<String>,
-    /// Its command.
-    pub command: Vec<String>,
-    /// Its labels.
-    pub labels: Vec<String>,
-    /// Its trust class.
-    pub trust: TrustClass,
-    /// Its timeout, if bounded.
-    pub timeout: Option<Duration>,
-    /// Where it is.
-    pub state: JobState,
-    /// The pool holding (or that held) its lease.
-    pub pool: Option<String>,
-    /// Its instance's id.
-    pub instance: Option<String>,
-    /// Exit code, once finished.
-    pub exit_code: Option<i32>,
-    /// Why it failed, once failed.
-    pub reason: Option<String>,
-    /// When it was accepted.
-    pub submitted_at: SystemTime,
-    /// When it first took a lease: its timeout runs from here, across
-    /// restarts (L14).
-    pub started_at: Option<SystemTime>,
-    /// When it ended.
-    pub ended_at: Option<SystemTime>,
-    /// A cancel was asked for and answered: it survives a restart.
-    pub cancel_requested: bool,
-    /// Its outcome, decided and committed before the instance that shows it
-    /// is destroyed (L6); shown once that destroy is confirmed.
-    pub verdict: Option<Verdict>,
-}
-
-impl JobRecord {
-    /// A job just accepted: queued, nothing known yet.
-    pub fn accepted(id: u64, job: crate::api::NewJob, at: SystemTime) -> JobRecord {
-        JobRecord {
-            id,
-            key: job.key,
-            command: job.command,
-            labels: job.labels,
-            trust: job.trust,
-            timeout: job.timeout,
-            state: JobState::Queued,
-            pool: None,
-            instance: None,
-            exit_code: None,
-            reason: None,
-            submitted_at: at,
-            started_at: None,
-            ended_at: None,
-            cancel_requested: false,
-            verdict: None,
-        }
-    }
-
-    /// The job as the API shows it.
-    pub fn view(&self) -> JobView {
-        JobView {
-            id: self.id,
-            state: self.state,
-            labels: self.labels.clone(),
-            trust: trust_name(self.trust).to_owned(),
-            command: self.command.clone(),
-            pool: self.pool.clone(),
-            instance: self.instance.clone(),
-            exit_code: self.exit_code,
-            reason: self.reason.clone(),
-            submitted_at: rfc3339(self.submitted_at),
-            started_at: self.started_at.map(rfc3339),
-            ended_at: self.ended_at.map(rfc3339),
-            // What the output store keeps is told by the routes that show
-            // the job (L15).
-            output_bytes: 0,
-            output_truncated: false,
-        }
-    }
-
-    /// Applies `change`, which concerns this job.
-    fn apply(&mut self, change: &Change) {
-        match change {
-            Change::Accepted(_) => {}
-            Change::Requeued { .. } => self.state = JobState::Queued,
-            Change::Placed { pool, at, .. } => {
-                self.state = JobState::Running;
-                self.pool = Some(pool.clone());
-                self.instance = None;
-                self.started_at.get_or_insert(*at);
-            }
-            Change::Backed {
-                pool, instance, at, ..
-            } => {
-                self.state = JobState::Running;
-                self.pool = Some(pool.clone());
-                self.instance = Some(instance.clone());
-                self.started_at.get_or_insert(*at);
-            }
-            Change::CancelRequested { .. } => self.cancel_requested = true,
-            Change::Decided { verdict, .. } => self.verdict = Some(verdict.clone()),
-            Change::Ended { verdict, at, .. } => {
-                self.state = verdict.state;
-                self.exit_code = verdict.exit_code;
-                self.reason = verdict.reason.clone();
-                self.ended_at = Some(*at);
-                self.verdict = None;
-            }
-        }
-    }
-}
-
-/// One step of a job's life, as committed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// A job was accepted.
-    Accepted(Box<JobRecord>),
-    /// At a restart, an unfinished job waits again: it holds no lease until
-    /// the scheduler adopts its instance or places it. Its pool and instance
-    /// stay, as the ones it held: a later restart still knows where to look.
-    Requeued {
-        /// The job.
-        id: u64,
-    },
-    /// The job took a lease on `pool`; its launch follows the commit.
-    Placed {
-        /// The job.
-        id: u64,
-        /// The pool.
-        pool: String,
-        /// When.
-        at: SystemTime,
-    },
-    /// An instance backs the job's lease (launched or adopted).
-    Backed {
-        /// The job.
-        id: u64,
-        /// The pool.
-        pool: String,
-        /// The instance's id.
-        instance: String,
-        /// When.
-        at: SystemTime,
-    },
-    /// A cancel was asked for.
-    CancelRequested {
-        /// The job.
-        id: u64,
-    },
-    /// The job's outcome is decided; its instance is destroyed after this
-    /// commit.
-    Decided {
-        /// The job.
-        id: u64,
-        /// The outcome.
-        verdict: Verdict,
-    },
-    /// The job ended.
-    Ended {
-        /// The job.
-        id: u64,
-        /// The outcome.
-        verdict: Verdict,
-        /// When.
-        at: SystemTime,
-    },
-}
-
-impl Change {
-    /// The job the change concerns.
-    pub fn job(&self) -> u64 {
-        match self {
-            Change::Accepted(record) => record.id,
-            Change::Requeued { id }
-            | Change::Placed { id, .. }
-            | Change::Backed { id, .. }
-            | Change::CancelRequested { id }
-            | Change::Decided { id, .. }
-            | Change::Ended { id, .. } => *id,
-        }
-    }
-
-    /// Whether the change's commit may wait for a later batch's (see
-    /// [`LAZY_COMMIT`](crate::engine::LAZY_COMMIT)): nothing waits on it (no
-    /// answer, no call), and a crash that loses it loses nothing a restart
-    /// does not learn again. An instance backing a job is found again by the
-    /// first inventory, which names it after its job, and adopted (B8); an
-    /// end after its instance was destroyed follows again from the outcome
-    /// committed before the destroy (L6). Every other change is waited on.
-    pub fn can_wait(&self) -> bool {
-        matches!(self, Change::Backed { .. } | Change::Ended { .. })
-    }
-}
 
 /// The jobs the service holds in memory: those that have not ended, by id
 /// (gaps allowed: an id the store no longer holds is simply absent), with
@@ -377,8 +138,14 @@ impl Jobs {
 
 #[cfg(test)]
 mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use billet_provider::TrustClass;
+    use billet_scheduler::{FailReason, Outcome};
+
     use super::*;
-    use crate::api::NewJob;
+    use crate::api::JobView;
+    use crate::record::{JobState, NewJob, Verdict};
 
     fn new_job(key: Option<&str>) -> NewJob {
         NewJob {
@@ -460,7 +227,7 @@ mod tests {
             verdict: finished,
             at: t(5),
         });
-        let view = get(&jobs, 1).unwrap().view();
+        let view = JobView::of(&get(&jobs, 1).unwrap());
         assert_eq!(view.state, JobState::Finished);
         assert_eq!(view.exit_code, Some(3));
         assert_eq!(view.reason, None);

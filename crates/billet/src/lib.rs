@@ -1,6 +1,6 @@
 //! billet as a service: `billet serve` takes CI jobs over HTTP, keeps them in
 //! a durable store, and runs them on the configured pools through
-//! `billet-scheduler` (SPEC L1-L9).
+//! `billet-scheduler` (L1-L9).
 //!
 //! # Layout
 //!
@@ -8,7 +8,8 @@
 //! * [`engine`]: the task that owns the scheduler's core, performs its calls,
 //!   and commits what it decides before acting on it.
 //! * [`store`] and the writer behind it: SQLite, one transaction per group
-//!   of changes; [`jobs`]: the records and the changes that move them.
+//!   of changes; [`record`]: a job's record and the changes that move it;
+//!   [`jobs`]: the table of them every answer reads.
 //! * [`listener`]: connections, with their timeouts and cap; [`http`]: the
 //!   routes; [`api`]: request checks and the job as shown; [`token`]: the
 //!   credentials and their grants; [`metrics`]: Prometheus text.
@@ -39,6 +40,7 @@ pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod output;
+pub mod record;
 pub mod service;
 pub mod store;
 pub mod token;

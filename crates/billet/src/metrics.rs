@@ -239,7 +239,7 @@ mod tests {
     use billet_provider::ProviderKind;
     use billet_scheduler::PoolStats;
 
-    // L4: the series SPEC names, present from the start and following the counts.
+    // L4: the series the contract names, present from the start and following the counts.
     #[test]
     fn l4_metrics_name_every_series() {
         let metrics = Metrics::new(["linux", "mac"]);

@@ -18,9 +18,9 @@ use tokio::task::JoinHandle;
 use crate::backends::{self, BackendError};
 use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
 use crate::http::{AppState, JobLimits, router};
-use crate::jobs::JobRecord;
 use crate::listener;
 use crate::output::{Capturing, OutputStore};
+use crate::record::JobRecord;
 use crate::store::{StateLock, Store, StoreError};
 use crate::token::{self, Credentials, TokenError};
 

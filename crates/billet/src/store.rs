@@ -23,8 +23,8 @@ use std::time::{Duration, SystemTime};
 use billet_scheduler::{Identity, JobId};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::api::trust_name;
-use crate::jobs::{Change, JobRecord};
+use crate::record::trust_name;
+use crate::record::{Change, JobRecord};
 
 mod archive;
 mod rows;
@@ -640,8 +640,8 @@ fn bad(column: &str, value: &str) -> rusqlite::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{JobState, NewJob};
-    use crate::jobs::Verdict;
+    use crate::record::Verdict;
+    use crate::record::{JobState, NewJob};
     use billet_provider::TrustClass;
     use billet_scheduler::Outcome;
 

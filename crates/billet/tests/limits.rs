@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use billet::http::JobLimits;
-use billet::jobs::JobRecord;
 use billet::listener::HEAD_TIMEOUT;
+use billet::record::JobRecord;
 use billet::token::Credentials;
 use billet::{Limits, Service, Store};
 use billet_clock::{Clock, ManualClock, SystemClock};

@@ -137,7 +137,7 @@ async fn start_over(
     yaml: &str,
     providers: &[(&str, Arc<dyn Provider>)],
     store: Store,
-    records: Vec<billet::jobs::JobRecord>,
+    records: Vec<billet::record::JobRecord>,
 ) -> (Service, String) {
     let mut builder = Pools::builder(config(yaml)).settings(Settings {
         reconcile_every: Duration::from_millis(50),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use billet::engine::Bounds;
-use billet::jobs::JobRecord;
+use billet::record::JobRecord;
 use billet::{Limits, Service, Store};
 use billet_clock::{Clock, SystemClock};
 use billet_config::Config;
@@ -195,7 +195,7 @@ async fn l4_jobs_are_accepted_run_and_shown() {
     job["timeout_secs"] = json!(60);
     let (status, created) = running.post(job.clone()).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
-    // The fields, in SPEC's order, read from the text itself.
+    // The fields, in the contract's order, read from the text itself.
     let text = running
         .client
         .get(format!("{}/v1/jobs/1", running.base))

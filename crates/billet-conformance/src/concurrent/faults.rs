@@ -1,7 +1,6 @@
 //! Faults made while the tasks call (H8, H11): the faults a history is to
-//! have ([`Fault`], planned by [`faults`]), making them as the history runs
-//! ([`control`]), where each fell in its global order ([`Window`]), and how a
-//! fault excuses an error a call answered ([`Excuse`], [`excuse`]).
+//! have ([`Fault`], planned by [`faults`]) and making them as the history
+//! runs ([`control`]), each noted as a [`Window`] of the history.
 
 use std::sync::atomic::Ordering;
 
@@ -9,89 +8,8 @@ use proptest::prelude::RngExt;
 
 use crate::{ConcurrentConfig, FixtureError, ProviderFactory};
 
-use super::history::{Call, Dep, Record};
-use super::runner::{Shared, rng_of};
-
-/// Whether an error answered during a fault window excuses the call, and
-/// whether the call may still have taken effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub(super) enum Excuse {
-    /// The call overlapped no fault window of its deployment (or the
-    /// backend's outages leave this call working): an error is wrong.
-    #[default]
-    None,
-    /// The call began after an outage had begun and answered before it
-    /// ended: it reached no daemon, so it changed nothing (H8).
-    Nothing,
-    /// The call overlapped the start or the end of an outage, or a mid-call
-    /// fault was armed: it may have reached the daemon before its answer was
-    /// lost (H11).
-    Maybe,
-}
-
-/// A fault the suite made during a history: an outage of a deployment's
-/// connection (H8), or a mid-call fault armed and then an outage (H11).
-#[derive(Debug, Clone)]
-pub(super) struct Window {
-    pub(super) dep: Dep,
-    /// `Some(after)` when it began with [`ProviderFactory::lose_answer`].
-    pub(super) lose: Option<u32>,
-    /// Invocation of the call that began it (`set_outage(true)` or
-    /// `lose_answer`).
-    pub(super) start: u64,
-    /// Answer of `set_outage(true)`: from here the connection refuses all.
-    pub(super) cut: u64,
-    /// Invocation of `set_outage(false)`: until here it refuses all.
-    pub(super) restore: u64,
-    /// Answer of `set_outage(false)`.
-    pub(super) end: u64,
-}
-
-impl Window {
-    /// Whether `record`'s call overlapped this fault at some instant.
-    pub(super) fn overlaps(&self, record: &Record) -> bool {
-        record.via.dep() == self.dep && record.invoked < self.end && record.answered > self.start
-    }
-
-    /// Whether `record`'s call began after the connection was cut and
-    /// answered before it was restored: it reached no daemon.
-    fn holds_inside(&self, record: &Record) -> bool {
-        record.via.dep() == self.dep && record.invoked > self.cut && record.answered < self.restore
-    }
-}
-
-/// How `windows` excuse an error `record` answered: an outage excuses an
-/// outage's error from a call that overlapped it, and one that overlapped
-/// its edges, or a mid-call fault, may have reached the daemon. With
-/// outages of the inventory only, `launch` and `destroy` are never excused.
-pub(super) fn excuse(record: &Record, windows: &[Window], whole: bool) -> Excuse {
-    let mutating = matches!(record.call, Call::Launch(_) | Call::Destroy(..));
-    if mutating && !whole {
-        return Excuse::None;
-    }
-    if !windows.iter().any(|w| w.overlaps(record)) {
-        return Excuse::None;
-    }
-    if !mutating || windows.iter().any(|w| w.holds_inside(record)) {
-        return Excuse::Nothing;
-    }
-    Excuse::Maybe
-}
-
-/// The faults of `dep` that overlap the span of `calls`.
-pub(super) fn around(windows: &[Window], dep: Dep, calls: &[Record]) -> Vec<Window> {
-    let (Some(from), Some(to)) = (
-        calls.iter().map(|r| r.invoked).min(),
-        calls.iter().map(|r| r.answered).max(),
-    ) else {
-        return Vec::new();
-    };
-    windows
-        .iter()
-        .filter(|w| w.dep == dep && w.start < to && w.end > from)
-        .cloned()
-        .collect()
-}
+use super::history::{Dep, Window};
+use super::shared::{Shared, rng_of};
 
 /// A fault a history is to have.
 #[derive(Debug, Clone, Copy)]
@@ -222,81 +140,7 @@ mod tests {
     use billet_provider::{Error, Instance, InstanceId, Provider, Spec, Teardown, TrustClass};
 
     use super::*;
-    use crate::concurrent::history::Answer;
-    use crate::concurrent::test_support::{LOST, id, record, window};
     use crate::{Fixture, Outage, Timing};
-
-    // H12/H8: which calls a fault excuses, and which may have reached the
-    // daemon: inside the cut nothing did; across its edges a launch or a
-    // destroy may have; a find or list never changes anything; with
-    // outages of the inventory only, launch and destroy are never excused.
-    #[test]
-    fn h12_h8_a_fault_excuses_the_calls_that_overlap_it() {
-        let windows = [window(10, 12, 20, 22)];
-        let launch =
-            |invoked, answered| record(0, invoked, answered, Call::Launch(0), Answer::Failed(LOST));
-        assert_eq!(excuse(&launch(0, 9), &windows, true), Excuse::None);
-        assert_eq!(excuse(&launch(23, 24), &windows, true), Excuse::None);
-        assert_eq!(excuse(&launch(13, 19), &windows, true), Excuse::Nothing);
-        assert_eq!(excuse(&launch(12, 19), &windows, true), Excuse::Maybe);
-        assert_eq!(excuse(&launch(13, 20), &windows, true), Excuse::Maybe);
-        assert_eq!(excuse(&launch(5, 11), &windows, true), Excuse::Maybe);
-        assert_eq!(excuse(&launch(21, 30), &windows, true), Excuse::Maybe);
-        assert_eq!(excuse(&launch(5, 30), &windows, true), Excuse::Maybe);
-        assert_eq!(excuse(&launch(5, 10), &windows, true), Excuse::None);
-        assert_eq!(excuse(&launch(22, 30), &windows, true), Excuse::None);
-        assert_eq!(excuse(&launch(13, 19), &windows, false), Excuse::None);
-        let destroy = record(0, 5, 30, Call::Destroy(0, id("a")), Answer::Failed(LOST));
-        assert_eq!(excuse(&destroy, &windows, true), Excuse::Maybe);
-        let find = record(0, 5, 30, Call::Find(0), Answer::Failed(LOST));
-        assert_eq!(excuse(&find, &windows, false), Excuse::Nothing);
-        assert_eq!(excuse(&find, &windows, true), Excuse::Nothing);
-        let list = record(0, 0, 9, Call::List, Answer::Failed(LOST));
-        assert_eq!(excuse(&list, &windows, true), Excuse::None);
-        // Another deployment's fault excuses nothing.
-        let green = Window {
-            dep: Dep::Green,
-            ..window(10, 12, 20, 22)
-        };
-        assert_eq!(excuse(&launch(13, 19), &[green], true), Excuse::None);
-    }
-
-    // H12/H8: a fault is shown with the calls it overlapped, not with calls
-    // that ended as it began or began as it ended.
-    #[test]
-    fn h12_h8_the_faults_shown_are_those_around_the_calls() {
-        let faults = [window(10, 12, 20, 22)];
-        let span = |invoked, answered| {
-            [record(
-                0,
-                invoked,
-                answered,
-                Call::List,
-                Answer::Listed(Vec::new()),
-            )]
-        };
-        assert!(around(&faults, Dep::Blue, &span(5, 10)).is_empty());
-        assert!(around(&faults, Dep::Blue, &span(22, 25)).is_empty());
-        assert_eq!(around(&faults, Dep::Blue, &span(5, 11)).len(), 1);
-        assert_eq!(around(&faults, Dep::Blue, &span(21, 25)).len(), 1);
-        assert!(around(&faults, Dep::Green, &span(5, 25)).is_empty());
-    }
-
-    // H12/H8: only a fault of the call's own deployment holds it inside its
-    // cut: a blue call across a blue outage's edge may have reached the
-    // daemon, though a green outage held that whole call inside.
-    #[test]
-    fn h12_h8_only_its_own_deployments_fault_holds_a_call_inside() {
-        let blue = window(10, 12, 20, 22);
-        let green = Window {
-            dep: Dep::Green,
-            ..window(0, 2, 40, 42)
-        };
-        let launch = record(0, 11, 19, Call::Launch(0), Answer::Failed(LOST));
-        assert!(blue.overlaps(&launch) && !blue.holds_inside(&launch));
-        assert!(!green.overlaps(&launch) && !green.holds_inside(&launch));
-        assert_eq!(excuse(&launch, &[blue, green], true), Excuse::Maybe);
-    }
 
     // H12/H8: the faults of a history begin anywhere in its global order
     // (which runs to twice its calls), last 4 to 12 steps, come in the

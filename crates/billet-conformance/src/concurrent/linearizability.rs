@@ -11,8 +11,7 @@ use todc_utils::linearizability::WGLChecker;
 use todc_utils::linearizability::history::{Action, History};
 use todc_utils::specifications::Specification;
 
-use super::faults::{Window, around};
-use super::history::{Answer, Dep, Record, Recorded};
+use super::history::{Answer, Dep, Record, Recorded, Window, around};
 use super::specification::{Asking, Authoritative, JointAsking, JointAuthoritative, JointOp};
 
 /// Whether the calls of one deployment form a linearizable history taken
@@ -214,8 +213,8 @@ mod tests {
     use billet_provider::ErrorKind;
 
     use super::*;
-    use crate::concurrent::faults::Excuse;
     use crate::concurrent::history::{Call, Via};
+    use crate::concurrent::specification::Excuse;
     use crate::concurrent::synthetic;
     use crate::concurrent::test_support::{LOST, id, record, window};
 

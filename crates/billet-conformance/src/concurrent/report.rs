@@ -6,7 +6,7 @@ use std::fmt;
 
 use billet_provider::InstanceId;
 
-use super::faults::Window;
+use super::history::Window;
 use super::history::{Answer, Call, Record};
 
 /// A concurrent history the providers answered wrongly: the smallest found.
@@ -116,7 +116,7 @@ mod tests {
     use billet_provider::Teardown;
 
     use super::*;
-    use crate::concurrent::faults::around;
+    use crate::concurrent::history::around;
     use crate::concurrent::history::{Dep, Via};
     use crate::concurrent::test_support::{LOST, id, record, window};
 

@@ -9,13 +9,14 @@ use std::time::Duration;
 
 use billet_provider::{Error, Instance, InstanceId, Provider, Spec, State, Teardown, TrustClass};
 use proptest::prelude::RngExt;
-use proptest::test_runner::{RngAlgorithm, TestRng};
 
-use crate::{ConcurrentConfig, Fixture, Outage, ProviderFactory, Timing};
+use crate::{ConcurrentConfig, Outage, ProviderFactory, Timing};
 
-use super::faults::{Excuse, control, excuse, faults};
-use super::history::{Answer, Call, Dep, Record, Recorded, Via};
+use super::faults::{control, faults};
+use super::history::{Answer, Call, Dep, Record, Recorded, Via, excuse};
 use super::linearizability::{Failing, check};
+use super::shared::{Shared, rng_of};
+use super::specification::Excuse;
 
 /// A call a task is to make.
 #[derive(Debug, Clone, Copy)]
@@ -24,13 +25,6 @@ pub(super) enum Planned {
     Destroy(usize),
     Find(usize),
     List,
-}
-
-/// The random source of one seed (proptest's ChaCha generator).
-pub(super) fn rng_of(seed: u64) -> TestRng {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
 }
 
 /// Plans each task's calls from `seed`.
@@ -57,31 +51,6 @@ fn plan(config: &ConcurrentConfig, seed: u64, second: bool) -> Vec<Vec<(Via, Pla
                 .collect()
         })
         .collect()
-}
-
-/// What every task shares while a history runs.
-pub(super) struct Shared<P> {
-    pub(super) fixture: Fixture<P>,
-    pub(super) second: Option<P>,
-    pub(super) names: Vec<String>,
-    pub(super) command: Vec<String>,
-    pub(super) image: String,
-    pub(super) pending_allowed: bool,
-    /// Whether the fixture tells wall time, where an instance may be
-    /// `Pending` while a launch of its name is still under way.
-    pub(super) wall: bool,
-    /// Launches of each (deployment, name) begun and ended so far.
-    pub(super) launches: Mutex<Vec<(u64, u64)>>,
-    pub(super) clock: AtomicU64,
-    /// Told whenever `clock` moves or the tasks are done: what the faults
-    /// wait on.
-    pub(super) moved: tokio::sync::Notify,
-    /// Whether every task is done.
-    pub(super) done: AtomicBool,
-    /// The last id seen of each (deployment, name): what a destroy names.
-    pub(super) known: Mutex<Vec<Option<InstanceId>>>,
-    pub(super) records: Mutex<Vec<Record>>,
-    pub(super) wrong: Mutex<Option<(String, Record)>>,
 }
 
 impl<P: Provider> Shared<P> {

@@ -8,7 +8,22 @@ use std::collections::BTreeSet;
 use billet_provider::{ErrorKind, Teardown};
 use todc_utils::specifications::Specification;
 
-use super::faults::Excuse;
+/// Whether an error answered during a fault window excuses the call, and
+/// whether the call may still have taken effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub(super) enum Excuse {
+    /// The call overlapped no fault window of its deployment (or the
+    /// backend's outages leave this call working): an error is wrong.
+    #[default]
+    None,
+    /// The call began after an outage had begun and answered before it
+    /// ended: it reached no daemon, so it changed nothing (H8).
+    Nothing,
+    /// The call overlapped the start or the end of an outage, or a mid-call
+    /// fault was armed: it may have reached the daemon before its answer was
+    /// lost (H11).
+    Maybe,
+}
 
 /// A call about one name, as the per-name sequential specification reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

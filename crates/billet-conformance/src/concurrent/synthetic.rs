@@ -4,10 +4,11 @@
 use billet_provider::{ErrorKind, InstanceId, Teardown};
 use proptest::prelude::RngExt;
 
-use super::faults::{Excuse, Window};
-use super::history::{Answer, Call, Dep, Record, Recorded, Via};
+use super::history::{Answer, Call, Dep, Record, Recorded, Via, Window};
 use super::linearizability::linearizable;
-use super::runner::{Planned, rng_of};
+use super::runner::Planned;
+use super::shared::rng_of;
+use super::specification::Excuse;
 
 /// A recorded history of one deployment, made by [`history`].
 #[derive(Debug, Clone)]

@@ -3,9 +3,8 @@
 
 use billet_provider::{ErrorKind, InstanceId};
 
-use super::faults::{Excuse, Window};
-use super::history::{Answer, Call, Dep, Record, Via};
-use super::specification::NameOp;
+use super::history::{Answer, Call, Dep, Record, Via, Window};
+use super::specification::{Excuse, NameOp};
 
 pub(super) fn record(
     task: usize,

@@ -131,7 +131,7 @@ mod tests {
 
     use super::*;
     use crate::factory::Outage;
-    use crate::model::strategy::Pace;
+    use crate::model::pace::Pace;
     use crate::model::test_support::{key, launch, lose_launch, mid_call, policies};
     use crate::model::transition::{Miss, Nudge};
 

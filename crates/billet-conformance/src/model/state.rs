@@ -9,7 +9,7 @@ use billet_provider::TrustClass;
 
 use crate::factory::{Outage, Policies};
 
-use super::strategy::Pace;
+use super::pace::Pace;
 use super::transition::{Command, Key, Nudge, Side, Target};
 
 /// One successful launch, as the model remembers it.

@@ -1,9 +1,7 @@
-//! The random steps of a case: how its time passes ([`Pace`]), the names,
+//! The random steps of a case: the names,
 //! ids, run times and clock moves drawn, the weighted transitions from a
 //! state, and the `proptest-state-machine` strategy of whole sequences
 //! ([`strategy`]).
-
-use std::time::Duration;
 
 use billet_provider::TrustClass;
 use proptest::collection::SizeRange;
@@ -12,67 +10,11 @@ use proptest::sample::select;
 use proptest::strategy::Union;
 use proptest_state_machine::strategy::Sequential;
 
-use crate::factory::{Policies, WallWindows};
+use crate::factory::Policies;
 
+use super::pace::Pace;
 use super::state::ModelState;
 use super::transition::{Command, Key, Miss, Nudge, Side, Target, Transition};
-
-/// How the case's time passes, which sets the run times and moves drawn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Pace {
-    /// A manual clock: exact stop times, moves from a nanosecond to an hour.
-    Modelled,
-    /// Real time: run times and moves are multiples of the windows' unit.
-    Wall(WallWindows),
-}
-
-impl Pace {
-    /// The run times a launch may name.
-    fn run_times(self) -> Vec<Duration> {
-        match self {
-            Pace::Modelled => RUN_TIMES.to_vec(),
-            Pace::Wall(windows) => {
-                let unit = windows.unit();
-                vec![
-                    Duration::ZERO,
-                    unit,
-                    unit.saturating_mul(3),
-                    unit.saturating_mul(6),
-                    Duration::MAX,
-                ]
-            }
-        }
-    }
-
-    /// The clock moves an advance may make.
-    fn advances(self) -> Vec<Duration> {
-        match self {
-            Pace::Modelled => ADVANCES.to_vec(),
-            Pace::Wall(windows) => {
-                let unit = windows.unit();
-                vec![
-                    unit / 2,
-                    unit,
-                    unit.saturating_mul(2),
-                    unit.saturating_mul(4),
-                ]
-            }
-        }
-    }
-
-    /// How far ahead a clock move may jump to a stop time.
-    pub(super) fn horizon(self) -> Duration {
-        match self {
-            Pace::Modelled => HORIZON,
-            Pace::Wall(windows) => windows.unit().saturating_mul(8),
-        }
-    }
-}
-
-/// How far ahead a clock move may jump to a stop time. Together with the
-/// bounded number and size of moves, it keeps modelled time far from the end
-/// of representable time, where a backend rightly treats a stop time as never.
-const HORIZON: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Names a launch or find may use: a few base names, so that duplicates are
 /// common, and near misses of `job-a` that differ by case, spaces, a prefix
@@ -84,29 +26,6 @@ const NEAR_MISSES: &[&str] = &[
 /// Ids no backend issues.
 pub(super) const NEVER_ISSUED: &[&str] =
     &["no-such-instance", "", "billet-conformance/never-issued"];
-/// Modelled run times: the common, the boundary-prone and the never-ending.
-const RUN_TIMES: &[Duration] = &[
-    Duration::from_secs(60),
-    Duration::ZERO,
-    Duration::from_nanos(1),
-    Duration::from_millis(1),
-    Duration::from_secs(1),
-    Duration::new(59, 999_999_999),
-    Duration::from_millis(90_500),
-    Duration::from_secs(3600),
-    Duration::MAX,
-];
-/// Clock moves, small and large; exact stop times come from `AdvanceToStop`.
-const ADVANCES: &[Duration] = &[
-    Duration::from_secs(1),
-    Duration::from_nanos(1),
-    Duration::from_millis(1),
-    Duration::from_secs(30),
-    Duration::from_secs(59),
-    Duration::from_secs(60),
-    Duration::from_secs(3600),
-];
-
 fn side() -> BoxedStrategy<Side> {
     prop_oneof![Just(Side::Blue), Just(Side::Green)].boxed()
 }
@@ -309,12 +228,13 @@ pub(crate) fn strategy(initial: ModelState, steps: SizeRange) -> ContractStrateg
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
 
     use super::*;
-    use crate::factory::Outage;
+    use crate::factory::{Outage, WallWindows};
     use crate::model::state::{DestroyOutcome, LaunchOutcome};
     use crate::model::test_support::{mid_call, policies};
 

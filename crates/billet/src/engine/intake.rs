@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Shared;
-use crate::api::{JobView, NewJob};
+use crate::api::JobView;
+use crate::record::NewJob;
 
 /// How a submission was answered.
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::{JobRecord, Jobs};
-use crate::api::JobState;
+use crate::record::JobState;
 use crate::store::StoreError;
 
 /// What `GET /v1/jobs` asks for (L12): jobs past `after`, in `state` if
@@ -111,8 +111,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::api::NewJob;
-    use crate::jobs::{Change, Verdict};
+    use crate::record::NewJob;
+    use crate::record::{Change, Verdict};
     use crate::store::Store;
 
     fn t(secs: u64) -> SystemTime {

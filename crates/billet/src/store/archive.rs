@@ -21,8 +21,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::rows::{self, COLUMNS};
 use super::{StoreError, id};
-use crate::api::JobState;
-use crate::jobs::JobRecord;
+use crate::record::JobRecord;
+use crate::record::JobState;
 
 /// How long a read of the archive waits for SQLite's own locks (a
 /// checkpoint, a recovery) before it answers an error: reads in WAL mode
@@ -225,8 +225,9 @@ mod tests {
     use billet_scheduler::Outcome;
 
     use super::*;
-    use crate::api::NewJob;
-    use crate::jobs::{Change, Jobs, Verdict};
+    use crate::jobs::Jobs;
+    use crate::record::NewJob;
+    use crate::record::{Change, Verdict};
     use crate::store::Store;
 
     fn t(secs: u64) -> SystemTime {

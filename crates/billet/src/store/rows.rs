@@ -7,8 +7,8 @@ use std::time::Duration;
 use rusqlite::{Connection, Row};
 
 use super::{bad, time};
-use crate::api::{JobState, trust_from_name};
-use crate::jobs::{JobRecord, Verdict};
+use crate::record::{JobRecord, Verdict};
+use crate::record::{JobState, trust_from_name};
 
 /// The columns [`record`] reads, in its order, for a `SELECT` on `jobs`.
 pub(super) const COLUMNS: &str = "id, key, command, labels, trust, timeout_secs, state, pool, \
@@ -22,7 +22,8 @@ pub(super) fn record(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         let text: String = row.get(i)?;
         serde_json::from_str(&text).map_err(|_| bad(column, &text))
     };
-    let state = |text: String, column: &str| JobState::parse(&text).map_err(|_| bad(column, &text));
+    let state =
+        |text: String, column: &str| JobState::from_name(&text).ok_or_else(|| bad(column, &text));
     let trust: String = row.get(4)?;
     let ending_state: Option<String> = row.get(15)?;
     let verdict = match ending_state {
