@@ -70,12 +70,11 @@ async fn service(
     let providers = billet::backends::build(&config, Duration::from_secs(30), Some(output_limit))
         .expect("the docker pool")
         .named;
-    let (mut store, records) = Store::open(&dir.join("state")).expect("the store opens");
+    let (store, records) = Store::open(&dir.join("state")).expect("the store opens");
     let output = Arc::new(
         OutputStore::open(&dir.join("state"), store.identity(), output_limit)
             .expect("the output directory"),
     );
-    store.remove_output_with(Arc::clone(&output));
     let mut builder = Pools::builder(config).settings(Settings {
         reconcile_every,
         ..Settings::default()

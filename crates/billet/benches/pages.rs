@@ -212,7 +212,11 @@ async fn measure(jobs: u64, pages: u64) -> Figures {
     // Retention: the older half goes; as many new jobs are written.
     let before = file_size(dir.path());
     let (mut store, _) = Store::open(dir.path()).expect("the store reopens");
-    while store.prune(at(jobs / 2 + 1), 256).expect("pruned") > 0 {}
+    while !store
+        .prune(at(jobs / 2 + 1), 256)
+        .expect("pruned")
+        .is_empty()
+    {}
     fill(&mut store, jobs + 1, jobs + 1 + jobs / 2);
     drop(store);
     let after = file_size(dir.path());

@@ -20,6 +20,7 @@ use parking_lot::RwLock;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::jobs::Jobs;
+use crate::output::OutputStore;
 use crate::record::Change;
 use crate::store::{Store, StoreError};
 
@@ -71,6 +72,8 @@ pub(crate) enum Writer {
 pub(crate) struct Inline {
     store: Store,
     jobs: Arc<RwLock<Jobs>>,
+    /// Where the output of the jobs retention removes is removed too.
+    output: Option<Arc<OutputStore>>,
     written: UnboundedSender<Written>,
     /// The cutoff retention is still working towards, one batch of it per
     /// batch sent.
@@ -81,23 +84,26 @@ pub(crate) struct Inline {
 
 impl Writer {
     /// A writer for `store`: inline when it is in memory with no delay,
-    /// else a thread ([`spawn`]).
+    /// else a thread ([`spawn`]). The output of each job retention removes
+    /// is removed from `output` once that removal is committed (L15).
     pub(crate) fn start(
         store: Store,
         jobs: Arc<RwLock<Jobs>>,
         written: UnboundedSender<Written>,
+        output: Option<Arc<OutputStore>>,
     ) -> std::io::Result<Writer> {
         if store.is_instant() {
             return Ok(Writer::Inline(Box::new(Inline {
                 store,
                 jobs,
+                output,
                 written,
                 pruning: None,
                 failed: false,
             })));
         }
         let (batches, inbox) = mpsc::channel();
-        let thread = spawn(store, jobs, inbox, written)?;
+        let thread = spawn(store, jobs, inbox, written, output)?;
         Ok(Writer::Thread { batches, thread })
     }
 
@@ -118,6 +124,7 @@ impl Writer {
                 let Inline {
                     store,
                     jobs,
+                    output,
                     written,
                     pruning,
                     failed,
@@ -132,7 +139,7 @@ impl Writer {
                     Ok(seq) => {
                         *pruning = prune.or(*pruning);
                         if let Some(before) = *pruning {
-                            *pruning = prune_some(store, before);
+                            *pruning = prune_some(store, output.as_deref(), before);
                         }
                         Some(seq)
                     }
@@ -189,6 +196,7 @@ pub(crate) fn spawn(
     jobs: Arc<RwLock<Jobs>>,
     batches: mpsc::Receiver<Batch>,
     written: UnboundedSender<Written>,
+    output: Option<Arc<OutputStore>>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("billet-store".to_owned())
@@ -206,7 +214,7 @@ pub(crate) fn spawn(
                     Some(before) => match batches.try_recv() {
                         Ok(batch) => batch,
                         Err(mpsc::TryRecvError::Empty) => {
-                            pruning = prune_some(&mut store, before);
+                            pruning = prune_some(&mut store, output.as_deref(), before);
                             continue;
                         }
                         Err(mpsc::TryRecvError::Disconnected) => return,
@@ -239,14 +247,27 @@ pub(crate) fn spawn(
         })
 }
 
-/// One retention transaction: answers the cutoff again while there may be
-/// more to remove, `None` once a transaction removed less than a full batch
-/// or failed (said in the log; the next cutoff tries again).
-fn prune_some(store: &mut Store, before: SystemTime) -> Option<SystemTime> {
+/// One retention transaction, then the output of the jobs it removed:
+/// answers the cutoff again while there may be more to remove, `None` once a
+/// transaction removed less than a full batch or failed (said in the log;
+/// the next cutoff tries again).
+fn prune_some(
+    store: &mut Store,
+    output: Option<&OutputStore>,
+    before: SystemTime,
+) -> Option<SystemTime> {
     match store.prune(before, PRUNE_BATCH) {
         Ok(removed) => {
-            tracing::debug!(removed, "ended jobs past their retention removed");
-            (removed == PRUNE_BATCH).then_some(before)
+            tracing::debug!(
+                removed = removed.len(),
+                "ended jobs past their retention removed"
+            );
+            if let Some(output) = output {
+                for &job in &removed {
+                    output.remove(job);
+                }
+            }
+            (removed.len() == PRUNE_BATCH).then_some(before)
         }
         Err(error) => {
             tracing::warn!(%error, "retention could not remove ended jobs; it tries again later");
@@ -301,7 +322,7 @@ mod tests {
                 .unwrap();
         }
         drop(batches);
-        let writer = spawn(Store::memory(), Arc::clone(&jobs), inbox, written_tx).unwrap();
+        let writer = spawn(Store::memory(), Arc::clone(&jobs), inbox, written_tx, None).unwrap();
         writer.join().unwrap();
         let mut committed = Vec::new();
         while let Ok(Written::Committed(seq)) = written.try_recv() {
@@ -336,6 +357,7 @@ mod tests {
             Store::slow_memory(std::time::Duration::from_millis(1)),
             Arc::clone(&jobs),
             written_tx,
+            None,
         )
         .unwrap();
         let reply: Reply = Box::new(|_| std::thread::sleep(std::time::Duration::from_millis(500)));
@@ -365,6 +387,7 @@ mod tests {
             Store::slow_memory(std::time::Duration::from_millis(1)),
             Arc::default(),
             tokio::sync::mpsc::unbounded_channel().0,
+            None,
         )
         .unwrap();
         assert!(matches!(thread, Writer::Thread { .. }));
@@ -381,7 +404,7 @@ mod tests {
         let archive = store.archive();
         let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), 0, Vec::new())));
         let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
-        let mut writer = Writer::start(store, Arc::clone(&jobs), written_tx).unwrap();
+        let mut writer = Writer::start(store, Arc::clone(&jobs), written_tx, None).unwrap();
         assert!(matches!(writer, Writer::Inline(_)));
         let seen = Arc::new(parking_lot::Mutex::new(None));
         let reply: Reply = {
@@ -435,20 +458,21 @@ mod tests {
     fn l15_retention_removes_the_output_of_the_jobs_it_prunes() {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = Store::open(dir.path()).unwrap();
-        let output = std::sync::Arc::new(
-            crate::output::OutputStore::open(dir.path(), store.identity(), 1 << 20).unwrap(),
-        );
-        store.remove_output_with(std::sync::Arc::clone(&output));
+        let output = OutputStore::open(dir.path(), store.identity(), 1 << 20).unwrap();
         store.commit(&ended_jobs(2)).unwrap();
         store.commit(&[accepted(3)]).unwrap();
         for job in 1..=3 {
             std::fs::write(output.path(job), b"kept").unwrap();
         }
+        let early = SystemTime::UNIX_EPOCH;
+        assert_eq!(prune_some(&mut store, Some(&output), early), None);
+        assert!(
+            output.path(1).exists() && output.path(2).exists(),
+            "none due yet"
+        );
         let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
-        assert_eq!(store.prune(cutoff, 1).unwrap(), 1);
+        assert_eq!(prune_some(&mut store, Some(&output), cutoff), None);
         assert!(!output.path(1).exists());
-        assert!(output.path(2).exists());
-        assert_eq!(store.prune(cutoff, 10).unwrap(), 1);
         assert!(!output.path(2).exists());
         assert_eq!(output.kept(3).bytes, 4, "a job not ended keeps its output");
     }
@@ -477,14 +501,22 @@ mod tests {
             table.apply(change);
         }
         let cutoff = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1);
-        assert_eq!(prune_some(&mut store, cutoff), Some(cutoff), "a full batch");
+        assert_eq!(
+            prune_some(&mut store, None, cutoff),
+            Some(cutoff),
+            "a full batch"
+        );
         assert_eq!(
             store.archive().page(0, None, 1000).unwrap().len(),
             extra as usize
         );
-        assert_eq!(prune_some(&mut store, cutoff), None, "the rest, then done");
+        assert_eq!(
+            prune_some(&mut store, None, cutoff),
+            None,
+            "the rest, then done"
+        );
         assert!(store.archive().page(0, None, 1000).unwrap().is_empty());
-        assert_eq!(prune_some(&mut store, cutoff), None);
+        assert_eq!(prune_some(&mut store, None, cutoff), None);
     }
 
     // L12: a cutoff sent once is worked through to the end while the writer
@@ -506,7 +538,7 @@ mod tests {
                 prune: None,
             })
             .unwrap();
-        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();
+        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx, None).unwrap();
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while archive.page(0, None, 10_000).unwrap().len() < total as usize {
             assert!(std::time::Instant::now() < until, "the jobs were not kept");
@@ -554,7 +586,7 @@ mod tests {
                 prune: None,
             })
             .unwrap();
-        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx).unwrap();
+        let writer = spawn(store, Arc::clone(&jobs), inbox, written_tx, None).unwrap();
         // It stops by itself, its channel still open; bounded, so a writer
         // that goes on fails the test rather than hangs it.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -48,6 +48,7 @@ use crate::api::JobView;
 use crate::commit::{Batch, Reply, Writer, Written};
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
+use crate::output::OutputStore;
 use crate::record::{Change, JobRecord, JobState, NewJob, Verdict};
 use crate::store::{Archive, Store, StoreError};
 
@@ -289,11 +290,12 @@ impl Engine {
         clock: Arc<dyn Clock>,
         bounds: Bounds,
     ) -> Result<Engine, EngineError> {
-        Engine::start_tapped(pools, store, records, clock, bounds, None).await
+        Engine::start_tapped(pools, store, records, clock, bounds, None, None).await
     }
 
     /// [`start`](Engine::start), telling `tap` of every decision (also those
-    /// of the restart itself).
+    /// of the restart itself), and removing from `output` the output of each
+    /// ended job retention removes (L15).
     pub async fn start_tapped(
         pools: &Pools,
         store: Store,
@@ -301,6 +303,7 @@ impl Engine {
         clock: Arc<dyn Clock>,
         bounds: Bounds,
         tap: Option<DecisionTap>,
+        output: Option<Arc<OutputStore>>,
     ) -> Result<Engine, EngineError> {
         let names: Vec<String> = pools
             .config()
@@ -336,7 +339,7 @@ impl Engine {
             core = core.with_unnamed_through(last);
         }
         let (written_tx, written) = mpsc::unbounded_channel();
-        let writer = Writer::start(store, jobs, written_tx)
+        let writer = Writer::start(store, jobs, written_tx, output)
             .map_err(|e| EngineError::Writer(e.to_string()))?;
         let (commands, inbox) = mpsc::channel(bounds.intake.max(1));
         let (stop, stopped) = oneshot::channel();

@@ -216,7 +216,16 @@ impl Service {
             addr: SocketAddr::from(([0, 0, 0, 0], 0)),
             source,
         })?;
-        let engine = Engine::start_tapped(pools, store, records, clock, limits.engine, tap).await?;
+        let engine = Engine::start_tapped(
+            pools,
+            store,
+            records,
+            clock,
+            limits.engine,
+            tap,
+            limits.output.clone(),
+        )
+        .await?;
         let state = AppState {
             engine: engine.handle.clone(),
             shared: Arc::clone(&engine.shared),
@@ -406,14 +415,13 @@ pub async fn serve(
     let deployment = config.deployment().id().to_owned();
     // Held until `serve` returns; the OS drops it if the process dies.
     let _lock = StateLock::acquire(&options.state)?;
-    let (mut store, records) = Store::open(&options.state)?;
+    let (store, records) = Store::open(&options.state)?;
     let output = OutputStore::open(&options.state, store.identity(), options.output_limit)
         .map(Arc::new)
         .map_err(|source| ServeError::Output {
             path: options.state.join("output"),
             source,
         })?;
-    store.remove_output_with(Arc::clone(&output));
     let mut builder = Pools::builder(config).settings(settings);
     for (name, provider) in providers {
         let capturing: Arc<dyn billet_provider::Provider> =

@@ -137,8 +137,6 @@ pub struct Store {
     last_id: u64,
     /// The highest id pruning has removed, as the database's meta keeps it.
     pruned_through: u64,
-    /// Where the output of the jobs pruned is removed (L15).
-    output: Option<std::sync::Arc<crate::output::OutputStore>>,
     /// Transactions committed (see [`Store::commits`]).
     commits: Arc<AtomicU64>,
 }
@@ -162,7 +160,6 @@ impl Store {
             archive: Arc::new(Archive::memory()),
             last_id: 0,
             pruned_through: 0,
-            output: None,
             commits: Arc::default(),
         }
     }
@@ -248,7 +245,6 @@ impl Store {
                 archive: Arc::new(archive),
                 last_id: highest.max(pruned_through),
                 pruned_through,
-                output: None,
                 commits: Arc::default(),
             },
             records,
@@ -302,19 +298,14 @@ impl Store {
         Ok(())
     }
 
-    /// Has [`prune`](Store::prune) remove the output of each job it
-    /// removes from `output` (L15), once the removal is committed.
-    pub fn remove_output_with(&mut self, output: std::sync::Arc<crate::output::OutputStore>) {
-        self.output = Some(output);
-    }
-
     /// Removes at most `max` of the jobs that ended before `before`, earliest
-    /// end first, with their keys, in one transaction (L12); answers how many.
-    /// Their ids are never given again. SQLite reuses the pages they held.
-    pub fn prune(&mut self, before: SystemTime, max: usize) -> Result<usize, StoreError> {
+    /// end first, with their keys, in one transaction (L12); answers their
+    /// ids, once the removal is committed (what else a job leaves, its output,
+    /// is its owner's to remove: the writer does, L15). Their ids are never
+    /// given again. SQLite reuses the pages they held.
+    pub fn prune(&mut self, before: SystemTime, max: usize) -> Result<Vec<u64>, StoreError> {
         let Some((conn, path)) = &mut self.db else {
-            let (pruned, _) = self.archive.prune_memory(before, max);
-            return Ok(pruned);
+            return Ok(self.archive.prune_memory(before, max));
         };
         let sqlite = |source| StoreError::Sqlite {
             path: path.clone(),
@@ -353,15 +344,11 @@ impl Store {
             .map_err(sqlite)?;
         }
         tx.commit().map_err(sqlite)?;
-        if let Some(output) = &self.output {
-            for &job in &ids {
-                if let Ok(job) = u64::try_from(job) {
-                    output.remove(job);
-                }
-            }
-        }
         self.pruned_through = highest;
-        Ok(ids.len())
+        Ok(ids
+            .into_iter()
+            .filter_map(|job| u64::try_from(job).ok())
+            .collect())
     }
 }
 

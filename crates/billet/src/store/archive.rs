@@ -185,11 +185,11 @@ impl Archive {
     }
 
     /// An archive in memory: removes at most `max` of the jobs that ended
-    /// before `before`, earliest end first, with their keys; answers how many
-    /// and the highest id removed. A durable archive removes nothing here.
-    pub(super) fn prune_memory(&self, before: SystemTime, max: usize) -> (usize, Option<u64>) {
+    /// before `before`, earliest end first, with their keys; answers their
+    /// ids. A durable archive removes nothing here.
+    pub(super) fn prune_memory(&self, before: SystemTime, max: usize) -> Vec<u64> {
         let Inner::Memory(ended) = &self.inner else {
-            return (0, None);
+            return Vec::new();
         };
         let mut ended = ended.lock();
         let due: Vec<(SystemTime, u64)> = ended
@@ -198,7 +198,6 @@ impl Archive {
             .take(max)
             .copied()
             .collect();
-        let mut highest = None;
         for entry in &due {
             ended.by_end.remove(entry);
             if let Some(record) = ended.jobs.remove(&entry.1)
@@ -206,9 +205,8 @@ impl Archive {
             {
                 ended.keys.remove(&key);
             }
-            highest = highest.max(Some(entry.1));
         }
-        (due.len(), highest)
+        due.into_iter().map(|(_, id)| id).collect()
     }
 }
 
@@ -321,11 +319,11 @@ mod tests {
             );
 
             // Ended before 104: jobs 1 and 3, at most one per transaction.
-            assert_eq!(store.prune(t(104), 1).unwrap(), 1);
+            assert_eq!(store.prune(t(104), 1).unwrap().len(), 1);
             assert_eq!(archive.get(1).unwrap(), None, "the earliest end goes first");
             assert!(archive.get(3).unwrap().is_some());
-            assert_eq!(store.prune(t(104), 10).unwrap(), 1);
-            assert_eq!(store.prune(t(104), 10).unwrap(), 0);
+            assert_eq!(store.prune(t(104), 10).unwrap().len(), 1);
+            assert_eq!(store.prune(t(104), 10).unwrap().len(), 0);
             assert_eq!(
                 archive.by_key("key-3").unwrap(),
                 None,
@@ -333,7 +331,7 @@ mod tests {
             );
             assert_eq!(ids(&archive.page(0, None, 10).unwrap()), [5, 7, 9]);
             // Jobs not ended are never pruned, whatever their age.
-            assert_eq!(store.prune(t(10_000), 10).unwrap(), 3);
+            assert_eq!(store.prune(t(10_000), 10).unwrap().len(), 3);
             assert!(archive.page(0, None, 10).unwrap().is_empty());
             assert_eq!(table.len(), 5);
             assert_eq!(store.last_id(), 10);
@@ -352,7 +350,7 @@ mod tests {
         store
             .commit(&[ended(10, &Outcome::Cancelled, 120)])
             .unwrap();
-        assert_eq!(store.prune(t(200), 100).unwrap(), 6);
+        assert_eq!(store.prune(t(200), 100).unwrap().len(), 6);
         drop(store);
         let (store, records) = Store::open(dir.path()).unwrap();
         assert_eq!(ids(&records), [2, 4, 6, 8]);
@@ -380,7 +378,7 @@ mod tests {
             }
             next += 500;
             store.commit(&batch).unwrap();
-            while store.prune(t(1_000 + round + 1), 256).unwrap() > 0 {}
+            while !store.prune(t(1_000 + round + 1), 256).unwrap().is_empty() {}
             // Checkpoint the WAL so the main file holds what was written.
             if let Some((conn, _)) = &store.db {
                 conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
