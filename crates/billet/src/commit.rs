@@ -402,7 +402,7 @@ mod tests {
 
         let store = Store::memory();
         let archive = store.archive();
-        let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), 0, Vec::new())));
+        let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), Vec::new())));
         let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
         let mut writer = Writer::start(store, Arc::clone(&jobs), written_tx, None).unwrap();
         assert!(matches!(writer, Writer::Inline(_)));
@@ -493,7 +493,7 @@ mod tests {
     #[test]
     fn l12_retention_goes_on_only_after_a_full_batch() {
         let mut store = Store::memory();
-        let mut table = Jobs::over(store.archive(), 0, Vec::new());
+        let mut table = Jobs::over(store.archive(), Vec::new());
         let extra = 44;
         let changes = ended_jobs(PRUNE_BATCH as u64 + extra);
         store.commit(&changes).unwrap();
@@ -526,7 +526,7 @@ mod tests {
         let jobs = Arc::new(RwLock::new(Jobs::default()));
         let store = Store::memory();
         let archive = store.archive();
-        *jobs.write() = Jobs::over(Arc::clone(&archive), 0, Vec::new());
+        *jobs.write() = Jobs::over(Arc::clone(&archive), Vec::new());
         let (batches, inbox) = mpsc::channel();
         let (written_tx, _written) = tokio::sync::mpsc::unbounded_channel();
         let total = 3 * PRUNE_BATCH as u64 + 7;

@@ -313,11 +313,8 @@ impl Engine {
             .collect();
         let metrics = Metrics::new(names.iter().map(String::as_str));
         let archive = store.archive();
-        let jobs = Arc::new(RwLock::new(Jobs::over(
-            Arc::clone(&archive),
-            store.last_id(),
-            records,
-        )));
+        let last_id = store.last_id();
+        let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), records)));
         let shared = Arc::new(Shared {
             jobs: Arc::clone(&jobs),
             archive,
@@ -360,7 +357,7 @@ impl Engine {
             sent: 0,
             committed: 0,
             keys: Keys::default(),
-            next_id: 1,
+            next_id: last_id + 1,
             draining: false,
             read: vec![false; pools.providers().len()],
             retain: bounds.retain,
@@ -486,16 +483,15 @@ impl State {
     fn restore(&mut self, core: &mut Core, now: SystemTime) {
         let jobs = Arc::clone(&self.shared.jobs);
         let jobs = jobs.read();
-        self.next_id = jobs.last_id() + 1;
         // Every job up to the last not handed over below ended (or was
         // pruned): its instance, if one is left, is an orphan (B8).
-        core.ended_through(JobId(jobs.last_id()));
+        core.ended_through(JobId(self.next_id - 1));
         for record in jobs.iter() {
             if let Some(key) = &record.key {
                 self.keys.insert(key, record.id);
             }
             let id = JobId(record.id);
-            if let Some(verdict) = &record.verdict {
+            if let Some(verdict) = record.decided() {
                 // Decided and committed before the crash: its instance, if
                 // still there, is collected as an orphan.
                 core.ended_before(id);

@@ -7,7 +7,7 @@
 //! order, by the same writer, after its commit: the table is always exactly
 //! what the store holds.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::record::{Change, JobRecord};
@@ -18,38 +18,35 @@ mod page;
 pub use page::{Page, PageQuery, page};
 
 /// The jobs the service holds in memory: those that have not ended, by id
-/// (gaps allowed: an id the store no longer holds is simply absent), with
-/// their keys; and the [`Archive`] ended jobs move to once their end is
-/// applied (L12). Memory grows with jobs not yet ended, not with jobs ever
+/// (gaps allowed: an id the store no longer holds is simply absent); and the
+/// [`Archive`] ended jobs move to once their end is applied (L12). The keys
+/// of jobs not ended are the engine's to answer from; the ids are the
+/// store's to count. Memory grows with jobs not yet ended, not with jobs ever
 /// accepted.
 #[derive(Debug, Clone)]
 pub struct Jobs {
     live: BTreeMap<u64, JobRecord>,
-    keys: HashMap<String, u64>,
-    last_id: u64,
     archive: Arc<Archive>,
 }
 
 impl Default for Jobs {
     /// No job, over an archive in memory.
     fn default() -> Jobs {
-        Jobs::over(Arc::new(Archive::memory()), 0, Vec::new())
+        Jobs::over(Arc::new(Archive::memory()), Vec::new())
     }
 }
 
 impl Jobs {
     /// The table holding `records` over an archive in memory.
     pub fn from_records(records: Vec<JobRecord>) -> Jobs {
-        Jobs::over(Arc::new(Archive::memory()), 0, records)
+        Jobs::over(Arc::new(Archive::memory()), records)
     }
 
     /// The table over `archive`, holding `records` (those ended go to the
-    /// archive), ids up to `last_id` given already.
-    pub fn over(archive: Arc<Archive>, last_id: u64, records: Vec<JobRecord>) -> Jobs {
+    /// archive).
+    pub fn over(archive: Arc<Archive>, records: Vec<JobRecord>) -> Jobs {
         let mut jobs = Jobs {
             live: BTreeMap::new(),
-            keys: HashMap::new(),
-            last_id,
             archive,
         };
         for record in records {
@@ -59,13 +56,9 @@ impl Jobs {
     }
 
     fn insert(&mut self, record: JobRecord) {
-        self.last_id = self.last_id.max(record.id);
         if record.state.has_ended() {
             self.archive.keep(record);
             return;
-        }
-        if let Some(key) = &record.key {
-            self.keys.insert(key.clone(), record.id);
         }
         self.live.insert(record.id, record);
     }
@@ -83,11 +76,6 @@ impl Jobs {
         }
     }
 
-    /// The job not yet ended that was accepted with idempotency key `key`.
-    pub fn live_by_key(&self, key: &str) -> Option<&JobRecord> {
-        self.keys.get(key).and_then(|id| self.live.get(id))
-    }
-
     /// Every job not yet ended, in submission order.
     pub fn iter(&self) -> impl Iterator<Item = &JobRecord> {
         self.live.values()
@@ -101,12 +89,6 @@ impl Jobs {
     /// Whether every job has ended.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
-    }
-
-    /// The highest id given so far (0 when none), ended and pruned jobs
-    /// included.
-    pub fn last_id(&self) -> u64 {
-        self.last_id
     }
 
     /// Where ended jobs are.
@@ -128,9 +110,6 @@ impl Jobs {
         if record.state.has_ended()
             && let Some(record) = self.live.remove(&id)
         {
-            if let Some(key) = &record.key {
-                self.keys.remove(key);
-            }
             self.archive.keep(record);
         }
     }
@@ -171,7 +150,6 @@ mod tests {
     fn l4_a_job_moves_through_its_states() {
         let mut jobs = Jobs::default();
         assert!(jobs.is_empty());
-        assert_eq!(jobs.last_id(), 0);
         jobs.apply(&Change::Accepted(Box::new(JobRecord::accepted(
             1,
             new_job(Some("k")),
@@ -184,7 +162,6 @@ mod tests {
         ))));
         assert_eq!(jobs.len(), 2);
         assert!(!jobs.is_empty());
-        assert_eq!(jobs.last_id(), 2);
         // Accepting an id again replaces its record (a restart's store
         // holds each id once; this keeps the table a function of it).
         let mut again = JobRecord::accepted(2, new_job(None), t(2));
@@ -192,8 +169,6 @@ mod tests {
         jobs.apply(&Change::Accepted(Box::new(again)));
         assert_eq!(jobs.len(), 2);
         assert_eq!(get(&jobs, 2).unwrap().labels, ["again"]);
-        assert_eq!(jobs.live_by_key("k").map(|r| r.id), Some(1));
-        assert_eq!(jobs.live_by_key("other"), None);
         assert_eq!(get(&jobs, 3), None);
         assert_eq!(get(&jobs, 0), None);
         jobs.apply(&Change::Placed {
@@ -221,10 +196,11 @@ mod tests {
         });
         let job = get(&jobs, 1).unwrap();
         assert_eq!(job.state, JobState::Running, "shown once destroyed");
-        assert_eq!(job.verdict.as_ref(), Some(&finished));
+        assert_eq!(job.decided(), Some(&finished));
+        assert_eq!(job.outcome(), None, "not shown while it runs");
         jobs.apply(&Change::Ended {
             id: 1,
-            verdict: finished,
+            verdict: finished.clone(),
             at: t(5),
         });
         let view = JobView::of(&get(&jobs, 1).unwrap());
@@ -232,7 +208,9 @@ mod tests {
         assert_eq!(view.exit_code, Some(3));
         assert_eq!(view.reason, None);
         assert_eq!(view.ended_at.as_deref(), Some("1970-01-01T00:00:05.000Z"));
-        assert_eq!(get(&jobs, 1).unwrap().verdict, None);
+        let ended = get(&jobs, 1).unwrap();
+        assert_eq!(ended.decided(), None);
+        assert_eq!(ended.outcome(), Some(&finished));
         jobs.apply(&Change::CancelRequested { id: 2 });
         assert!(get(&jobs, 2).unwrap().cancel_requested);
         jobs.apply(&Change::Ended {
@@ -245,9 +223,7 @@ mod tests {
         assert!(jobs.is_empty());
         assert_eq!(jobs.iter().count(), 0);
         assert_eq!(jobs.live(1), None);
-        assert_eq!(jobs.live_by_key("k"), None);
         assert_eq!(jobs.archive().by_key("k").unwrap().map(|r| r.id), Some(1));
-        assert_eq!(jobs.last_id(), 2);
     }
 
     // L6: at a restart an unfinished job holds no lease until adopted.

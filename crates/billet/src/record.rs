@@ -165,10 +165,6 @@ pub struct JobRecord {
     pub pool: Option<String>,
     /// Its instance's id.
     pub instance: Option<String>,
-    /// Exit code, once finished.
-    pub exit_code: Option<i32>,
-    /// Why it failed, once failed.
-    pub reason: Option<String>,
     /// When it was accepted.
     pub submitted_at: SystemTime,
     /// When it first took a lease: its timeout runs from here, across
@@ -178,8 +174,9 @@ pub struct JobRecord {
     pub ended_at: Option<SystemTime>,
     /// A cancel was asked for and answered: it survives a restart.
     pub cancel_requested: bool,
-    /// Its outcome, decided and committed before the instance that shows it
-    /// is destroyed (L6); shown once that destroy is confirmed.
+    /// Its outcome: decided and committed before the instance that shows it
+    /// is destroyed (L6), and kept once the job ends. While the job still
+    /// runs it is not shown ([`outcome`](JobRecord::outcome) is `None`).
     pub verdict: Option<Verdict>,
 }
 
@@ -196,14 +193,23 @@ impl JobRecord {
             state: JobState::Queued,
             pool: None,
             instance: None,
-            exit_code: None,
-            reason: None,
             submitted_at: at,
             started_at: None,
             ended_at: None,
             cancel_requested: false,
             verdict: None,
         }
+    }
+
+    /// How it ended, once it has: its exit code or the reason it failed.
+    /// `None` while it has not ended, even when its outcome is decided (L6).
+    pub fn outcome(&self) -> Option<&Verdict> {
+        self.verdict.as_ref().filter(|_| self.state.has_ended())
+    }
+
+    /// Its outcome, decided but not yet shown: the job has not ended.
+    pub fn decided(&self) -> Option<&Verdict> {
+        self.verdict.as_ref().filter(|_| !self.state.has_ended())
     }
 
     /// Applies `change`, which concerns this job.
@@ -229,10 +235,8 @@ impl JobRecord {
             Change::Decided { verdict, .. } => self.verdict = Some(verdict.clone()),
             Change::Ended { verdict, at, .. } => {
                 self.state = verdict.state;
-                self.exit_code = verdict.exit_code;
-                self.reason = verdict.reason.clone();
                 self.ended_at = Some(*at);
-                self.verdict = None;
+                self.verdict = Some(verdict.clone());
             }
         }
     }

@@ -285,7 +285,7 @@ mod tests {
             ops in proptest::collection::vec(op(), 1..80),
         ) {
             let mut store = Store::memory();
-            let table = RwLock::new(Jobs::over(store.archive(), 0, Vec::new()));
+            let table = RwLock::new(Jobs::over(store.archive(), Vec::new()));
             let mut next_id = 1;
             let mut now = 100;
             for _ in 0..before {

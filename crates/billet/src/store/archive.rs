@@ -284,7 +284,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (durable, _) = Store::open(dir.path()).unwrap();
         for mut store in [durable, Store::memory()] {
-            let mut table = Jobs::over(store.archive(), store.last_id(), Vec::new());
+            let mut table = Jobs::over(store.archive(), Vec::new());
             let changes = changes();
             store.commit(&changes).unwrap();
             for change in &changes {

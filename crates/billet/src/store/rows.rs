@@ -25,14 +25,24 @@ pub(super) fn record(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
     let state =
         |text: String, column: &str| JobState::from_name(&text).ok_or_else(|| bad(column, &text));
     let trust: String = row.get(4)?;
-    let ending_state: Option<String> = row.get(15)?;
-    let verdict = match ending_state {
-        None => None,
-        Some(text) => Some(Verdict {
-            state: state(text, "ending_state")?,
-            exit_code: row.get(16)?,
-            reason: row.get(17)?,
-        }),
+    let job_state = state(row.get(6)?, "state")?;
+    // One outcome in memory, two places at rest: an ended job's in
+    // `exit_code` and `reason`, a decided one's in the `ending_` columns.
+    let verdict = if job_state.has_ended() {
+        Some(Verdict {
+            state: job_state,
+            exit_code: row.get(9)?,
+            reason: row.get(10)?,
+        })
+    } else {
+        match row.get::<_, Option<String>>(15)? {
+            None => None,
+            Some(text) => Some(Verdict {
+                state: state(text, "ending_state")?,
+                exit_code: row.get(16)?,
+                reason: row.get(17)?,
+            }),
+        }
     };
     let raw_id: i64 = row.get(0)?;
     let timeout: Option<i64> = row.get(5)?;
@@ -43,11 +53,9 @@ pub(super) fn record(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         labels: list(3, "labels")?,
         trust: trust_from_name(&trust).ok_or_else(|| bad("trust", &trust))?,
         timeout: timeout.map(|secs| Duration::from_secs(u64::try_from(secs).unwrap_or(0))),
-        state: state(row.get(6)?, "state")?,
+        state: job_state,
         pool: row.get(7)?,
         instance: row.get(8)?,
-        exit_code: row.get(9)?,
-        reason: row.get(10)?,
         submitted_at: time(row.get(11)?),
         started_at: row.get::<_, Option<i64>>(12)?.map(time),
         ended_at: row.get::<_, Option<i64>>(13)?.map(time),
