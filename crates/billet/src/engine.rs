@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime};
 use billet_clock::Clock;
 use billet_scheduler::{
     Action, Answer, Call, CallEnded, Core, Decision, Driver, Flow, Gate, Hooks, Job, JobId, PoolId,
-    Pools, Turn, Waiting,
+    PoolStats, Pools, Stats, Turn, Waiting,
 };
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
@@ -184,6 +184,22 @@ pub struct PoolView {
     pub unsettled: u32,
 }
 
+impl PoolView {
+    /// `pool`'s counts as the API shows them.
+    pub fn of(pool: &PoolStats) -> PoolView {
+        PoolView {
+            name: pool.name.clone(),
+            kind: pool.kind.to_string(),
+            capacity: pool.capacity,
+            held: pool.leases,
+            queued: pool.queued,
+            contested: pool.contested,
+            leftovers: pool.leftovers,
+            unsettled: pool.unsettled,
+        }
+    }
+}
+
 /// What the HTTP side reads without asking the engine.
 #[derive(Debug)]
 pub struct Shared {
@@ -192,8 +208,9 @@ pub struct Shared {
     pub jobs: Arc<RwLock<Jobs>>,
     /// Where ended jobs are read from.
     pub archive: Arc<Archive>,
-    /// The pools after the engine's last step.
-    pub pools: RwLock<Vec<PoolView>>,
+    /// The scheduler's counts after the engine's last step: where the pools'
+    /// figures are read ([`Shared::pools`]).
+    pub stats: RwLock<Stats>,
     /// Pools whose last inventory could not be read.
     pub unreadable: Mutex<BTreeSet<String>>,
     /// The metrics.
@@ -232,11 +249,18 @@ pub struct Health {
 }
 
 impl Shared {
+    /// Every pool as the engine's last step left it (what `GET /v1/pools`
+    /// answers), in configuration order.
+    pub fn pools(&self) -> Vec<PoolView> {
+        self.stats.read().pools.iter().map(PoolView::of).collect()
+    }
+
     /// What is wrong now; nothing when healthy.
     pub fn health(&self) -> Health {
         let now = self.clock.now();
         let mut unreadable = self.unreadable.lock().clone();
-        let pools = self.pools.read();
+        let stats = self.stats.read();
+        let pools = &stats.pools;
         for (pool, since) in pools.iter().zip(self.listing.lock().iter()) {
             if since.is_some_and(|since| {
                 now.duration_since(since).unwrap_or_default() > self.stall_after
@@ -318,7 +342,7 @@ impl Engine {
         let shared = Arc::new(Shared {
             jobs: Arc::clone(&jobs),
             archive,
-            pools: RwLock::new(Vec::new()),
+            stats: RwLock::new(Stats::default()),
             unreadable: Mutex::new(BTreeSet::new()),
             metrics,
             accepting: AtomicBool::new(true),
@@ -874,33 +898,7 @@ impl Hooks for State {
         self.idle = core.is_idle();
         let stats = core.stats();
         self.shared.metrics.observe(&stats);
-        // Made at the first step (the pools are the engine's for its whole
-        // life), then updated in place: no names copied at every step.
-        let mut views = self.shared.pools.write();
-        if views.len() != stats.pools.len() {
-            *views = stats
-                .pools
-                .iter()
-                .map(|pool| PoolView {
-                    name: pool.name.clone(),
-                    kind: pool.kind.to_string(),
-                    capacity: 0,
-                    held: 0,
-                    queued: 0,
-                    contested: 0,
-                    leftovers: 0,
-                    unsettled: 0,
-                })
-                .collect();
-        }
-        for (view, pool) in views.iter_mut().zip(&stats.pools) {
-            view.capacity = pool.capacity;
-            view.held = pool.leases;
-            view.queued = pool.queued;
-            view.contested = pool.contested;
-            view.leftovers = pool.leftovers;
-            view.unsettled = pool.unsettled;
-        }
+        *self.shared.stats.write() = stats;
     }
 
     fn decided(&mut self, decision: Decision, now: SystemTime) {

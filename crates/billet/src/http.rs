@@ -409,7 +409,7 @@ async fn pools(State(app): State<AppState>, Extension(grants): Extension<Grants>
     if let Some(refused) = lacks(grants, Grant::Read) {
         return refused;
     }
-    let pools = app.shared.pools.read().clone();
+    let pools = app.shared.pools();
     (StatusCode::OK, axum::Json(PoolList { pools })).into_response()
 }
 

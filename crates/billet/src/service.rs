@@ -263,7 +263,7 @@ impl Service {
     /// Every pool as the engine's last step left it (what `GET /v1/pools`
     /// answers).
     pub fn pools(&self) -> Vec<PoolView> {
-        self.engine.shared.pools.read().clone()
+        self.engine.shared.pools()
     }
 
     /// How many commits its store has made so far (see
