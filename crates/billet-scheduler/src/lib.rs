@@ -13,9 +13,8 @@
 //!   from a [`Clock`](billet_clock::Clock). One loop, [`Driver`], runs the
 //!   core on tokio with the calls concurrent; its owner plugs in its own
 //!   inputs, a tap on every decision and a gate in front of every call
-//!   ([`Hooks`]). [`Scheduler`] is that loop as a task, for a caller that
-//!   only submits and reads decisions; the service's engine runs the same
-//!   loop with its commit gate. [`Inline`] makes each call in turn, in the
+//!   ([`Hooks`]); the service's engine runs it with its commit gate. [`Inline`]
+//!   makes each call in turn, in the
 //!   order asked for, for a caller that steps modelled time (the harness).
 //!
 //! Both are built the same way ([`Pools`]): from a [`billet_config::Config`]
@@ -75,7 +74,6 @@ mod protocol;
 mod routing;
 mod settings;
 mod stats;
-mod task;
 
 pub use crate::build::{BuildError, Pools, PoolsBuilder};
 pub use crate::core::Core;
@@ -86,4 +84,3 @@ pub use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 pub use crate::routing::{PoolId, PoolInfo, Refusal, Target};
 pub use crate::settings::Settings;
 pub use crate::stats::{PoolStats, Stats};
-pub use crate::task::{Scheduler, Stopped};

@@ -1,6 +1,6 @@
 //! The drivers over real providers (the simulated backend): built from a
 //! configuration and one provider per pool (B2), stepped in modelled time
-//! ([`Inline`]), run as a task in real time ([`Scheduler`]), restarted (B8).
+//! ([`Inline`]), run as a task in real time ([`SchedulerTask`], in `support/task.rs`), restarted (B8).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,9 +10,14 @@ use billet_clock::{Clock, ManualClock, SystemClock};
 use billet_config::Config;
 use billet_provider::{Provider, TrustClass};
 use billet_scheduler::{
-    BuildError, Decision, Inline, Job, JobId, Outcome, PoolId, Pools, Settings, Stopped,
+    BuildError, Decision, Inline, Job, JobId, Outcome, PoolId, Pools, Settings,
 };
 use billet_simulated::{Host, SimulatedProvider, run_for};
+
+#[path = "support/task.rs"]
+mod task;
+
+use task::{SchedulerTask, Stopped};
 
 const TWO: &str = "
 deployment: {id: blue}
@@ -338,7 +343,7 @@ async fn b1_the_task_driver_in_real_time() {
         })
         .build()
         .unwrap();
-    let scheduler = pools.spawn(Arc::clone(&clock));
+    let scheduler = SchedulerTask::spawn(&pools, Arc::clone(&clock));
     for n in 0..12 {
         let runs = if n == 11 {
             Duration::from_secs(3_600)
@@ -405,7 +410,7 @@ async fn the_task_driver_stops_on_shutdown() {
         .provider("big", Arc::clone(&provider))
         .build()
         .unwrap();
-    let scheduler = pools.spawn(Arc::clone(&clock));
+    let scheduler = SchedulerTask::spawn(&pools, Arc::clone(&clock));
     drop(pools);
     assert_eq!(scheduler.cancel(JobId(1)).await, Ok(false));
     assert_eq!(scheduler.stats().pools.len(), 2);

@@ -1,5 +1,7 @@
-//! [`Scheduler`]: the core driven as a tokio task by the [`Driver`]'s loop,
-//! its provider calls made concurrently, its timing from a [`Clock`].
+//! [`SchedulerTask`]: the core driven as a tokio task by the scheduler's
+//! [`Driver`] loop, its provider calls made concurrently, its timing from a
+//! [`Clock`]: the smallest owner of a driver, kept for the drivers' tests
+//! (the service's engine is the production one).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -8,18 +10,14 @@ use billet_clock::Clock;
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::build::Pools;
-use crate::core::Core;
-use crate::driver::{Driver, Flow, Hooks, Turn};
-use crate::job::{Job, JobId};
-use crate::protocol::Decision;
-use crate::routing::Refusal;
-use crate::stats::Stats;
+use billet_scheduler::{
+    Core, Decision, Driver, Flow, Hooks, Job, JobId, Pools, Refusal, Stats, Turn,
+};
 
 /// The scheduler's task has stopped: it was shut down, or its runtime ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the scheduler has stopped")]
-pub struct Stopped;
+pub(crate) struct Stopped;
 
 enum Command {
     Submit(Job, oneshot::Sender<Result<(), Refusal>>),
@@ -38,14 +36,14 @@ enum Command {
 /// * Provider calls run concurrently, each bounded by its action's deadline:
 ///   a call still running then is dropped, and the core, which has treated it
 ///   as lost, lets the next inventory settle what it did.
-/// * Every decision is delivered by [`next_decision`](Scheduler::next_decision),
+/// * Every decision is delivered by [`next_decision`](SchedulerTask::next_decision),
 ///   in order, none dropped.
-/// * [`stats`](Scheduler::stats) is the core's counts after its last input.
-/// * [`shutdown`](Scheduler::shutdown) stops the task; instances keep
+/// * [`stats`](SchedulerTask::stats) is the core's counts after its last input.
+/// * [`shutdown`](SchedulerTask::shutdown) stops the task; instances keep
 ///   running, and a scheduler built again over the same pools counts and
 ///   adopts them (B8).
 #[derive(Debug)]
-pub struct Scheduler {
+pub(crate) struct SchedulerTask {
     commands: mpsc::UnboundedSender<Command>,
     decisions: Mutex<mpsc::UnboundedReceiver<Decision>>,
     stats: Arc<parking_stats::Shared>,
@@ -56,7 +54,7 @@ pub struct Scheduler {
 mod parking_stats {
     use std::sync::Mutex;
 
-    use crate::stats::Stats;
+    use billet_scheduler::Stats;
 
     #[derive(Debug, Default)]
     pub(super) struct Shared(Mutex<Stats>);
@@ -80,13 +78,13 @@ mod parking_stats {
 
 /// The task's side of the loop: commands in, decisions and counts out, every
 /// call made at once.
-struct Task {
+struct TaskHooks {
     inbox: mpsc::UnboundedReceiver<Command>,
     decided: mpsc::UnboundedSender<Decision>,
     stats: Arc<parking_stats::Shared>,
 }
 
-impl Hooks for Task {
+impl Hooks for TaskHooks {
     type Input = Command;
     type Error = std::convert::Infallible;
 
@@ -116,16 +114,16 @@ impl Hooks for Task {
     }
 }
 
-impl Pools {
-    /// Starts the scheduler as a task on the current tokio runtime, timed by
-    /// `clock`. Must be called from inside a runtime.
-    pub fn spawn(&self, clock: Arc<dyn Clock>) -> Scheduler {
-        let mut driver = Driver::new(self, clock);
+impl SchedulerTask {
+    /// Starts the scheduler over `pools` as a task on the current tokio
+    /// runtime, timed by `clock`. Must be called from inside a runtime.
+    pub(crate) fn spawn(pools: &Pools, clock: Arc<dyn Clock>) -> SchedulerTask {
+        let mut driver = Driver::new(pools, clock);
         let (commands, inbox) = mpsc::unbounded_channel();
         let (decided, decisions) = mpsc::unbounded_channel();
         let stats = Arc::new(parking_stats::Shared::default());
         stats.set(driver.core_mut().stats());
-        let mut task = Task {
+        let mut task = TaskHooks {
             inbox,
             decided,
             stats: Arc::clone(&stats),
@@ -133,19 +131,17 @@ impl Pools {
         let task = tokio::spawn(async move {
             let Ok(()) = driver.run(&mut task).await;
         });
-        Scheduler {
+        SchedulerTask {
             commands,
             decisions: Mutex::new(decisions),
             stats,
             task,
         }
     }
-}
 
-impl Scheduler {
     /// Submits `job`: `Ok` once accepted (queued or placed), or the reason
     /// it is refused (B3).
-    pub async fn submit(&self, job: Job) -> Result<Result<(), Refusal>, Stopped> {
+    pub(crate) async fn submit(&self, job: Job) -> Result<Result<(), Refusal>, Stopped> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command::Submit(job, reply))
@@ -154,7 +150,7 @@ impl Scheduler {
     }
 
     /// Cancels `job` (B9); `false` when it is unknown, ended or ending.
-    pub async fn cancel(&self, job: JobId) -> Result<bool, Stopped> {
+    pub(crate) async fn cancel(&self, job: JobId) -> Result<bool, Stopped> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command::Cancel(job, reply))
@@ -164,17 +160,17 @@ impl Scheduler {
 
     /// The next decision, in the order made; `None` once the task stopped and
     /// every decision was read.
-    pub async fn next_decision(&self) -> Option<Decision> {
+    pub(crate) async fn next_decision(&self) -> Option<Decision> {
         self.decisions.lock().await.recv().await
     }
 
     /// The counts after the core's last input (B11).
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self) -> Stats {
         self.stats.get()
     }
 
     /// Stops the task and waits for it; calls in flight are dropped.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         drop(self.commands);
         let _ = self.task.await;
     }
