@@ -115,20 +115,7 @@ pub fn check_metadata(metadata: &Metadata) -> Result<Report, DepsError> {
             .map_or_else(|| id.repr.clone(), |p| p.name.to_string())
     };
 
-    // The non-dev edges, each list in a fixed order so that output is stable.
-    let mut forward: HashMap<&PackageId, Vec<Edge<'_>>> = HashMap::new();
-    for node in &resolve.nodes {
-        let edges = forward.entry(&node.id).or_default();
-        for dep in &node.deps {
-            if let Some(label) = hop_label(&dep.dep_kinds) {
-                edges.push(Edge {
-                    to: &dep.pkg,
-                    label,
-                });
-            }
-        }
-        edges.sort_by_cached_key(|e| (name_of(e.to), e.to.repr.clone()));
-    }
+    let forward = forward_edges(resolve, &name_of);
 
     let targets: HashSet<&PackageId> = metadata
         .packages
@@ -196,6 +183,91 @@ pub fn check_metadata(metadata: &Metadata) -> Result<Report, DepsError> {
         members_checked: members.len(),
         violations,
     })
+}
+
+/// The non-dev edges of `resolve` (normal or build, on any platform, or of no
+/// kind at all), each list in a fixed order so that output is stable.
+fn forward_edges<'a>(
+    resolve: &'a cargo_metadata::Resolve,
+    name_of: &impl Fn(&PackageId) -> String,
+) -> HashMap<&'a PackageId, Vec<Edge<'a>>> {
+    let mut forward: HashMap<&PackageId, Vec<Edge<'_>>> = HashMap::new();
+    for node in &resolve.nodes {
+        let edges = forward.entry(&node.id).or_default();
+        for dep in &node.deps {
+            if let Some(label) = hop_label(&dep.dep_kinds) {
+                edges.push(Edge {
+                    to: &dep.pkg,
+                    label,
+                });
+            }
+        }
+        edges.sort_by_cached_key(|e| (name_of(e.to), e.to.repr.clone()));
+    }
+    forward
+}
+
+/// A package one member reaches, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reached<'m> {
+    /// The package reached.
+    pub package: &'m PackageId,
+    /// A shortest path of package names from the member to it, both ends
+    /// included.
+    pub path: Vec<String>,
+}
+
+/// Every package the workspace member named `member` reaches through the
+/// edges this check counts (normal or build, any platform, optional or
+/// renamed), each with a shortest path of package names from `member` to it,
+/// both ends included; in package-id order. `None` when no member has that
+/// name. The one walk of the dependency graph that other tidy tests use (the
+/// scheduler's B1 check), so that what counts as an edge is said once.
+pub fn reached_from<'m>(
+    metadata: &'m Metadata,
+    member: &str,
+) -> Result<Option<Vec<Reached<'m>>>, DepsError> {
+    let resolve = metadata.resolve.as_ref().ok_or(DepsError::NoResolve)?;
+    let packages: HashMap<&PackageId, &Package> =
+        metadata.packages.iter().map(|p| (&p.id, p)).collect();
+    let name_of = |id: &PackageId| -> String {
+        packages
+            .get(id)
+            .map_or_else(|| id.repr.clone(), |p| p.name.to_string())
+    };
+    let Some(start) = metadata
+        .workspace_members
+        .iter()
+        .find(|id| name_of(id) == member)
+    else {
+        return Ok(None);
+    };
+    let forward = forward_edges(resolve, &name_of);
+    // Breadth first: the first path found to each package is a shortest one.
+    let mut came_from: std::collections::BTreeMap<&PackageId, &PackageId> = Default::default();
+    let mut queue = VecDeque::from([start]);
+    while let Some(id) = queue.pop_front() {
+        for edge in forward.get(id).into_iter().flatten() {
+            if edge.to != start && !came_from.contains_key(edge.to) {
+                came_from.insert(edge.to, id);
+                queue.push_back(edge.to);
+            }
+        }
+    }
+    let reached = came_from
+        .keys()
+        .map(|&id| {
+            let mut path = vec![name_of(id)];
+            let mut at = id;
+            while let Some(&from) = came_from.get(at) {
+                path.push(name_of(from));
+                at = from;
+            }
+            path.reverse();
+            Reached { package: id, path }
+        })
+        .collect();
+    Ok(Some(reached))
 }
 
 /// Runs the check as `cargo xtask deps` does: prints the report on standard output

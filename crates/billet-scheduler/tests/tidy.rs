@@ -5,11 +5,11 @@
 //! (every platform, optional dependencies included); an edge counts when it is
 //! a normal or build dependency, whatever name the manifest gives it.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use cargo_metadata::{DependencyKind, Metadata, MetadataCommand, PackageId};
+use cargo_metadata::{Metadata, MetadataCommand, PackageId};
 use serde_json::{Value, json};
 
 /// The crate under test.
@@ -61,7 +61,6 @@ fn marked_test_only(metadata: &Value) -> bool {
 fn b1_violations(graph: &Value) -> Vec<String> {
     let metadata: Metadata =
         serde_json::from_value(graph.clone()).expect("a cargo metadata answer");
-    let resolve = metadata.resolve.as_ref().expect("a resolve graph");
     let name_of = |id: &PackageId| -> String {
         metadata
             .packages
@@ -76,67 +75,25 @@ fn b1_violations(graph: &Value) -> Vec<String> {
         .map(|p| &p.id)
         .collect();
     let members: BTreeSet<&PackageId> = metadata.workspace_members.iter().collect();
-    let edges: BTreeMap<&PackageId, Vec<&PackageId>> = resolve
-        .nodes
-        .iter()
-        .map(|node| {
-            let to = node
-                .deps
-                .iter()
-                .filter(|dep| {
-                    // An edge with no kind (a very old cargo) counts: nothing slips by.
-                    dep.dep_kinds.is_empty()
-                        || dep
-                            .dep_kinds
-                            .iter()
-                            .any(|k| k.kind != DependencyKind::Development)
-                })
-                .map(|dep| &dep.pkg)
-                .collect();
-            (&node.id, to)
-        })
-        .collect();
-    let Some(start) = metadata
-        .workspace_members
-        .iter()
-        .find(|id| name_of(id) == SCHEDULER)
+    // The workspace's one walk of the graph (`xtask deps`): what counts as an
+    // edge is said there.
+    let Some(reached) = xtask::deps::reached_from(&metadata, SCHEDULER).expect("a resolve graph")
     else {
         return vec![format!("{SCHEDULER} is not a workspace member")];
     };
-
-    // Breadth first: the first path found to each crate is a shortest one.
-    let mut came_from: BTreeMap<&PackageId, &PackageId> = BTreeMap::new();
-    let mut queue = VecDeque::from([start]);
-    while let Some(id) = queue.pop_front() {
-        for &to in edges.get(id).into_iter().flatten() {
-            if to != start && !came_from.contains_key(to) {
-                came_from.insert(to, id);
-                queue.push_back(to);
-            }
-        }
-    }
-    let path_to = |mut id| {
-        let mut path = vec![name_of(id)];
-        while let Some(&from) = came_from.get(id) {
-            path.push(name_of(from));
-            id = from;
-        }
-        path.reverse();
-        path.join(" -> ")
-    };
     let mut violations = Vec::new();
-    for &id in came_from.keys() {
-        let name = name_of(id);
+    for xtask::deps::Reached { package, path } in reached {
+        let name = name_of(package);
         let why = if BACKENDS.contains(&name.as_str()) {
             "a backend"
-        } else if test_only.contains(id) {
+        } else if test_only.contains(package) {
             "a test-only crate"
-        } else if members.contains(id) && !ALLOWED.contains(&name.as_str()) {
+        } else if members.contains(package) && !ALLOWED.contains(&name.as_str()) {
             "a workspace crate other than the contract, the clock and the configuration"
         } else {
             continue;
         };
-        violations.push(format!("{} ({name} is {why})", path_to(id)));
+        violations.push(format!("{} ({name} is {why})", path.join(" -> ")));
     }
     violations.sort();
     violations
