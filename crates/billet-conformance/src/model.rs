@@ -6,8 +6,8 @@
 //! order of their successful launches, so the model needs nothing from the
 //! backend but its [`Policies`](crate::Policies) and, under wall timing, the
 //! windows its run times and clock moves are scaled to ([`Pace`]). Under wall
-//! timing the model's time is only the sum of the moves asked for: the driver
-//! checks states against the wall clock, never against it.
+//! timing the model's time is only the sum of the moves asked for: the system
+//! under test checks states against the wall clock, never against it.
 //!
 //! This file only gathers the model's parts, one concern a file: `transition`
 //! (the steps and the lines they print as), `parse` (reading a printed step

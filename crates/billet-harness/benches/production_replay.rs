@@ -23,7 +23,7 @@ use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
-use billet_harness::scheduler::{Change, Scheduler, SchedulerContext, Step, Tap};
+use billet_harness::scheduler::{FleetChange, Scheduler, SchedulerContext, Step, Tap};
 use billet_harness::trace::Trace;
 use billet_harness::workload::JobId;
 use support::{full_run, size};
@@ -65,7 +65,7 @@ struct Placements(Vec<(JobId, usize, SystemTime)>);
 impl Tap for Placements {
     fn stepped(&mut self, step: &Step, now: SystemTime) {
         for change in &step.changes {
-            if let Change::Placed(p) = change {
+            if let FleetChange::Placed(p) = change {
                 self.0.push((p.job, p.deployment, now));
             }
         }

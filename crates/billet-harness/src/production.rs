@@ -7,7 +7,7 @@
 //! [`Layout`](crate::scenario::Layout)) with the scenario's simulated
 //! providers injected under the configured pool names, all over the one
 //! shared host and the one [`ManualClock`](billet_clock::ManualClock). Every
-//! decision the scheduler makes is translated into a [`Change`] for the
+//! decision the scheduler makes is translated into a [`FleetChange`] for the
 //! harness to check against the host.
 //!
 //! What the harness adds, since a scenario has several deployments and one
@@ -33,13 +33,12 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use billet_clock::Clock;
 use billet_scheduler::{
-    BuildError, Decision, FailReason, Inline, JobId as CoreJobId, OrphanFate as CoreFate, Outcome,
-    PoolId, Pools,
+    BuildError, Decision, FailReason, Inline, JobId as CoreJobId, Outcome, PoolId, Pools,
 };
 
 use crate::scheduler::{
-    Adopted, Change, FreeReason, Freed, Launched, OrphanChange, OrphanFate, Placed,
-    RestartUnsupported, Scheduler, SchedulerContext, Step,
+    Adopted, FleetChange, FreeReason, Freed, Launched, OrphanChange, Placed, RestartUnsupported,
+    Scheduler, SchedulerContext, Step,
 };
 use crate::workload::{Job, JobId};
 
@@ -56,7 +55,7 @@ pub struct ProductionScheduler {
     /// Pools per deployment, for the counts of a deployment with none.
     pool_counts: Vec<usize>,
     /// What was done since the last tick, in order.
-    changes: Vec<Change>,
+    changes: Vec<FleetChange>,
 }
 
 #[derive(Debug)]
@@ -78,7 +77,7 @@ impl Deployment {
     }
 
     /// Translates every decision made so far into changes for the harness.
-    fn drain(&mut self, index: usize, changes: &mut Vec<Change>) {
+    fn drain(&mut self, index: usize, changes: &mut Vec<FleetChange>) {
         while let Some(decision) = self.inline.poll_decision() {
             let pool_names = &self.pool_names;
             let change = change_of(
@@ -101,16 +100,16 @@ pub(crate) fn change_of(
     deployment: usize,
     job: impl Fn(CoreJobId) -> JobId,
     name: impl Fn(CoreJobId, PoolId) -> String,
-) -> Option<Change> {
+) -> Option<FleetChange> {
     Some(match decision {
-        Decision::Placed { job: id, pool } => Change::Placed(Placed {
+        Decision::Placed { job: id, pool } => FleetChange::Placed(Placed {
             job: job(id),
             deployment,
             pool: pool.0,
         }),
         Decision::Launched {
             job: id, instance, ..
-        } => Change::Launched(Launched {
+        } => FleetChange::Launched(Launched {
             job: job(id),
             deployment,
             instance,
@@ -119,7 +118,7 @@ pub(crate) fn change_of(
             job: id,
             pool,
             instance,
-        } => Change::Adopted(Adopted {
+        } => FleetChange::Adopted(Adopted {
             job: job(id),
             deployment,
             pool: pool.0,
@@ -135,14 +134,14 @@ pub(crate) fn change_of(
         } => {
             let reason = reason(&outcome);
             match pool {
-                Some(pool) => Change::Freed(Freed {
+                Some(pool) => FleetChange::Freed(Freed {
                     job: job(id),
                     deployment,
                     pool: pool.0,
                     name: name(id, pool),
                     reason,
                 }),
-                None => Change::Ended {
+                None => FleetChange::Ended {
                     job: job(id),
                     deployment,
                     reason,
@@ -154,17 +153,14 @@ pub(crate) fn change_of(
             instance,
             name,
             fate,
-        } => Change::Orphan(OrphanChange {
+        } => FleetChange::Orphan(OrphanChange {
             deployment,
             pool: pool.0,
             instance,
             name,
-            fate: match fate {
-                CoreFate::Seen => OrphanFate::Seen,
-                CoreFate::Collected => OrphanFate::Collected,
-            },
+            fate,
         }),
-        Decision::InventoryError { pool, .. } => Change::InventoryError {
+        Decision::InventoryError { pool, .. } => FleetChange::InventoryError {
             deployment,
             pool: pool.0,
         },
@@ -354,7 +350,7 @@ impl Scheduler for ProductionScheduler {
         // The durable store: every job accepted and not placed, in order.
         let jobs: Vec<billet_scheduler::Job> =
             d.inline.core().queued_jobs().into_iter().cloned().collect();
-        self.changes.push(Change::Restarted {
+        self.changes.push(FleetChange::Restarted {
             deployment: index,
             handed_over: jobs.len(),
         });
@@ -370,7 +366,7 @@ impl Scheduler for ProductionScheduler {
         for job in jobs {
             let id = job.id;
             if let Err(refusal) = d.inline.submit(job).await {
-                self.changes.push(Change::Lost {
+                self.changes.push(FleetChange::Lost {
                     job: id.0,
                     deployment: index,
                     why: refusal.to_string(),

@@ -8,8 +8,8 @@ use billet_provider::Spec;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::scheduler::{
-    Change, DeploymentHandle, FreeReason, Freed, Launched, Placed, Scheduler, SchedulerContext,
-    Step,
+    DeploymentHandle, FleetChange, FreeReason, Freed, Launched, Placed, Scheduler,
+    SchedulerContext, Step,
 };
 use crate::workload::{Job, JobId};
 
@@ -87,7 +87,7 @@ impl ReferenceScheduler {
 
     /// Lists every deployment and frees what its inventory shows done:
     /// inventory errors into `errors`, frees into `step`.
-    async fn reconcile(&mut self, errors: &mut Vec<Change>, step: &mut Step) {
+    async fn reconcile(&mut self, errors: &mut Vec<FleetChange>, step: &mut Step) {
         for (index, deployment) in self.deployments.iter_mut().enumerate() {
             if deployment.leases.is_empty() {
                 continue;
@@ -95,7 +95,7 @@ impl ReferenceScheduler {
             let inventory = match deployment.handle.provider.list().await {
                 Ok(inventory) => inventory,
                 Err(_) => {
-                    errors.push(Change::InventoryError {
+                    errors.push(FleetChange::InventoryError {
                         deployment: index,
                         pool: 0,
                     });
@@ -136,7 +136,7 @@ impl ReferenceScheduler {
             }
             for (job, name, reason) in freed {
                 deployment.leases.remove(&name);
-                step.changes.push(Change::Freed(Freed {
+                step.changes.push(FleetChange::Freed(Freed {
                     job,
                     deployment: index,
                     pool: 0,
@@ -167,12 +167,12 @@ impl ReferenceScheduler {
             match deployment.handle.provider.launch(spec).await {
                 Ok(instance) => {
                     deployment.leases.insert(job.name, job.id);
-                    step.changes.push(Change::Placed(Placed {
+                    step.changes.push(FleetChange::Placed(Placed {
                         job: job.id,
                         deployment: index,
                         pool: 0,
                     }));
-                    step.changes.push(Change::Launched(Launched {
+                    step.changes.push(FleetChange::Launched(Launched {
                         job: job.id,
                         deployment: index,
                         instance: instance.id,

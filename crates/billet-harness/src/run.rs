@@ -18,7 +18,7 @@ use xxhash_rust::xxh3::Xxh3;
 use crate::report::{Human, Outcomes, Report, Sample, WaitHistogram};
 use crate::scenario::Scenario;
 use crate::scheduler::{
-    Change, DeploymentHandle, FreeReason, OrphanFate, PoolHandle, Scheduler, SchedulerContext,
+    DeploymentHandle, FleetChange, FreeReason, OrphanFate, PoolHandle, Scheduler, SchedulerContext,
     Step, Tap,
 };
 use crate::trace::{TraceError, TraceJobs};

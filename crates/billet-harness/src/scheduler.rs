@@ -139,7 +139,7 @@ pub trait Scheduler: Send {
     /// is the new one's to find in the inventories (B8), and the jobs it had
     /// accepted and not placed are handed to the new one again (the harness
     /// plays the durable store). Reported by the next tick, which starts with
-    /// [`Change::Restarted`]. The default: unsupported.
+    /// [`FleetChange::Restarted`]. The default: unsupported.
     async fn restart(&mut self, deployment: usize) -> Result<(), RestartUnsupported> {
         let _ = deployment;
         Err(RestartUnsupported)
@@ -251,14 +251,14 @@ impl Tap for Placements {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {
     /// Every change, in order.
-    pub changes: Vec<Change>,
+    pub changes: Vec<FleetChange>,
 }
 
 impl Step {
     /// Jobs placed: each now holds a lease.
     pub fn placed(&self) -> impl Iterator<Item = &Placed> {
         self.changes.iter().filter_map(|c| match c {
-            Change::Placed(p) => Some(p),
+            FleetChange::Placed(p) => Some(p),
             _ => None,
         })
     }
@@ -266,7 +266,7 @@ impl Step {
     /// Leases given up.
     pub fn freed(&self) -> impl Iterator<Item = &Freed> {
         self.changes.iter().filter_map(|c| match c {
-            Change::Freed(f) => Some(f),
+            FleetChange::Freed(f) => Some(f),
             _ => None,
         })
     }
@@ -279,9 +279,9 @@ impl Step {
 
 /// One thing a scheduler did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub enum FleetChange {
     /// A job took a lease on a pool (its launch asked for): it holds it until
-    /// [`Change::Freed`]. Its queue wait ends here.
+    /// [`FleetChange::Freed`]. Its queue wait ends here.
     Placed(Placed),
     /// A placed job's instance was launched.
     Launched(Launched),
@@ -402,14 +402,8 @@ pub struct Freed {
     pub reason: FreeReason,
 }
 
-/// What became of an orphan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OrphanFate {
-    /// First seen in a pool's inventory.
-    Seen,
-    /// Destroyed after its grace period.
-    Collected,
-}
+/// What became of an orphan: the scheduler's own word for it.
+pub use billet_scheduler::OrphanFate;
 
 /// An orphan seen or collected.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -54,7 +54,9 @@ mod client;
 use client::Client;
 
 use crate::production::change_of;
-use crate::scheduler::{Change, FreeReason, RestartUnsupported, Scheduler, SchedulerContext, Step};
+use crate::scheduler::{
+    FleetChange, FreeReason, RestartUnsupported, Scheduler, SchedulerContext, Step,
+};
 use crate::workload::{Job, JobId};
 
 /// The most wall time a service may take to become quiescent, or to
@@ -131,7 +133,7 @@ pub struct ServiceScheduler {
     client: Client,
     deployments: Vec<Option<Deployment>>,
     pool_counts: Vec<usize>,
-    changes: Vec<Change>,
+    changes: Vec<FleetChange>,
     /// The first thing that went wrong, if anything did.
     broken: Option<String>,
     /// Requests sent, and their wall-time latency in microseconds.
@@ -384,8 +386,8 @@ impl ServiceScheduler {
         );
         if let Some(change) = change {
             let ended = match &change {
-                Change::Freed(freed) => Some((freed.job, freed.reason)),
-                Change::Ended { job, reason, .. } => Some((*job, *reason)),
+                FleetChange::Freed(freed) => Some((freed.job, freed.reason)),
+                FleetChange::Ended { job, reason, .. } => Some((*job, *reason)),
                 _ => None,
             };
             if let (Some(id), Some((_, reason))) = (ours, ended) {
@@ -734,7 +736,7 @@ impl Scheduler for ServiceScheduler {
         tokio::task::yield_now().await;
         match launch(d, &self.clock).await {
             Ok(resumed) => {
-                self.changes.push(Change::Restarted {
+                self.changes.push(FleetChange::Restarted {
                     deployment: index,
                     handed_over: resumed,
                 });

@@ -12,7 +12,7 @@ use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::run::Violation;
 use billet_harness::scenario::{Fleet, Layout, PoolLayout, Restart, Scenario, Stray, Which};
-use billet_harness::scheduler::{Change, Scheduler, SchedulerContext, Step, Tap};
+use billet_harness::scheduler::{FleetChange, Scheduler, SchedulerContext, Step, Tap};
 use billet_harness::workload::{Job, JobId};
 use billet_provider::{
     Error, Instance, InstanceId, Provider, ProviderKind, Spec, Teardown, TrustClass,
@@ -401,7 +401,7 @@ impl Scheduler for Twice {
             && let Some(freed) = first
         {
             self.done = true;
-            step.changes.push(Change::Freed(freed));
+            step.changes.push(FleetChange::Freed(freed));
         }
         step
     }

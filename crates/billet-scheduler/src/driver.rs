@@ -14,9 +14,9 @@ use billet_provider::{Hint, Provider};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 
-use crate::build::Pools;
 use crate::core::Core;
 use crate::inline::perform;
+use crate::pools::Pools;
 use crate::protocol::{Action, Answer, Call, CallId, Decision};
 use crate::routing::PoolId;
 

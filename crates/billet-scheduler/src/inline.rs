@@ -9,9 +9,9 @@ use std::time::SystemTime;
 use billet_clock::Clock;
 use billet_provider::{Hint, HintStream, Provider};
 
-use crate::build::Pools;
 use crate::core::Core;
 use crate::job::{Job, JobId};
+use crate::pools::Pools;
 use crate::protocol::{Answer, Call, Decision};
 use crate::routing::Refusal;
 

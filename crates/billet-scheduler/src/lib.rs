@@ -65,21 +65,21 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod build;
 mod core;
 mod driver;
 mod inline;
 mod job;
+mod pools;
 mod protocol;
 mod routing;
 mod settings;
 mod stats;
 
-pub use crate::build::{BuildError, Pools, PoolsBuilder};
 pub use crate::core::Core;
 pub use crate::driver::{CallEnded, Driver, Flow, Gate, Hooks, Turn, Waiting};
 pub use crate::inline::{Inline, perform};
 pub use crate::job::{FailReason, Identity, InstanceName, Job, JobId, Outcome};
+pub use crate::pools::{BuildError, Pools, PoolsBuilder};
 pub use crate::protocol::{Action, Answer, Call, CallId, Decision, OrphanFate};
 pub use crate::routing::{PoolId, PoolInfo, Refusal, Target};
 pub use crate::settings::Settings;

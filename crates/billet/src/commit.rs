@@ -65,11 +65,11 @@ pub(crate) enum Writer {
         thread: JoinHandle<()>,
     },
     /// Committed as sent.
-    Inline(Box<Inline>),
+    Immediate(Box<Immediate>),
 }
 
 /// A writer that commits on its caller's task.
-pub(crate) struct Inline {
+pub(crate) struct Immediate {
     store: Store,
     jobs: Arc<RwLock<Jobs>>,
     /// Where the output of the jobs retention removes is removed too.
@@ -93,7 +93,7 @@ impl Writer {
         output: Option<Arc<OutputStore>>,
     ) -> std::io::Result<Writer> {
         if store.is_instant() {
-            return Ok(Writer::Inline(Box::new(Inline {
+            return Ok(Writer::Immediate(Box::new(Immediate {
                 store,
                 jobs,
                 output,
@@ -120,8 +120,8 @@ impl Writer {
                 let _ = batches.send(batch);
                 None
             }
-            Writer::Inline(inline) => {
-                let Inline {
+            Writer::Immediate(inline) => {
+                let Immediate {
                     store,
                     jobs,
                     output,
@@ -405,7 +405,7 @@ mod tests {
         let jobs = Arc::new(RwLock::new(Jobs::over(Arc::clone(&archive), Vec::new())));
         let (written_tx, mut written) = tokio::sync::mpsc::unbounded_channel();
         let mut writer = Writer::start(store, Arc::clone(&jobs), written_tx, None).unwrap();
-        assert!(matches!(writer, Writer::Inline(_)));
+        assert!(matches!(writer, Writer::Immediate(_)));
         let seen = Arc::new(parking_lot::Mutex::new(None));
         let reply: Reply = {
             let seen = Arc::clone(&seen);

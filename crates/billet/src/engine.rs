@@ -369,7 +369,7 @@ impl Engine {
         if bounds.hints {
             driver.subscribe_hints();
         }
-        let mut state = State {
+        let mut state = EngineHooks {
             names,
             shared: Arc::clone(&shared),
             writer: Some(writer),
@@ -437,7 +437,7 @@ impl Engine {
 /// The engine's side of the scheduler's loop ([`Driver`]): requests, commits
 /// and the stop come in as inputs; decisions become changes (the tap); a
 /// call waits at the gate until what was decided before it is committed.
-struct State {
+struct EngineHooks {
     names: Vec<String>,
     shared: Arc<Shared>,
     /// Where batches go to be committed; taken at the end.
@@ -502,7 +502,7 @@ enum Input {
     Flush,
 }
 
-impl State {
+impl EngineHooks {
     /// Hands the stored jobs to the new core (L6, B8).
     fn restore(&mut self, core: &mut Core, now: SystemTime) {
         let jobs = Arc::clone(&self.shared.jobs);
@@ -821,7 +821,7 @@ impl State {
 /// steps: the counts become the metrics and pool views, decisions become
 /// changes, the batch goes to the writer, and calls go out once what was
 /// decided before them is committed.
-impl Hooks for State {
+impl Hooks for EngineHooks {
     type Input = Input;
     type Error = EngineError;
 

@@ -20,11 +20,11 @@ impl Driver<'_> {
         let deployments = self.held.len();
         for change in &step.changes {
             match change {
-                Change::InventoryError { deployment, pool } => {
+                FleetChange::InventoryError { deployment, pool } => {
                     self.report.inventory_errors += 1;
                     self.record(Event::InventoryError, 0, *deployment, *pool);
                 }
-                Change::Placed(placed) => {
+                FleetChange::Placed(placed) => {
                     let state = self.jobs.get(&placed.job).copied();
                     let Some(JobState::Queued { since }) = state else {
                         return Err(self.fail(Violation::Inconsistent {
@@ -36,7 +36,7 @@ impl Driver<'_> {
                         .record(now.duration_since(since).unwrap_or_default());
                     self.record(Event::Launch, placed.job, placed.deployment, placed.pool);
                 }
-                Change::Launched(launched) => {
+                FleetChange::Launched(launched) => {
                     let state = self.jobs.get(&launched.job).copied();
                     if !matches!(state, Some(JobState::Held { deployment, .. }) if deployment == launched.deployment)
                     {
@@ -51,7 +51,7 @@ impl Driver<'_> {
                         self.stops.insert(launched.job, now + *run);
                     }
                 }
-                Change::Adopted(adopted) => {
+                FleetChange::Adopted(adopted) => {
                     let state = self.jobs.get(&adopted.job).copied();
                     match state {
                         Some(JobState::Limbo { deployment })
@@ -84,7 +84,7 @@ impl Driver<'_> {
                         adopted.pool,
                     );
                 }
-                Change::Freed(freed) => {
+                FleetChange::Freed(freed) => {
                     let state = self.jobs.get(&freed.job).copied();
                     match state {
                         Some(JobState::Held { deployment, pool })
@@ -132,7 +132,7 @@ impl Driver<'_> {
                     let event = self.ended(freed.reason);
                     self.record(event, freed.job, freed.deployment, freed.pool);
                 }
-                Change::Ended {
+                FleetChange::Ended {
                     job,
                     deployment,
                     reason,
@@ -159,7 +159,7 @@ impl Driver<'_> {
                     self.ended(*reason);
                     self.record(Event::EndedQueued, *job, *deployment, 0);
                 }
-                Change::Orphan(orphan) => {
+                FleetChange::Orphan(orphan) => {
                     let key = (orphan.deployment, orphan.instance.clone());
                     match orphan.fate {
                         OrphanFate::Seen => {
@@ -198,7 +198,7 @@ impl Driver<'_> {
                         }
                     }
                 }
-                Change::Restarted {
+                FleetChange::Restarted {
                     deployment,
                     handed_over,
                 } => {
@@ -221,7 +221,7 @@ impl Driver<'_> {
                     // period starts again when it first sees them.
                     self.watched.retain(|(owner, _), _| *owner != d);
                 }
-                Change::Lost {
+                FleetChange::Lost {
                     job,
                     deployment,
                     why,

@@ -1,4 +1,4 @@
-//! The driver: applies each transition to the real providers and checks every
+//! The system under test: applies each transition to the real providers and checks every
 //! answer against the reference model, in modelled or in wall time.
 //!
 //! This file holds the system under test ([`Sut`]): building and tearing down
@@ -377,7 +377,7 @@ mod tests {
         });
         let reason = answer.unwrap_err();
         assert!(
-            reason.starts_with("panicked at crates/billet-conformance/src/driver.rs:")
+            reason.starts_with("panicked at crates/billet-conformance/src/sequential/sut.rs:")
                 && reason.ends_with(": catch-panic-test: the suite's call"),
             "{reason}"
         );
