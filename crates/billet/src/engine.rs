@@ -1,4 +1,4 @@
-//! The engine: the task that owns the scheduler's [`Core`], performs its
+//! The engine: the task that owns the scheduler's [`Core`](billet_scheduler::Core), performs its
 //! provider calls, and turns what it decides into committed changes (L6).
 //!
 //! # Guarantees
@@ -8,7 +8,7 @@
 //! * Every provider call the core asks for is made only after every change
 //!   decided before it is committed: a job's lease is in the store before its
 //!   launch, and its outcome before the destroy of the instance that shows it.
-//! * A change nothing waits on ([`Change::can_wait`]: an instance backing a
+//! * A change nothing waits on ([`Change::can_wait`](crate::record::Change::can_wait): an instance backing a
 //!   job, a job's end once its instance is destroyed) rides with the next
 //!   batch, and is committed on its own at the latest [`Bounds::hold`] after
 //!   it was decided, or when the engine stops in order: under load, one
@@ -33,31 +33,30 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use billet_clock::Clock;
-use billet_scheduler::{
-    Action, Answer, Call, CallEnded, Core, Decision, Driver, Flow, Gate, Hooks, Job, JobId, PoolId,
-    PoolStats, Pools, Stats, Turn, Waiting,
-};
+use billet_scheduler::{Decision, Driver, Pools, Stats};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::JobView;
-use crate::commit::{Batch, Reply, Writer, Written};
+use crate::commit::Writer;
 use crate::jobs::Jobs;
 use crate::metrics::Metrics;
 use crate::output::OutputStore;
-use crate::record::{Change, JobRecord, JobState, NewJob, Verdict};
-use crate::store::{Archive, Store, StoreError};
+use crate::record::JobRecord;
+use crate::store::{Store, StoreError};
 
+mod hooks;
 mod intake;
 mod keys;
+mod shared;
 
-use intake::Command;
+use hooks::EngineHooks;
 pub use intake::{Cancelled, EngineHandle, Submitted, Unanswered};
 use keys::Keys;
+pub use shared::{Health, PoolView, Shared, stall_bound};
 
 /// How many requests the engine takes from its intake in one input: the
 /// most intake any provider answer or due timer waits behind (L12).
@@ -69,7 +68,7 @@ pub const INTAKE_BATCH: usize = 256;
 /// start rather than holding it for ever.
 pub const COMMIT_WAIT: Duration = Duration::from_secs(10);
 
-/// The longest a change nothing waits on ([`Change::can_wait`]) is held
+/// The longest a change nothing waits on ([`Change::can_wait`](crate::record::Change::can_wait)) is held
 /// back for a later batch to carry by default ([`Bounds::hold`]), in wall
 /// time: a job's end is shown (and its instance's id) at most this late.
 pub const LAZY_COMMIT: Duration = Duration::from_millis(50);
@@ -131,7 +130,7 @@ pub struct Bounds {
     /// refused at once.
     pub intake: usize,
     /// The longest, in wall time, a change nothing waits on
-    /// ([`Change::can_wait`]) is held back for a later batch to carry
+    /// ([`Change::can_wait`](crate::record::Change::can_wait)) is held back for a later batch to carry
     /// ([`LAZY_COMMIT`] by default).
     pub hold: Duration,
     /// Whether the engine reads its providers' hints (P9, B12), so that a
@@ -155,126 +154,6 @@ impl Default for Bounds {
             intake: DEFAULT_INTAKE,
             hold: LAZY_COMMIT,
             hints: true,
-        }
-    }
-}
-
-/// One pool as `GET /v1/pools` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PoolView {
-    /// Its configured name.
-    pub name: String,
-    /// Its kind.
-    pub kind: String,
-    /// The most leases it holds at once.
-    pub capacity: u32,
-    /// Leases it holds now.
-    pub held: u32,
-    /// Jobs waiting whose first choice it is.
-    pub queued: u64,
-    /// Instances of this deployment that another store launched while this
-    /// service runs, in the last inventory: never adopted nor destroyed, and
-    /// counted against room (L10). Also said by `/healthz`.
-    pub contested: u32,
-    /// Another store's instances from before this service started, in the
-    /// last inventory: never adopted, collected as orphans (L10).
-    pub leftovers: u32,
-    /// Jobs given up on (L14) whose instance may still be there: counted
-    /// against room until an inventory shows it gone.
-    pub unsettled: u32,
-}
-
-impl PoolView {
-    /// `pool`'s counts as the API shows them.
-    pub fn of(pool: &PoolStats) -> PoolView {
-        PoolView {
-            name: pool.name.clone(),
-            kind: pool.kind.to_string(),
-            capacity: pool.capacity,
-            held: pool.leases,
-            queued: pool.queued,
-            contested: pool.contested,
-            leftovers: pool.leftovers,
-            unsettled: pool.unsettled,
-        }
-    }
-}
-
-/// What the HTTP side reads without asking the engine.
-#[derive(Debug)]
-pub struct Shared {
-    /// Every job not yet ended, exactly as committed, over the archive of
-    /// those ended.
-    pub jobs: Arc<RwLock<Jobs>>,
-    /// Where ended jobs are read from.
-    pub archive: Arc<Archive>,
-    /// The scheduler's counts after the engine's last step: where the pools'
-    /// figures are read ([`Shared::pools`]).
-    pub stats: RwLock<Stats>,
-    /// Pools whose last inventory could not be read.
-    pub unreadable: Mutex<BTreeSet<String>>,
-    /// The metrics.
-    pub metrics: Metrics,
-    /// Cleared once shutdown begins: requests then answer `503`.
-    pub accepting: AtomicBool,
-    /// Whether (and since when) the engine is quiescent (H13): `None` while
-    /// it works.
-    pub quiet: tokio::sync::watch::Sender<Option<Quiet>>,
-    /// How many commits the store has made (see [`Store::commits`]).
-    pub commits: Arc<AtomicU64>,
-    /// Per pool, since when its inventory read has been outstanding.
-    listing: Mutex<Vec<Option<SystemTime>>>,
-    /// How long an inventory read may be outstanding before the pool is
-    /// reported unreadable (L14): [`stall_bound`] of the reconcile interval.
-    stall_after: Duration,
-    clock: Arc<dyn Clock>,
-}
-
-/// How long a pool's inventory read may be outstanding before `/healthz`
-/// reports the pool unreadable, for a reconcile interval `every` (L14): the
-/// interval itself, but at least 2 s and at most 10 s, so a daemon that
-/// hangs is said within ten seconds, long before a call's deadline.
-pub fn stall_bound(every: Duration) -> Duration {
-    every.clamp(Duration::from_secs(2), Duration::from_secs(10))
-}
-
-/// What `/healthz` says is wrong.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Health {
-    /// Pools whose last inventory could not be read, or whose read has been
-    /// outstanding longer than the stall bound.
-    pub unreadable: Vec<String>,
-    /// Pools where another store launches instances of this deployment.
-    pub contested: Vec<String>,
-}
-
-impl Shared {
-    /// Every pool as the engine's last step left it (what `GET /v1/pools`
-    /// answers), in configuration order.
-    pub fn pools(&self) -> Vec<PoolView> {
-        self.stats.read().pools.iter().map(PoolView::of).collect()
-    }
-
-    /// What is wrong now; nothing when healthy.
-    pub fn health(&self) -> Health {
-        let now = self.clock.now();
-        let mut unreadable = self.unreadable.lock().clone();
-        let stats = self.stats.read();
-        let pools = &stats.pools;
-        for (pool, since) in pools.iter().zip(self.listing.lock().iter()) {
-            if since.is_some_and(|since| {
-                now.duration_since(since).unwrap_or_default() > self.stall_after
-            }) {
-                unreadable.insert(pool.name.clone());
-            }
-        }
-        Health {
-            unreadable: unreadable.into_iter().collect(),
-            contested: pools
-                .iter()
-                .filter(|pool| pool.contested > 0)
-                .map(|pool| pool.name.clone())
-                .collect(),
         }
     }
 }
@@ -434,556 +313,14 @@ impl Engine {
     }
 }
 
-/// The engine's side of the scheduler's loop ([`Driver`]): requests, commits
-/// and the stop come in as inputs; decisions become changes (the tap); a
-/// call waits at the gate until what was decided before it is committed.
-struct EngineHooks {
-    names: Vec<String>,
-    shared: Arc<Shared>,
-    /// Where batches go to be committed; taken at the end.
-    writer: Option<Writer>,
-    written: mpsc::UnboundedReceiver<Written>,
-    inbox: mpsc::Receiver<Command>,
-    stop: oneshot::Receiver<Duration>,
-    /// The batch being gathered in this step.
-    changes: Vec<Change>,
-    replies: Vec<Reply>,
-    /// The last batch sent, and the last committed.
-    sent: u64,
-    committed: u64,
-    /// The idempotency keys of jobs not yet ended (see [`Keys`]); older
-    /// ones are found in the archive.
-    keys: Keys,
-    next_id: u64,
-    /// Set once the stop is asked or the requests end: no request is read
-    /// from then on.
-    draining: bool,
-    /// Whether each pool's inventory has been read once since the start.
-    read: Vec<bool>,
-    /// How long ended jobs are kept.
-    retain: Duration,
-    /// How long a change that can wait is held back at most.
-    hold: Duration,
-    /// When retention next looks.
-    next_prune: SystemTime,
-    /// The cutoff the batch being gathered carries to the writer.
-    prune: Option<SystemTime>,
-    /// Told of every decision, if anyone asked.
-    tap: Option<DecisionTap>,
-    /// Whether the core waited for nothing after the last step.
-    idle: bool,
-    /// When the changes held back ([`Change::can_wait`]) are committed on
-    /// their own if no batch carried them before; `None` while none is held.
-    flush_at: Option<tokio::time::Instant>,
-    /// Set when the changes held back are to go with the next step's batch.
-    flush: bool,
-}
-
-fn to_job(record: &JobRecord) -> Job {
-    let job = Job::new(JobId(record.id), record.command.clone())
-        .with_labels(record.labels.clone())
-        .with_trust(record.trust);
-    match record.timeout {
-        Some(timeout) => job.with_timeout(timeout),
-        None => job,
-    }
-}
-
-/// An input of the engine's own, beside the calls and timers the loop waits
-/// on: a commit, the stop, a request.
-enum Input {
-    Written(Option<Written>),
-    Stop(Duration),
-    /// At most [`INTAKE_BATCH`] requests, in the order sent.
-    Commands(Vec<Command>),
-    /// Every handle is gone: no request will come.
-    Closed,
-    /// The changes held back have waited [`Bounds::hold`].
-    Flush,
-}
-
-impl EngineHooks {
-    /// Hands the stored jobs to the new core (L6, B8).
-    fn restore(&mut self, core: &mut Core, now: SystemTime) {
-        let jobs = Arc::clone(&self.shared.jobs);
-        let jobs = jobs.read();
-        // Every job up to the last not handed over below ended (or was
-        // pruned): its instance, if one is left, is an orphan (B8).
-        core.ended_through(JobId(self.next_id - 1));
-        for record in jobs.iter() {
-            if let Some(key) = &record.key {
-                self.keys.insert(key, record.id);
-            }
-            let id = JobId(record.id);
-            if let Some(verdict) = record.decided() {
-                // Decided and committed before the crash: its instance, if
-                // still there, is collected as an orphan.
-                core.ended_before(id);
-                self.retire_key(record.id);
-                self.changes.push(Change::Ended {
-                    id: record.id,
-                    verdict: verdict.clone(),
-                    at: now,
-                });
-                self.shared.metrics.ended(verdict.state.as_str());
-                continue;
-            }
-            if record.state == JobState::Running {
-                self.changes.push(Change::Requeued { id: record.id });
-            }
-            // A job that held a lease (running at the crash, or requeued by
-            // an earlier start that died before adopting it) is not placed
-            // before that pool's first inventory shows whether its instance
-            // is still there: adopted then, never doubled.
-            let held_on = record
-                .pool
-                .as_ref()
-                .and_then(|pool| self.names.iter().position(|name| name == pool));
-            if let Some(pool) = held_on {
-                core.held_before(id, PoolId(pool));
-            }
-            // Every unfinished job goes back in submission order, before any
-            // inventory answers, so none overtakes another.
-            self.hand_over(core, to_job(record), record.cancel_requested, now);
-            // Its timeout still runs from its first start (L14).
-            if let Some(started) = record.started_at {
-                core.started_before(id, started);
-            }
-        }
-    }
-
-    /// Submits a stored job to the core again; one it now refuses (the
-    /// configuration changed) ends failed, saying why.
-    fn hand_over(&mut self, core: &mut Core, job: Job, cancel: bool, now: SystemTime) {
-        let id = job.id;
-        match core.submit(job, now) {
-            Ok(()) => {
-                if cancel {
-                    core.cancel(id, now);
-                }
-            }
-            Err(refusal) => {
-                tracing::warn!(job = id.0, %refusal, "a stored job is refused at restart; it ends failed");
-                self.retire_key(id.0);
-                self.changes.push(Change::Ended {
-                    id: id.0,
-                    verdict: Verdict {
-                        state: JobState::Failed,
-                        exit_code: None,
-                        reason: Some(format!("refused at restart: {refusal}")),
-                    },
-                    at: now,
-                });
-                self.shared.metrics.ended("failed");
-            }
-        }
-    }
-
-    /// Waits until every batch sent is committed, releasing the calls each
-    /// commit lets go; a store that answers no commit for [`COMMIT_WAIT`]
-    /// is an error.
-    async fn wait_committed(&mut self, driver: &mut Driver) -> Result<(), EngineError> {
-        while self.committed < self.sent {
-            let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await else {
-                return Err(EngineError::Writer(format!(
-                    "no commit answered within {COMMIT_WAIT:?}"
-                )));
-            };
-            let through = self.on_written(written)?;
-            driver.release(through, self);
-        }
-        Ok(())
-    }
-
-    /// Sends the batch gathered, unless all it holds is changes that can
-    /// wait ([`Change::can_wait`]) and no flush is due: those are then held
-    /// for a later batch, at most [`Bounds::hold`].
-    fn send_gathered(&mut self) {
-        let urgent = self.flush
-            || !self.replies.is_empty()
-            || self.prune.is_some()
-            || self.changes.iter().any(|change| !change.can_wait());
-        if !urgent {
-            if !self.changes.is_empty() && self.flush_at.is_none() {
-                self.flush_at = Some(tokio::time::Instant::now() + self.hold);
-            }
-            return;
-        }
-        self.flush = false;
-        self.flush_at = None;
-        if self.changes.is_empty() && self.replies.is_empty() && self.prune.is_none() {
-            return;
-        }
-        self.sent += 1;
-        let batch = Batch {
-            seq: self.sent,
-            changes: std::mem::take(&mut self.changes),
-            replies: std::mem::take(&mut self.replies),
-            prune: self.prune.take(),
-        };
-        if let Some(writer) = &mut self.writer
-            && let Some(through) = writer.send(batch)
-        {
-            // Committed already (an instant store): the calls this step
-            // asks for need not wait for it.
-            self.on_committed(through);
-        }
-    }
-
-    /// Every batch through `seq` is committed and applied.
-    fn on_committed(&mut self, seq: u64) {
-        self.committed = seq;
-        self.keys.applied(seq);
-    }
-
-    /// Job `id` ends in the batch being gathered: its key, if it has one,
-    /// is found in the archive once that batch is committed.
-    fn retire_key(&mut self, id: u64) {
-        self.keys.retire(id, self.sent);
-    }
-
-    /// Takes a commit: answers the batch committed through.
-    fn on_written(&mut self, written: Option<Written>) -> Result<u64, EngineError> {
-        match written {
-            Some(Written::Committed(seq)) => {
-                self.on_committed(seq);
-                Ok(seq)
-            }
-            Some(Written::Failed(error)) => Err(error.into()),
-            None => Err(EngineError::Writer("its channel closed".to_owned())),
-        }
-    }
-
-    fn submit(
-        &mut self,
-        core: &mut Core,
-        new: NewJob,
-        reply: oneshot::Sender<Submitted>,
-        now: SystemTime,
-    ) {
-        if let Some(id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
-            self.replies.push(Box::new(move |jobs: &Jobs| {
-                let answer = match jobs.find(id) {
-                    Ok(Some(record)) => Submitted::Existing(JobView::of(&record)),
-                    Ok(None) => Submitted::Refused("its key's job is not recorded".to_owned()),
-                    Err(error) => Submitted::Unreadable(error.to_string()),
-                };
-                let _ = reply.send(answer);
-            }));
-            return;
-        }
-        if let Some(key) = &new.key {
-            // Not a job in memory's: an ended job's, if any, is in the archive.
-            match self.shared.archive.by_key(key) {
-                Ok(None) => {}
-                Ok(Some(record)) => {
-                    let view = JobView::of(&record);
-                    self.replies.push(Box::new(move |_: &Jobs| {
-                        let _ = reply.send(Submitted::Existing(view));
-                    }));
-                    return;
-                }
-                Err(error) => {
-                    let _ = reply.send(Submitted::Unreadable(error.to_string()));
-                    return;
-                }
-            }
-        }
-        let id = self.next_id;
-        let record = JobRecord::accepted(id, new, now);
-        match core.submit(to_job(&record), now) {
-            Err(refusal) => {
-                let _ = reply.send(Submitted::Refused(refusal.to_string()));
-            }
-            Ok(()) => {
-                self.next_id += 1;
-                if let Some(key) = &record.key {
-                    self.keys.insert(key, id);
-                }
-                tracing::info!(job = id, "accepted");
-                self.changes.push(Change::Accepted(Box::new(record)));
-                self.replies.push(Box::new(move |jobs: &Jobs| {
-                    let answer = match jobs.find(id) {
-                        Ok(Some(record)) => Submitted::Created(JobView::of(&record)),
-                        Ok(None) => return,
-                        Err(error) => Submitted::Unreadable(error.to_string()),
-                    };
-                    let _ = reply.send(answer);
-                }));
-            }
-        }
-    }
-
-    fn cancel(
-        &mut self,
-        core: &mut Core,
-        id: u64,
-        reply: oneshot::Sender<Cancelled>,
-        now: SystemTime,
-    ) {
-        let asked = core.cancel(JobId(id), now);
-        if asked {
-            self.changes.push(Change::CancelRequested { id });
-        }
-        self.replies.push(Box::new(move |jobs: &Jobs| {
-            let answer = match jobs.find(id) {
-                Ok(None) => Cancelled::Unknown,
-                Ok(Some(record)) if !asked && record.state.has_ended() => {
-                    Cancelled::Ended(JobView::of(&record))
-                }
-                Ok(Some(record)) => Cancelled::Requested(JobView::of(&record)),
-                Err(error) => Cancelled::Unreadable(error.to_string()),
-            };
-            let _ = reply.send(answer);
-        }));
-    }
-
-    fn on_decision(&mut self, decision: Decision, now: SystemTime) {
-        let name = |pool: PoolId| self.names[pool.0].clone();
-        let change = match decision {
-            Decision::Placed { job, pool } => Some(Change::Placed {
-                id: job.0,
-                pool: name(pool),
-                at: now,
-            }),
-            Decision::Launched {
-                job,
-                pool,
-                instance,
-            }
-            | Decision::Adopted {
-                job,
-                pool,
-                instance,
-            } => Some(Change::Backed {
-                id: job.0,
-                pool: name(pool),
-                instance: instance.as_str().to_owned(),
-                at: now,
-            }),
-            Decision::Retrying { .. } => None,
-            Decision::OutcomeDecided { job, outcome, .. } => Some(Change::Decided {
-                id: job.0,
-                verdict: Verdict::from(&outcome),
-            }),
-            Decision::Ended { job, outcome, .. } => {
-                self.retire_key(job.0);
-                let verdict = Verdict::from(&outcome);
-                self.shared.metrics.ended(verdict.state.as_str());
-                tracing::info!(job = job.0, %outcome, "ended");
-                Some(Change::Ended {
-                    id: job.0,
-                    verdict,
-                    at: now,
-                })
-            }
-            Decision::Orphan {
-                pool,
-                instance,
-                name: instance_name,
-                fate,
-            } => {
-                tracing::info!(pool = %name(pool), instance = instance.as_str(), name = %instance_name, ?fate, "orphan");
-                None
-            }
-            Decision::Foreign {
-                pool,
-                instance,
-                name: instance_name,
-                live,
-            } => {
-                let pool = name(pool);
-                if live {
-                    tracing::warn!(%pool, instance = instance.as_str(), name = %instance_name,
-                        "another store is launching into this deployment: its instance is never adopted nor destroyed; run one billet serve per deployment");
-                } else {
-                    tracing::warn!(%pool, instance = instance.as_str(), name = %instance_name,
-                        "an instance another store left: never adopted; collected as an orphan after the grace");
-                }
-                self.shared.metrics.foreign(&pool, live);
-                None
-            }
-            Decision::InventoryError { pool, error } => {
-                let pool = name(pool);
-                tracing::warn!(%pool, %error, "inventory unreadable; nothing freed");
-                self.shared.metrics.inventory_error(&pool);
-                self.shared.unreadable.lock().insert(pool);
-                None
-            }
-        };
-        if let Some(change) = change {
-            self.changes.push(change);
-        }
-    }
-}
-
-/// How the engine plugs into the scheduler's loop. After every input the loop
-/// steps: the counts become the metrics and pool views, decisions become
-/// changes, the batch goes to the writer, and calls go out once what was
-/// decided before them is committed.
-impl Hooks for EngineHooks {
-    type Input = Input;
-    type Error = EngineError;
-
-    async fn next_input(&mut self) -> Option<Input> {
-        let draining = self.draining;
-        let inbox = &mut self.inbox;
-        let flush_at = self.flush_at;
-        // Commits first, then the stop, then requests (none once stopping):
-        // at most INTAKE_BATCH of them, after which the loop looks at its
-        // calls and timer before it asks again.
-        Some(tokio::select! {
-            biased;
-            written = self.written.recv() => Input::Written(written),
-            grace = &mut self.stop, if !draining => Input::Stop(grace.unwrap_or_default()),
-            () = async {
-                if let Some(at) = flush_at {
-                    tokio::time::sleep_until(at).await;
-                }
-            }, if flush_at.is_some() => Input::Flush,
-            commands = async {
-                let mut commands = Vec::new();
-                // Cancel-safe: nothing is taken unless it is returned.
-                inbox.recv_many(&mut commands, INTAKE_BATCH).await;
-                commands
-            }, if !draining => if commands.is_empty() {
-                Input::Closed
-            } else {
-                Input::Commands(commands)
-            },
-        })
-    }
-
-    fn on_input(&mut self, input: Input, turn: Turn<'_>) -> Result<Flow, EngineError> {
-        let now = turn.now;
-        Ok(match input {
-            Input::Written(written) => Flow::Release(self.on_written(written)?),
-            Input::Stop(grace) => {
-                tracing::info!(
-                    calls = turn.in_flight,
-                    "shutting down: finishing the calls in flight"
-                );
-                self.draining = true;
-                self.inbox.close();
-                Flow::Drain(now + grace)
-            }
-            Input::Commands(commands) => {
-                // Not quiescent from here: said before the batch these make
-                // is sent, so before any of them is answered (H13).
-                self.shared
-                    .quiet
-                    .send_if_modified(|quiet| quiet.take().is_some());
-                for command in commands {
-                    match command {
-                        Command::Submit(job, reply) => self.submit(turn.core, job, reply, now),
-                        Command::Cancel(id, reply) => self.cancel(turn.core, id, reply, now),
-                    }
-                }
-                Flow::Continue
-            }
-            Input::Closed => {
-                self.draining = true;
-                Flow::Drain(now)
-            }
-            Input::Flush => {
-                // The timer has fired: the next step sends what is held.
-                self.flush_at = None;
-                self.flush = true;
-                Flow::Continue
-            }
-        })
-    }
-
-    fn observe(&mut self, core: &Core) {
-        self.idle = core.is_idle();
-        let stats = core.stats();
-        self.shared.metrics.observe(&stats);
-        *self.shared.stats.write() = stats;
-    }
-
-    fn decided(&mut self, decision: Decision, now: SystemTime) {
-        if let Some(tap) = &self.tap {
-            tap(&decision, now);
-        }
-        self.on_decision(decision, now);
-    }
-
-    fn decided_all(&mut self, now: SystemTime) {
-        if now >= self.next_prune {
-            self.next_prune = now + PRUNE_EVERY;
-            self.prune = now.checked_sub(self.retain);
-        }
-        self.send_gathered();
-    }
-
-    /// A call waits for the commit of the last batch sent before it.
-    fn gate(&mut self, _: &Action) -> Gate {
-        if self.committed < self.sent {
-            Gate::Hold(self.sent)
-        } else {
-            Gate::Go
-        }
-    }
-
-    fn calling(&mut self, action: &Action, now: SystemTime) {
-        if matches!(action.call, Call::List) {
-            self.shared.listing.lock()[action.pool.0] = Some(now);
-        }
-    }
-
-    /// Quiescent (H13) when the loop waits on nothing but its timer and
-    /// nothing of the engine's own is pending: no request waiting, every
-    /// batch committed, not draining. (A timer already due makes a `Quiet`
-    /// whose wake is its `at`: it holds at no time, [`Quiet::holds_at`].)
-    fn waiting(&mut self, waiting: &Waiting) {
-        let quiet = (waiting.in_flight == 0
-            && waiting.held == 0
-            && !waiting.draining
-            && self.committed == self.sent
-            && self.inbox.is_empty())
-        .then_some(Quiet {
-            at: waiting.now,
-            wake: waiting.wake,
-            idle: self.idle,
-            settled: self.changes.is_empty(),
-        });
-        self.shared.quiet.send_if_modified(|now| {
-            let changed = *now != quiet;
-            *now = quiet;
-            changed
-        });
-    }
-
-    fn ended(&mut self, call: &CallEnded) {
-        if !call.list {
-            return;
-        }
-        let pool = &self.names[call.pool.0];
-        self.shared.listing.lock()[call.pool.0] = None;
-        let listed = match &call.answer {
-            Some(Answer::Listed(Ok(instances))) => Some(instances.len()),
-            _ => None,
-        };
-        let mut unreadable = self.shared.unreadable.lock();
-        match listed {
-            Some(instances) => {
-                unreadable.remove(pool);
-                if !std::mem::replace(&mut self.read[call.pool.0], true) {
-                    tracing::info!(%pool, instances, "first inventory read; placing from now on");
-                }
-            }
-            None => {
-                unreadable.insert(pool.clone());
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     use billet_provider::{Provider, TrustClass};
+    use intake::Command;
+
+    use crate::record::{Change, JobState, NewJob, Verdict};
     use billet_simulated::{Host, SimulatedProvider};
 
     async fn engine() -> Engine {

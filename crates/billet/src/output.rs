@@ -4,7 +4,7 @@
 //! # Where it is kept
 //!
 //! `STATE/output/ID.out` holds job `ID`'s output, as its backend's
-//! [`Output`] gives it (stdout and stderr in one
+//! [`Output`](billet_provider::Output) gives it (stdout and stderr in one
 //! sequence). It holds at most the limit (`--output-limit`,
 //! [`DEFAULT_OUTPUT_LIMIT`]); past it the capture stops, [`CUT_NOTICE`] is
 //! appended, and `STATE/output/ID.cut` is made: the job's JSON then says
@@ -34,21 +34,22 @@
 //!   [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK) at a time.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use billet_provider::async_trait;
-use billet_provider::{
-    Error, Hints, Instance, InstanceId, Output, Provider, ProviderKind, Spec, Teardown, TrustClass,
-};
+use billet_provider::InstanceId;
 use billet_scheduler::{Identity, InstanceName};
-use futures::StreamExt;
 use parking_lot::Mutex;
-use tokio::sync::watch;
+
+mod capture;
+mod capturing;
+mod serving;
+
+use capture::Live;
+pub use capturing::Capturing;
+pub use serving::{FOLLOW_POLL, serve};
 
 /// The most bytes of one job's output kept by default (`--output-limit`):
 /// 64 MiB.
@@ -131,16 +132,6 @@ pub struct OutputStore {
     live: Mutex<HashMap<InstanceId, Live>>,
 }
 
-/// One capture under way.
-#[derive(Debug)]
-struct Live {
-    job: u64,
-    /// Told `true` when a destroy wants the capture to finish.
-    finish: watch::Sender<bool>,
-    /// Turns `true` when the capture has ended and its file is synced.
-    done: watch::Receiver<bool>,
-}
-
 impl OutputStore {
     /// The output directory `STATE/output` under `state`, made if missing,
     /// for a store of `identity`, keeping at most `limit` bytes per job.
@@ -208,355 +199,25 @@ impl OutputStore {
             _ => None,
         }
     }
-
-    /// Starts capturing `instance`'s output from `provider`, unless a
-    /// capture of it is under way or it is no job of this store's.
-    fn ensure(self: &Arc<Self>, provider: &Arc<dyn Provider>, instance: &Instance) {
-        if provider.output().is_none() {
-            return;
-        }
-        let Some(job) = self.job_of(&instance.name) else {
-            return;
-        };
-        let mut live = self.live.lock();
-        if live.contains_key(&instance.id) {
-            return;
-        }
-        let (finish, finishing) = watch::channel(false);
-        let (ended, done) = watch::channel(false);
-        live.insert(instance.id.clone(), Live { job, finish, done });
-        drop(live);
-        let store = Arc::clone(self);
-        let provider = Arc::clone(provider);
-        let id = instance.id.clone();
-        tokio::spawn(async move {
-            let result = store.capture(&*provider, &id, job, finishing).await;
-            if let Err(err) = &result {
-                tracing::warn!(job, instance = id.as_str(), error = %err, "output capture stopped");
-            }
-            if matches!(result, Ok(Ended::Gone)) {
-                store.live.lock().remove(&id);
-            }
-            let _ = ended.send(true);
-        });
-    }
-
-    /// Lets `id`'s capture read to its end (bounded: [`FINISH_WAIT`]), then
-    /// forgets it.
-    async fn finish(&self, id: &InstanceId) {
-        let done = {
-            let live = self.live.lock();
-            let Some(capture) = live.get(id) else {
-                return;
-            };
-            let _ = capture.finish.send(true);
-            capture.done.clone()
-        };
-        let mut done = done;
-        let _ = tokio::time::timeout(FINISH_BOUND, done.wait_for(|ended| *ended)).await;
-        self.live.lock().remove(id);
-    }
-
-    /// Appends `id`'s output to job `job`'s file until the output ends, the
-    /// limit cuts it, or a finish is asked and nothing more comes within
-    /// [`SETTLE`], twice: the second time on a stream opened again from the
-    /// file's end. The file is synced before it answers.
-    async fn capture(
-        &self,
-        provider: &dyn Provider,
-        id: &InstanceId,
-        job: u64,
-        mut finishing: watch::Receiver<bool>,
-    ) -> io::Result<Ended> {
-        if self.cut_path(job).exists() {
-            return Ok(Ended::Whole);
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(self.path(job))?;
-        let mut written = file.metadata()?.len();
-        let Some(output) = provider.output() else {
-            return Ok(Ended::Whole);
-        };
-        let mut pause = REOPEN_FIRST;
-        let mut finish_by: Option<tokio::time::Instant> = None;
-        // Taken when the stream first settles after a finish was asked: it
-        // is then opened once more from where the file ends, since a backend's
-        // follow can stall past its instance's end with bytes not yet yielded
-        // (seen on podman 4.3); a fresh read of a stopped instance yields
-        // the rest and ends.
-        let mut look_again = Some(());
-        let ended = 'reads: loop {
-            let mut stream = match output.read(id, written).await {
-                Ok(stream) => stream,
-                Err(err) if err.kind() == billet_provider::ErrorKind::NotFound => {
-                    break Ended::Gone;
-                }
-                Err(err) => {
-                    if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
-                        break Ended::Broken(err.to_string());
-                    }
-                    continue;
-                }
-            };
-            loop {
-                let item = if let Some(by) = finish_by {
-                    let until = by.min(tokio::time::Instant::now() + SETTLE);
-                    match tokio::time::timeout_at(until, stream.next()).await {
-                        Ok(item) => item,
-                        // Once only (a read that settles twice is taken as
-                        // it is); the destroy waits at most FINISH_BOUND.
-                        Err(_) => match look_again.take() {
-                            Some(()) => continue 'reads,
-                            None => break 'reads Ended::Settled,
-                        },
-                    }
-                } else {
-                    tokio::select! {
-                        item = stream.next() => item,
-                        _ = finishing.wait_for(|finish| *finish) => {
-                            finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
-                            continue;
-                        }
-                    }
-                };
-                match item {
-                    None => break 'reads Ended::Whole,
-                    Some(Ok(bytes)) => {
-                        pause = REOPEN_FIRST;
-                        let room = self.limit.saturating_sub(written);
-                        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-                        file.write_all(&bytes[..take])?;
-                        written += take as u64;
-                        if take < bytes.len() {
-                            file.write_all(CUT_NOTICE.as_bytes())?;
-                            OpenOptions::new()
-                                .create(true)
-                                .truncate(true)
-                                .write(true)
-                                .mode(0o600)
-                                .open(self.cut_path(job))?
-                                .sync_all()?;
-                            break 'reads Ended::Cut;
-                        }
-                    }
-                    // Opened again after the pause: an instance gone is
-                    // then told (`NotFound`, the capture ends).
-                    Some(Err(err)) => {
-                        if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
-                            break 'reads Ended::Broken(err.to_string());
-                        }
-                        continue 'reads;
-                    }
-                }
-            }
-        };
-        file.sync_all()?;
-        if let Ended::Broken(why) = &ended {
-            tracing::warn!(job, instance = id.as_str(), error = %why, "output capture gave up: the backend's output stream kept breaking");
-        }
-        Ok(ended)
-    }
-}
-
-/// Waits `pause` (doubled for next time, up to [`REOPEN_MAX`]) before a
-/// capture opens its output again; `false` when it should not: a finish was
-/// asked and [`FINISH_WAIT`] has passed since. A finish asked during the
-/// wait ends the wait, and starts that bound.
-async fn wait_to_reopen(
-    pause: &mut Duration,
-    finish_by: &mut Option<tokio::time::Instant>,
-    finishing: &mut watch::Receiver<bool>,
-) -> bool {
-    let now = tokio::time::Instant::now();
-    if finish_by.is_none() && *finishing.borrow() {
-        *finish_by = Some(now + FINISH_WAIT);
-    }
-    let until = match *finish_by {
-        Some(by) if now >= by => return false,
-        Some(by) => (now + *pause).min(by),
-        None => now + *pause,
-    };
-    *pause = pause.saturating_mul(2).min(REOPEN_MAX);
-    if finish_by.is_some() {
-        tokio::time::sleep_until(until).await;
-    } else {
-        tokio::select! {
-            () = tokio::time::sleep_until(until) => {}
-            _ = finishing.wait_for(|finish| *finish) => {
-                *finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
-            }
-        }
-    }
-    true
-}
-
-/// How a capture ended.
-#[derive(Debug)]
-enum Ended {
-    /// Every byte the instance wrote was read.
-    Whole,
-    /// The limit cut it.
-    Cut,
-    /// A destroy asked it to finish, and nothing more came within
-    /// [`SETTLE`] (or [`FINISH_WAIT`] passed).
-    Settled,
-    /// The instance is gone (destroyed by someone else, or never there).
-    Gone,
-    /// The output stream kept breaking.
-    Broken(String),
-}
-
-/// A pool's provider with its instances' output captured ([`OutputStore`]):
-/// every call is the provider's own, and `destroy` first finishes the
-/// capture of the instance it removes.
-#[derive(Debug)]
-pub struct Capturing {
-    inner: Arc<dyn Provider>,
-    store: Arc<OutputStore>,
-}
-
-impl Capturing {
-    /// `inner`, with its output captured into `store`.
-    pub fn new(inner: Arc<dyn Provider>, store: Arc<OutputStore>) -> Capturing {
-        Capturing { inner, store }
-    }
-}
-
-#[async_trait]
-impl Provider for Capturing {
-    fn kind(&self) -> ProviderKind {
-        self.inner.kind()
-    }
-
-    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
-        self.inner.accepts(trust)
-    }
-
-    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
-        let instance = self.inner.launch(spec).await?;
-        self.store.ensure(&self.inner, &instance);
-        Ok(instance)
-    }
-
-    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
-        let found = self.inner.find(name).await?;
-        if let Some(instance) = &found {
-            self.store.ensure(&self.inner, instance);
-        }
-        Ok(found)
-    }
-
-    async fn list(&self) -> Result<Vec<Instance>, Error> {
-        let instances = self.inner.list().await?;
-        for instance in &instances {
-            self.store.ensure(&self.inner, instance);
-        }
-        Ok(instances)
-    }
-
-    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
-        self.store.finish(id).await;
-        self.inner.destroy(id).await
-    }
-
-    fn output(&self) -> Option<&dyn Output> {
-        self.inner.output()
-    }
-
-    fn hints(&self) -> Option<&dyn Hints> {
-        self.inner.hints()
-    }
-}
-
-/// How often a follower of a job's output looks for more while the job
-/// runs.
-pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
-
-/// The body of `GET /v1/jobs/{id}/output`: job `job`'s kept output in
-/// pieces of at most [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK); when
-/// `follow`, then what is added, looked for every [`FOLLOW_POLL`], until
-/// `ended` says the job has ended and no capture of it is under way.
-pub fn serve(
-    store: Arc<OutputStore>,
-    job: u64,
-    follow: bool,
-    ended: impl Fn() -> bool + Send + Sync + 'static,
-) -> impl futures::Stream<Item = io::Result<Vec<u8>>> + Send + 'static {
-    let reader = Follower {
-        store,
-        job,
-        follow,
-        file: None,
-        last: false,
-    };
-    futures::stream::unfold(Some((reader, ended)), |state| async move {
-        let (mut reader, ended) = state?;
-        match reader.next(&ended).await {
-            Ok(Some(piece)) => Some((Ok(piece), Some((reader, ended)))),
-            Ok(None) => None,
-            // The error is the body's last item.
-            Err(err) => Some((Err(err), None)),
-        }
-    })
-}
-
-/// One reader of a job's output file.
-struct Follower {
-    store: Arc<OutputStore>,
-    job: u64,
-    follow: bool,
-    /// Opened once the file is there (a capture makes it at its first
-    /// byte), and read on from where it is.
-    file: Option<File>,
-    /// Set once nothing more will come: what is read from here on is the
-    /// last of it.
-    last: bool,
-}
-
-impl Follower {
-    async fn next(&mut self, ended: &(impl Fn() -> bool + Sync)) -> io::Result<Option<Vec<u8>>> {
-        use std::io::Read;
-        loop {
-            if self.file.is_none() {
-                match File::open(self.store.path(self.job)) {
-                    Ok(file) => self.file = Some(file),
-                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                    Err(err) => return Err(err),
-                }
-            }
-            if let Some(file) = self.file.as_mut() {
-                let mut piece = vec![0; billet_provider::OUTPUT_CHUNK];
-                let n = file.read(&mut piece)?;
-                if n > 0 {
-                    piece.truncate(n);
-                    return Ok(Some(piece));
-                }
-            }
-            if !self.follow || self.last {
-                return Ok(None);
-            }
-            if ended() && !self.store.capturing(self.job) {
-                // Read to the end once more: the capture may have written
-                // since the last read.
-                self.last = true;
-                continue;
-            }
-            tokio::time::sleep(FOLLOW_POLL).await;
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs::OpenOptions;
+    use std::io::Write;
+    use std::sync::Arc;
     use std::time::SystemTime;
 
     use billet_clock::ManualClock;
+    use billet_provider::{
+        Error, Instance, Output, Provider, ProviderKind, Spec, Teardown, TrustClass, async_trait,
+    };
     use billet_scheduler::JobId;
     use billet_simulated::{Host, SimulatedProvider, run_for_writing};
+    use futures::StreamExt;
+    use tokio::sync::watch;
 
+    use super::capture::wait_to_reopen;
     use super::*;
 
     struct Fixture {

@@ -1,0 +1,227 @@
+//! Capturing a job's output while its instance runs (L15): one task per live
+//! instance appends what the backend's output stream gives to the job's
+//! file, opens the stream again from the file's end when it breaks, and is
+//! finished (read to its end, synced) before the instance is destroyed.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use billet_provider::{Instance, InstanceId, Provider};
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use super::{CUT_NOTICE, FINISH_BOUND, FINISH_WAIT, OutputStore, REOPEN_FIRST, REOPEN_MAX, SETTLE};
+
+/// One capture under way.
+#[derive(Debug)]
+pub(super) struct Live {
+    pub(super) job: u64,
+    /// Told `true` when a destroy wants the capture to finish.
+    pub(super) finish: watch::Sender<bool>,
+    /// Turns `true` when the capture has ended and its file is synced.
+    pub(super) done: watch::Receiver<bool>,
+}
+
+impl OutputStore {
+    /// Starts capturing `instance`'s output from `provider`, unless a
+    /// capture of it is under way or it is no job of this store's.
+    pub(super) fn ensure(self: &Arc<Self>, provider: &Arc<dyn Provider>, instance: &Instance) {
+        if provider.output().is_none() {
+            return;
+        }
+        let Some(job) = self.job_of(&instance.name) else {
+            return;
+        };
+        let mut live = self.live.lock();
+        if live.contains_key(&instance.id) {
+            return;
+        }
+        let (finish, finishing) = watch::channel(false);
+        let (ended, done) = watch::channel(false);
+        live.insert(instance.id.clone(), Live { job, finish, done });
+        drop(live);
+        let store = Arc::clone(self);
+        let provider = Arc::clone(provider);
+        let id = instance.id.clone();
+        tokio::spawn(async move {
+            let result = store.capture(&*provider, &id, job, finishing).await;
+            if let Err(err) = &result {
+                tracing::warn!(job, instance = id.as_str(), error = %err, "output capture stopped");
+            }
+            if matches!(result, Ok(Ended::Gone)) {
+                store.live.lock().remove(&id);
+            }
+            let _ = ended.send(true);
+        });
+    }
+
+    /// Lets `id`'s capture read to its end (bounded: [`FINISH_WAIT`]), then
+    /// forgets it.
+    pub(super) async fn finish(&self, id: &InstanceId) {
+        let done = {
+            let live = self.live.lock();
+            let Some(capture) = live.get(id) else {
+                return;
+            };
+            let _ = capture.finish.send(true);
+            capture.done.clone()
+        };
+        let mut done = done;
+        let _ = tokio::time::timeout(FINISH_BOUND, done.wait_for(|ended| *ended)).await;
+        self.live.lock().remove(id);
+    }
+
+    /// Appends `id`'s output to job `job`'s file until the output ends, the
+    /// limit cuts it, or a finish is asked and nothing more comes within
+    /// [`SETTLE`], twice: the second time on a stream opened again from the
+    /// file's end. The file is synced before it answers.
+    async fn capture(
+        &self,
+        provider: &dyn Provider,
+        id: &InstanceId,
+        job: u64,
+        mut finishing: watch::Receiver<bool>,
+    ) -> io::Result<Ended> {
+        if self.cut_path(job).exists() {
+            return Ok(Ended::Whole);
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.path(job))?;
+        let mut written = file.metadata()?.len();
+        let Some(output) = provider.output() else {
+            return Ok(Ended::Whole);
+        };
+        let mut pause = REOPEN_FIRST;
+        let mut finish_by: Option<tokio::time::Instant> = None;
+        // Taken when the stream first settles after a finish was asked: it
+        // is then opened once more from where the file ends, since a backend's
+        // follow can stall past its instance's end with bytes not yet yielded
+        // (seen on podman 4.3); a fresh read of a stopped instance yields
+        // the rest and ends.
+        let mut look_again = Some(());
+        let ended = 'reads: loop {
+            let mut stream = match output.read(id, written).await {
+                Ok(stream) => stream,
+                Err(err) if err.kind() == billet_provider::ErrorKind::NotFound => {
+                    break Ended::Gone;
+                }
+                Err(err) => {
+                    if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+                        break Ended::Broken(err.to_string());
+                    }
+                    continue;
+                }
+            };
+            loop {
+                let item = if let Some(by) = finish_by {
+                    let until = by.min(tokio::time::Instant::now() + SETTLE);
+                    match tokio::time::timeout_at(until, stream.next()).await {
+                        Ok(item) => item,
+                        // Once only (a read that settles twice is taken as
+                        // it is); the destroy waits at most FINISH_BOUND.
+                        Err(_) => match look_again.take() {
+                            Some(()) => continue 'reads,
+                            None => break 'reads Ended::Settled,
+                        },
+                    }
+                } else {
+                    tokio::select! {
+                        item = stream.next() => item,
+                        _ = finishing.wait_for(|finish| *finish) => {
+                            finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+                            continue;
+                        }
+                    }
+                };
+                match item {
+                    None => break 'reads Ended::Whole,
+                    Some(Ok(bytes)) => {
+                        pause = REOPEN_FIRST;
+                        let room = self.limit.saturating_sub(written);
+                        let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
+                        file.write_all(&bytes[..take])?;
+                        written += take as u64;
+                        if take < bytes.len() {
+                            file.write_all(CUT_NOTICE.as_bytes())?;
+                            OpenOptions::new()
+                                .create(true)
+                                .truncate(true)
+                                .write(true)
+                                .mode(0o600)
+                                .open(self.cut_path(job))?
+                                .sync_all()?;
+                            break 'reads Ended::Cut;
+                        }
+                    }
+                    // Opened again after the pause: an instance gone is
+                    // then told (`NotFound`, the capture ends).
+                    Some(Err(err)) => {
+                        if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+                            break 'reads Ended::Broken(err.to_string());
+                        }
+                        continue 'reads;
+                    }
+                }
+            }
+        };
+        file.sync_all()?;
+        if let Ended::Broken(why) = &ended {
+            tracing::warn!(job, instance = id.as_str(), error = %why, "output capture gave up: the backend's output stream kept breaking");
+        }
+        Ok(ended)
+    }
+}
+
+/// Waits `pause` (doubled for next time, up to [`REOPEN_MAX`]) before a
+/// capture opens its output again; `false` when it should not: a finish was
+/// asked and [`FINISH_WAIT`] has passed since. A finish asked during the
+/// wait ends the wait, and starts that bound.
+pub(super) async fn wait_to_reopen(
+    pause: &mut Duration,
+    finish_by: &mut Option<tokio::time::Instant>,
+    finishing: &mut watch::Receiver<bool>,
+) -> bool {
+    let now = tokio::time::Instant::now();
+    if finish_by.is_none() && *finishing.borrow() {
+        *finish_by = Some(now + FINISH_WAIT);
+    }
+    let until = match *finish_by {
+        Some(by) if now >= by => return false,
+        Some(by) => (now + *pause).min(by),
+        None => now + *pause,
+    };
+    *pause = pause.saturating_mul(2).min(REOPEN_MAX);
+    if finish_by.is_some() {
+        tokio::time::sleep_until(until).await;
+    } else {
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            _ = finishing.wait_for(|finish| *finish) => {
+                *finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+            }
+        }
+    }
+    true
+}
+
+/// How a capture ended.
+#[derive(Debug)]
+enum Ended {
+    /// Every byte the instance wrote was read.
+    Whole,
+    /// The limit cut it.
+    Cut,
+    /// A destroy asked it to finish, and nothing more came within
+    /// [`SETTLE`] (or [`FINISH_WAIT`] passed).
+    Settled,
+    /// The instance is gone (destroyed by someone else, or never there).
+    Gone,
+    /// The output stream kept breaking.
+    Broken(String),
+}

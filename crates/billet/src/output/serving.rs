@@ -1,0 +1,87 @@
+//! Serving a job's kept output over HTTP (`GET /v1/jobs/{id}/output`), and
+//! following it while the job runs.
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::OutputStore;
+
+/// How often a follower of a job's output looks for more while the job
+/// runs.
+pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// The body of `GET /v1/jobs/{id}/output`: job `job`'s kept output in
+/// pieces of at most [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK); when
+/// `follow`, then what is added, looked for every [`FOLLOW_POLL`], until
+/// `ended` says the job has ended and no capture of it is under way.
+pub fn serve(
+    store: Arc<OutputStore>,
+    job: u64,
+    follow: bool,
+    ended: impl Fn() -> bool + Send + Sync + 'static,
+) -> impl futures::Stream<Item = io::Result<Vec<u8>>> + Send + 'static {
+    let reader = Follower {
+        store,
+        job,
+        follow,
+        file: None,
+        last: false,
+    };
+    futures::stream::unfold(Some((reader, ended)), |state| async move {
+        let (mut reader, ended) = state?;
+        match reader.next(&ended).await {
+            Ok(Some(piece)) => Some((Ok(piece), Some((reader, ended)))),
+            Ok(None) => None,
+            // The error is the body's last item.
+            Err(err) => Some((Err(err), None)),
+        }
+    })
+}
+
+/// One reader of a job's output file.
+struct Follower {
+    store: Arc<OutputStore>,
+    job: u64,
+    follow: bool,
+    /// Opened once the file is there (a capture makes it at its first
+    /// byte), and read on from where it is.
+    file: Option<File>,
+    /// Set once nothing more will come: what is read from here on is the
+    /// last of it.
+    last: bool,
+}
+
+impl Follower {
+    async fn next(&mut self, ended: &(impl Fn() -> bool + Sync)) -> io::Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        loop {
+            if self.file.is_none() {
+                match File::open(self.store.path(self.job)) {
+                    Ok(file) => self.file = Some(file),
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            if let Some(file) = self.file.as_mut() {
+                let mut piece = vec![0; billet_provider::OUTPUT_CHUNK];
+                let n = file.read(&mut piece)?;
+                if n > 0 {
+                    piece.truncate(n);
+                    return Ok(Some(piece));
+                }
+            }
+            if !self.follow || self.last {
+                return Ok(None);
+            }
+            if ended() && !self.store.capturing(self.job) {
+                // Read to the end once more: the capture may have written
+                // since the last read.
+                self.last = true;
+                continue;
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    }
+}
