@@ -1,9 +1,9 @@
-//! The driver: moves a [`ManualClock`] from event to event, feeds the
-//! scheduler, and checks the invariants after every step.
+//! A run of a scenario: a play that moves a [`ManualClock`] from event to
+//! event, feeds the scheduler, and checks the invariants after every step.
 //!
 //! Here: the entry points ([`Scenario::run`] and its kin) that build the
-//! host, the deployments and the scheduler, and the driver's state. The loop
-//! is in `run/driving.rs`, the invariants in `run/checks.rs`, and what a run
+//! host, the deployments and the scheduler, and the play's state. The loop
+//! is in `run/events.rs`, the invariants in `run/checks.rs`, and what a run
 //! answers when one breaks in `run/failure.rs`.
 
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use crate::trace::{TraceError, TraceJobs};
 use crate::workload::{Arrivals, Job, JobId};
 
 mod checks;
-mod driving;
+mod events;
 mod failure;
 
 pub use failure::{Outlived, RunFailure, Violation};
@@ -106,7 +106,9 @@ enum Event {
     FreeGaveUp = 20,
 }
 
-struct Driver<'a> {
+/// One play of a scenario through one scheduler: the clock, the host, the
+/// deployments, and what the checks keep.
+struct Play<'a> {
     scenario: &'a Scenario,
     clock: ManualClock,
     host: Host,
@@ -309,7 +311,7 @@ impl Scenario {
             )
             .unwrap_or(Duration::MAX),
         };
-        let mut driver = Driver {
+        let mut play = Play {
             scenario: self,
             clock,
             host,
@@ -380,22 +382,22 @@ impl Scenario {
         let source = match &self.trace {
             Some(trace) => Source::Trace(Box::new(
                 TraceJobs::open(trace, self.start)
-                    .map_err(|error| driver.fail(Violation::Trace { error }))?,
+                    .map_err(|error| play.fail(Violation::Trace { error }))?,
             )),
             None => Source::Generated(Box::new(self.workload.arrivals(self.seed, self.start))),
         };
-        let source = driver.drive(&mut scheduler, source, progress, tap).await?;
-        driver.report.scheduler = scheduler.name().unwrap_or("custom").to_owned();
-        let mut report = driver.report;
+        let source = play.play(&mut scheduler, source, progress, tap).await?;
+        play.report.scheduler = scheduler.name().unwrap_or("custom").to_owned();
+        let mut report = play.report;
         if let Source::Trace(jobs) = &source {
             report.trace = Some(jobs.summary());
         }
-        report.queue_wait = driver.waits.percentiles();
-        report.end_seen = driver.seen_after.percentiles();
-        report.idle_after_end = driver.idle_after;
+        report.queue_wait = play.waits.percentiles();
+        report.end_seen = play.seen_after.percentiles();
+        report.idle_after_end = play.idle_after;
         report.hints = scheduler.reads_hints();
         report.wall = wall.elapsed();
-        report.digest = format!("{:032x}", driver.trace.digest128());
+        report.digest = format!("{:032x}", play.trace.digest128());
         Ok(report)
     }
 }

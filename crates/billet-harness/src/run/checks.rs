@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl Driver<'_> {
+impl Play<'_> {
     pub(super) fn not_in_flight(&self, job: JobId, what: String) -> RunFailure {
         self.fail(Violation::NotInFlight { job, what })
     }

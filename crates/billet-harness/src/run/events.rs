@@ -5,8 +5,8 @@
 
 use super::*;
 
-impl Driver<'_> {
-    pub(super) async fn drive<S: Scheduler>(
+impl Play<'_> {
+    pub(super) async fn play<S: Scheduler>(
         &mut self,
         scheduler: &mut S,
         mut source: Source,
