@@ -21,9 +21,9 @@ use crate::ProviderFactory;
 mod faults;
 mod history;
 mod linearizability;
+mod recording;
 mod report;
 mod runner;
-mod shared;
 mod specification;
 #[doc(hidden)]
 pub mod synthetic;

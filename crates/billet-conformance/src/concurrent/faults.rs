@@ -9,7 +9,7 @@ use proptest::prelude::RngExt;
 use crate::{ConcurrentConfig, FixtureError, ProviderFactory};
 
 use super::history::{Dep, Window};
-use super::shared::{Shared, rng_of};
+use super::recording::{Recording, rng_of};
 
 /// A fault a history is to have.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +46,7 @@ pub(super) fn faults(config: &ConcurrentConfig, seed: u64, mid_call: bool) -> Ve
 
 /// Waits until the history's global order reaches `at`: `false` if the
 /// tasks were done first.
-async fn reach<P>(shared: &Shared<P>, at: u64) -> bool {
+async fn reach<P>(shared: &Recording<P>, at: u64) -> bool {
     loop {
         let moved = shared.moved.notified();
         let mut moved = std::pin::pin!(moved);
@@ -66,7 +66,7 @@ async fn reach<P>(shared: &Shared<P>, at: u64) -> bool {
 /// began, even when a factory call fails.
 pub(super) async fn control<F>(
     factory: &F,
-    shared: &Shared<F::Provider>,
+    shared: &Recording<F::Provider>,
     faults: &[Fault],
 ) -> Result<Vec<Window>, String>
 where
@@ -281,7 +281,7 @@ mod tests {
             owner: owner.to_owned(),
             provider: Idle,
         };
-        let shared = Shared {
+        let shared = Recording {
             fixture: Fixture {
                 blue: deployment("blue"),
                 green: deployment("green"),

@@ -1,6 +1,6 @@
 //! The runner: plans each task's calls from a seed ([`plan`]), runs one
 //! history on a fresh fixture, every call recorded in one global order
-//! ([`record`], [`Shared`]), and shrinks a failure by running smaller
+//! ([`record`], [`Recording`]), and shrinks a failure by running smaller
 //! histories ([`shrink`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,7 +15,7 @@ use crate::{ConcurrentConfig, Outage, ProviderFactory, Timing};
 use super::faults::{control, faults};
 use super::history::{Answer, Call, Dep, Record, Recorded, Via, excuse};
 use super::linearizability::{Failing, check};
-use super::shared::{Shared, rng_of};
+use super::recording::{Recording, rng_of};
 use super::specification::Excuse;
 
 /// A call a task is to make.
@@ -53,7 +53,7 @@ fn plan(config: &ConcurrentConfig, seed: u64, second: bool) -> Vec<Vec<(Via, Pla
         .collect()
 }
 
-impl<P: Provider> Shared<P> {
+impl<P: Provider> Recording<P> {
     fn provider(&self, via: Via) -> &P {
         match via {
             Via::Blue => &self.fixture.blue.provider,
@@ -261,7 +261,7 @@ where
             .map_err(|err| format!("the factory could not build a second provider: {err}"))?;
         let plans = plan(config, seed, second.is_some());
         let names: Vec<String> = (0..config.names).map(|n| format!("h12-{n}")).collect();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Recording {
             pending_allowed: matches!(fixture.timing, Timing::Wall(w) if !w.pending.is_zero()),
             wall: matches!(fixture.timing, Timing::Wall(_)),
             launches: Mutex::new(vec![(0, 0); 2 * names.len()]),

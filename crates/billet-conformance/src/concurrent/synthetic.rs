@@ -6,8 +6,8 @@ use proptest::prelude::RngExt;
 
 use super::history::{Answer, Call, Dep, Record, Recorded, Via, Window};
 use super::linearizability::linearizable;
+use super::recording::rng_of;
 use super::runner::Planned;
-use super::shared::rng_of;
 use super::specification::Excuse;
 
 /// A recorded history of one deployment, made by [`history`].

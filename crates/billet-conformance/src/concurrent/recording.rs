@@ -1,5 +1,5 @@
 //! What the tasks and the fault-maker share while a history runs
-//! ([`Shared`]), and the random source of a seed ([`rng_of`]).
+//! ([`Recording`]), and the random source of a seed ([`rng_of`]).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -19,7 +19,7 @@ pub(super) fn rng_of(seed: u64) -> TestRng {
 }
 
 /// What every task shares while a history runs.
-pub(super) struct Shared<P> {
+pub(super) struct Recording<P> {
     pub(super) fixture: Fixture<P>,
     pub(super) second: Option<P>,
     pub(super) names: Vec<String>,
