@@ -107,13 +107,8 @@ pub fn check(manifest_path: Option<&Path>) -> Result<Report, DepsError> {
 /// stay unseen).
 pub fn check_metadata(metadata: &Metadata) -> Result<Report, DepsError> {
     let resolve = metadata.resolve.as_ref().ok_or(DepsError::NoResolve)?;
-    let packages: HashMap<&PackageId, &Package> =
-        metadata.packages.iter().map(|p| (&p.id, p)).collect();
-    let name_of = |id: &PackageId| -> String {
-        packages
-            .get(id)
-            .map_or_else(|| id.repr.clone(), |p| p.name.to_string())
-    };
+    let packages = packages_by_id(metadata);
+    let name_of = |id: &PackageId| name_in(&packages, id);
 
     let forward = forward_edges(resolve, &name_of);
 
@@ -185,6 +180,18 @@ pub fn check_metadata(metadata: &Metadata) -> Result<Report, DepsError> {
     })
 }
 
+/// The packages of `metadata`, by id.
+fn packages_by_id(metadata: &Metadata) -> HashMap<&PackageId, &Package> {
+    metadata.packages.iter().map(|p| (&p.id, p)).collect()
+}
+
+/// The name of package `id` (the id itself when `packages` lacks it).
+fn name_in(packages: &HashMap<&PackageId, &Package>, id: &PackageId) -> String {
+    packages
+        .get(id)
+        .map_or_else(|| id.repr.clone(), |p| p.name.to_string())
+}
+
 /// The non-dev edges of `resolve` (normal or build, on any platform, or of no
 /// kind at all), each list in a fixed order so that output is stable.
 fn forward_edges<'a>(
@@ -228,13 +235,8 @@ pub fn reached_from<'m>(
     member: &str,
 ) -> Result<Option<Vec<Reached<'m>>>, DepsError> {
     let resolve = metadata.resolve.as_ref().ok_or(DepsError::NoResolve)?;
-    let packages: HashMap<&PackageId, &Package> =
-        metadata.packages.iter().map(|p| (&p.id, p)).collect();
-    let name_of = |id: &PackageId| -> String {
-        packages
-            .get(id)
-            .map_or_else(|| id.repr.clone(), |p| p.name.to_string())
-    };
+    let packages = packages_by_id(metadata);
+    let name_of = |id: &PackageId| name_in(&packages, id);
     let Some(start) = metadata
         .workspace_members
         .iter()

@@ -3,19 +3,12 @@
 //! and every test it names exists. Each rule is also shown to catch a tree
 //! that breaks it.
 
+mod support;
+
 use std::path::Path;
 
+use support::tree;
 use xtask::contract::{DOCUMENT, check, cited, clauses};
-
-fn fixture(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    for (path, text) in files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the folder");
-        std::fs::write(path, text).expect("write the file");
-    }
-    dir
-}
 
 const HEADER: &str = "# The contract\n\n| id | promise | proved by |\n|---|---|---|\n";
 
@@ -39,7 +32,7 @@ fn sound() -> Vec<(&'static str, String)> {
 
 fn problems_of(files: &[(&str, String)]) -> Vec<String> {
     let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (*p, t.as_str())).collect();
-    let dir = fixture(&borrowed);
+    let dir = tree(&borrowed);
     check(dir.path())
 }
 

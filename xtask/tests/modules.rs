@@ -3,20 +3,12 @@
 //! planted, follows re-exports to the file that defines a name, and leaves test
 //! code out.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
+use support::tree;
 use xtask::modules::{ModuleGraph, workspace_circles};
-
-/// Writes `files` (relative path, text) under a fresh directory.
-fn fixture(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    for (path, text) in files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create the folder");
-        std::fs::write(path, text).expect("write the file");
-    }
-    dir
-}
 
 fn rel(dir: &Path, files: &[PathBuf]) -> Vec<String> {
     files
@@ -48,7 +40,7 @@ fn no_module_circle_in_any_crate() {
 
 #[test]
 fn a_planted_circle_is_found_with_the_names_that_tie_it() {
-    let dir = fixture(&[
+    let dir = tree(&[
         ("src/lib.rs", "mod a;\nmod b;\nmod c;\n"),
         ("src/a.rs", "use crate::b::Bee;\npub struct Ay;\n"),
         ("src/b.rs", "pub struct Bee(pub super::c::Cee);\n"),
@@ -72,7 +64,7 @@ fn a_planted_circle_is_found_with_the_names_that_tie_it() {
 
 #[test]
 fn a_hierarchy_has_no_circle() {
-    let dir = fixture(&[
+    let dir = tree(&[
         ("src/lib.rs", "mod a;\nmod b;\npub use a::Ay;\n"),
         ("src/a.rs", "use crate::b::Bee;\npub struct Ay(Bee);\n"),
         ("src/b.rs", "pub struct Bee;\n"),
@@ -83,7 +75,7 @@ fn a_hierarchy_has_no_circle() {
 
 #[test]
 fn a_name_reached_through_a_reexport_is_taken_from_the_file_that_defines_it() {
-    let dir = fixture(&[
+    let dir = tree(&[
         ("src/lib.rs", "mod a;\nmod b;\npub use a::Ay;\n"),
         ("src/a.rs", "pub struct Ay;\n"),
         ("src/b.rs", "use crate::Ay;\npub struct Bee(Ay);\n"),
@@ -103,7 +95,7 @@ fn a_name_reached_through_a_reexport_is_taken_from_the_file_that_defines_it() {
 
 #[test]
 fn a_child_may_take_from_its_parent_but_not_through_a_sibling_of_the_parent() {
-    let dir = fixture(&[
+    let dir = tree(&[
         ("src/lib.rs", "mod jobs;\nmod store;\n"),
         (
             "src/store.rs",
@@ -145,7 +137,7 @@ fn a_child_may_take_from_its_parent_but_not_through_a_sibling_of_the_parent() {
 
 #[test]
 fn test_code_is_left_out() {
-    let dir = fixture(&[
+    let dir = tree(&[
         ("src/lib.rs", "mod a;\nmod b;\n"),
         ("src/a.rs", "use crate::b::Bee;\npub struct Ay(Bee);\n"),
         (
@@ -159,7 +151,7 @@ fn test_code_is_left_out() {
 
 #[test]
 fn a_module_declared_without_a_file_is_an_error_naming_it() {
-    let dir = fixture(&[("src/lib.rs", "mod gone;\n")]);
+    let dir = tree(&[("src/lib.rs", "mod gone;\n")]);
     let err = ModuleGraph::read(&dir.path().join("src/lib.rs")).expect_err("no file");
     assert!(err.to_string().contains("mod gone;"), "{err}");
 }

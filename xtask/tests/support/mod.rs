@@ -1,4 +1,5 @@
-//! Fixture workspaces for the tests of `cargo xtask deps` and of the cargo-deny bans.
+//! Fixture workspaces for the tests of `cargo xtask deps` and of the cargo-deny bans,
+//! and fixture trees of plain files ([`tree`]) for the tidy checks' tests.
 //!
 //! Each fixture is a small workspace written into a fresh temporary directory: a
 //! root `Cargo.toml` whose members are `crates/*`, a fake `billet-simulated` (an
@@ -285,4 +286,16 @@ pub(crate) fn clean() -> Fixture {
             "billet-agent",
             "[dependencies]\nbillet-scheduler = { path = \"../billet-scheduler\", version = \"0.1.0\" }\n",
         )
+}
+
+/// A fresh directory holding `files` (path relative to it, text), folders
+/// made as needed; deleted when dropped.
+pub(crate) fn tree(files: &[(&str, &str)]) -> TempDir {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        fs::create_dir_all(path.parent().expect("a parent")).expect("create the folder");
+        fs::write(path, text).expect("write the file");
+    }
+    dir
 }
