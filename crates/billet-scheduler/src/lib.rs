@@ -42,11 +42,11 @@
 //! # let provider = Arc::new(Stand);
 //! let pools = Pools::builder(config).provider("linux", provider).build().unwrap();
 //! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
-//! let scheduler = pools.spawn(Arc::new(billet_clock::SystemClock));
+//! let mut scheduler = billet_scheduler::Inline::new(&pools, Arc::new(billet_clock::SystemClock));
+//! scheduler.start().await;
 //! let job = Job::new(JobId(1), ["make", "test"]).with_trust(billet_provider::TrustClass::Trusted);
-//! scheduler.submit(job).await.expect("running").expect("accepted");
-//! assert_eq!(scheduler.stats().accepted, 1);
-//! # scheduler.shutdown().await;
+//! scheduler.submit(job).await.expect("accepted");
+//! assert_eq!(scheduler.core().stats().accepted, 1);
 //! # });
 //! ```
 //!
