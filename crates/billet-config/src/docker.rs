@@ -209,12 +209,13 @@ pub(crate) fn check(
     }
     let (tls, insecure) = transport(base, provider, raw)?;
     let (runtime, isolation) = runtime(base, provider, raw)?;
+    let network = network(base, provider, raw)?;
     Ok(DockerSettings {
         image: raw.image.clone(),
         endpoint: raw.endpoint.as_ref().map(|endpoint| endpoint.value.clone()),
         tls,
         insecure,
-        network: raw.network.clone(),
+        network,
         nano_cpus,
         memory,
         pids_limit,
@@ -224,6 +225,50 @@ pub(crate) fn check(
         runtime,
         isolation,
     })
+}
+
+/// Whether a docker network mode shares a namespace outside the container's
+/// own (F5): `host` (the host's, its loopback and billet's API on it
+/// included), `container:ID` (another container's) or podman's `ns:PATH`.
+pub(crate) fn shares_a_namespace(network: &str) -> bool {
+    let network = network.trim();
+    network.eq_ignore_ascii_case("host")
+        || network
+            .get(..10)
+            .is_some_and(|head| head.eq_ignore_ascii_case("container:"))
+        || network
+            .get(..3)
+            .is_some_and(|head| head.eq_ignore_ascii_case("ns:"))
+}
+
+/// The pool's network (F5): one that shares a namespace outside the
+/// container's own is refused unless the block says `allow_host_network:
+/// true`, which is refused in turn on a pool whose network shares nothing.
+fn network(base: &str, provider: &str, raw: &RawDocker) -> Result<Option<String>, ConfigError> {
+    let bad = |value_at: Box<crate::Location>, reason: String| ConfigError::BadSetting {
+        location: value_at,
+        provider: provider.to_owned(),
+        reason,
+    };
+    let allowed = raw.allow_host_network.as_ref();
+    let shares = raw
+        .network
+        .as_ref()
+        .is_some_and(|network| shares_a_namespace(&network.value));
+    match (&raw.network, allowed) {
+        (Some(network), allowed) if shares && !allowed.is_some_and(|flag| flag.value) => Err(bad(
+            at(network, format!("{base}.network")),
+            format!(
+                "network {:?} puts every job in a namespace outside its container: a job then reaches what listens there (on `host`, the host's loopback, billet's own API included). Give `allow_host_network: true` to accept that",
+                network.value
+            ),
+        )),
+        (_, Some(flag)) if flag.value && !shares => Err(bad(
+            at(flag, format!("{base}.allow_host_network")),
+            "`allow_host_network: true` is for `network: host`, `container:ID` or `ns:PATH`; this pool's network is its own".to_owned(),
+        )),
+        (network, _) => Ok(network.as_ref().map(|network| network.value.clone())),
+    }
 }
 
 /// The pool's runtime and whether it is a boundary (D19): a runtime is a

@@ -82,7 +82,9 @@ pub(crate) struct RawDocker {
     #[serde(default)]
     pub(crate) insecure: Option<Spanned<bool>>,
     #[serde(default)]
-    pub(crate) network: Option<String>,
+    pub(crate) network: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(crate) allow_host_network: Option<Spanned<bool>>,
     #[serde(default)]
     pub(crate) cpus: Option<Spanned<f64>>,
     #[serde(default)]

@@ -97,6 +97,18 @@ pub enum TlsError {
         /// certificate").
         reason: String,
     },
+    /// The key file may be read or written by group or others: whoever reads
+    /// it is root on the daemon's machine.
+    #[error(
+        "the `key` file {} has mode {mode:04o}: group or others may read or write it, and whoever reads it is root on the daemon's machine; `chmod 600` it",
+        path.display()
+    )]
+    Exposed {
+        /// Its path.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The key is not the private key of the client certificate.
     #[error(
         "the `key` file {} is not the private key of the `cert` file {}",
@@ -295,6 +307,16 @@ fn read(file: TlsFile, path: &Path) -> Result<Vec<u8>, TlsError> {
         .map_err(|err| unreadable(err.to_string()))?;
     if !metadata.is_file() {
         return Err(unreadable("not a regular file".to_owned()));
+    }
+    #[cfg(unix)]
+    if file == TlsFile::Key {
+        let mode = std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o7777;
+        if mode & 0o066 != 0 {
+            return Err(TlsError::Exposed {
+                path: path.to_owned(),
+                mode,
+            });
+        }
     }
     let mut bytes = Vec::new();
     opened

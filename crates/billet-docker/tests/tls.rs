@@ -23,7 +23,8 @@ fn files_of(dir: &std::path::Path) -> (Ca, TlsFiles) {
     (ca, files)
 }
 
-// D17: good files load; each bad one is refused naming its role and path.
+// D17: good files load; each bad one is refused naming its role and path,
+// and a key others may read is refused as the token file is (L13).
 #[test]
 fn d17_each_unusable_tls_file_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -145,7 +146,9 @@ fn d17_each_unusable_tls_file_is_refused_by_name() {
         vec![b'A'; (billet_docker::MAX_PEM_BYTES + 1) as usize],
     )
     .unwrap();
-    let mut too_big = files;
+    std::fs::set_permissions(&huge, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .unwrap();
+    let mut too_big = files.clone();
     too_big.key = huge;
     assert!(matches!(
         ClientTls::load(too_big),
@@ -154,6 +157,35 @@ fn d17_each_unusable_tls_file_is_refused_by_name() {
             ..
         })
     ));
+
+    // A key group or others may read or write is refused, saying its mode
+    // and what to do; the CA and the certificate are public.
+    use std::os::unix::fs::PermissionsExt;
+    let set = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    set(&files.ca, 0o644);
+    set(&files.cert, 0o644);
+    for private in [0o600, 0o400, 0o700] {
+        set(&files.key, private);
+        ClientTls::load(files.clone()).unwrap_or_else(|e| panic!("{private:o}: {e}"));
+    }
+    for exposed in [0o640, 0o620, 0o604, 0o602, 0o644, 0o666] {
+        set(&files.key, exposed);
+        let err = ClientTls::load(files.clone()).unwrap_err();
+        assert_eq!(
+            err,
+            TlsError::Exposed {
+                path: files.key.clone(),
+                mode: exposed
+            }
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("mode {exposed:04o}")) && text.contains("chmod 600"),
+            "{text}"
+        );
+    }
 }
 
 // D17: mutual TLS is for a tcp endpoint; with a unix socket the provider

@@ -381,6 +381,13 @@ routing: {{default_kind: docker, untrusted_kinds: [docker]}}
         std::fs::write(dir.path().join("cert.pem"), client.pem()).unwrap();
         std::fs::write(dir.path().join("key.pem"), client_key.serialize_pem()).unwrap();
         std::fs::write(dir.path().join("other.pem"), other_key.serialize_pem()).unwrap();
+        for key in ["key.pem", "other.pem"] {
+            std::fs::set_permissions(
+                dir.path().join(key),
+                std::os::unix::fs::PermissionsExt::from_mode(0o600),
+            )
+            .unwrap();
+        }
         let yaml = |key: &str| {
             format!(
                 "deployment: {{id: d}}

@@ -42,9 +42,15 @@ pub struct ServeArgs {
     /// The state directory: its database and, by default, its token.
     #[arg(long, value_name = "DIR", default_value = "billet-state")]
     pub state: PathBuf,
-    /// The address to listen on.
+    /// The address to listen on. billet speaks plain HTTP: an address off
+    /// the loopback needs --allow-plain-http.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
     pub listen: SocketAddr,
+    /// Allows a --listen address off the loopback, over plain HTTP (tokens
+    /// and job commands then cross the network in clear unless a TLS proxy
+    /// is in front).
+    #[arg(long)]
+    pub allow_plain_http: bool,
     /// The bearer token's file; created with a random token, mode 0600,
     /// when missing [default: DIR/token].
     #[arg(long, value_name = "PATH")]
@@ -137,6 +143,7 @@ pub fn main() -> ExitCode {
                 config: args.config,
                 state: args.state,
                 listen: args.listen,
+                allow_plain_http: args.allow_plain_http,
                 token_file: args.token_file,
                 reconcile_every: args.reconcile_every,
                 call_timeout: args.call_timeout,
@@ -173,7 +180,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Completes at SIGTERM or SIGINT (L7).
+/// Completes at SIGTERM, SIGINT or SIGHUP (L7): a hang-up (a closed
+/// terminal, or an operator expecting a reload) stops the service in order
+/// rather than killing it; billet reads its files only at start.
 async fn signal() {
     #[cfg(unix)]
     {
@@ -181,11 +190,13 @@ async fn signal() {
         match (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
         ) {
-            (Ok(mut term), Ok(mut int)) => {
+            (Ok(mut term), Ok(mut int), Ok(mut hup)) => {
                 tokio::select! {
                     _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                     _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                    _ = hup.recv() => tracing::info!("SIGHUP: shutting down (billet reads its configuration and token file only at start: start it again to read them)"),
                 }
             }
             _ => {

@@ -43,6 +43,10 @@ pub struct ServeOptions {
     pub state: PathBuf,
     /// Where to listen.
     pub listen: SocketAddr,
+    /// Whether a `listen` address off the loopback is allowed: billet speaks
+    /// plain HTTP, so tokens and job commands would cross the network in
+    /// clear unless a TLS proxy sits in front (L17).
+    pub allow_plain_http: bool,
     /// The token file; `None` for `STATE/token`.
     pub token_file: Option<PathBuf>,
     /// How often every pool's inventory is read.
@@ -385,6 +389,7 @@ impl Service {
 /// The scheduler's settings from the flags; an error when they contradict
 /// each other (a default timeout longer than the maximum).
 fn scheduler_settings(options: &ServeOptions) -> Result<Settings, ServeError> {
+    plain_http(options.listen, options.allow_plain_http)?;
     if options.jobs.default_timeout > options.jobs.max_timeout {
         return Err(ServeError::Flags(format!(
             "--default-timeout ({}s) is longer than --max-timeout ({}s)",
@@ -399,6 +404,22 @@ fn scheduler_settings(options: &ServeOptions) -> Result<Settings, ServeError> {
         give_up_after: options.give_up_after,
         ..Settings::default()
     })
+}
+
+/// Refuses a `listen` address off the loopback unless `allowed` (L17): billet
+/// speaks plain HTTP, and bearer tokens and job commands must not cross a
+/// network in clear by default. Allowed, it is said once as a warning.
+fn plain_http(listen: SocketAddr, allowed: bool) -> Result<(), ServeError> {
+    if listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allowed {
+        return Err(ServeError::Flags(format!(
+            "--listen {listen} is off the loopback, and billet speaks plain HTTP: tokens and job commands would cross the network in clear. Listen on 127.0.0.1 behind a TLS proxy, or give --allow-plain-http to accept that"
+        )));
+    }
+    tracing::warn!(%listen, "listening off the loopback over plain HTTP (--allow-plain-http): tokens and job commands cross the network in clear unless a TLS proxy is in front");
+    Ok(())
 }
 
 /// `billet serve`: reads the configuration, builds every pool, opens the
@@ -495,6 +516,7 @@ mod tests {
             config: PathBuf::from("billet.yaml"),
             state: PathBuf::from("state"),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_plain_http: false,
             token_file: None,
             reconcile_every: secs(7),
             call_timeout: secs(11),
@@ -509,6 +531,33 @@ mod tests {
             retain: secs(23),
             output_limit: 1 << 20,
         }
+    }
+
+    // L17: the loopback, v4 or v6, needs nothing; any other address needs
+    // the flag, whose refusal says what to write.
+    #[test]
+    fn l17_plain_http_off_the_loopback_needs_the_flag() {
+        for loopback in ["127.0.0.1:7878", "127.1.2.3:1", "[::1]:7878"] {
+            let addr: SocketAddr = loopback.parse().unwrap();
+            assert!(plain_http(addr, false).is_ok(), "{loopback}");
+        }
+        for off in ["0.0.0.0:7878", "10.0.0.5:80", "[::]:7878", "[2001:db8::1]:1"] {
+            let addr: SocketAddr = off.parse().unwrap();
+            let error = plain_http(addr, false).unwrap_err();
+            assert_eq!(error.exit_code(), 2);
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("--listen {addr} is off the loopback"))
+                    && text.contains("--allow-plain-http"),
+                "{text}"
+            );
+            assert!(plain_http(addr, true).is_ok(), "{off}");
+        }
+        let mut options = options();
+        options.listen = "0.0.0.0:1".parse().unwrap();
+        assert!(matches!(scheduler_settings(&options), Err(ServeError::Flags(_))));
+        options.allow_plain_http = true;
+        assert!(scheduler_settings(&options).is_ok());
     }
 
     // L14, L3: every timing flag reaches the scheduler; a default timeout

@@ -104,6 +104,15 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// An existing state directory is not the service's alone (L16); it was
+    /// left as it was.
+    #[error("the state directory {path} is refused: {why}")]
+    Exposed {
+        /// The state directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// Another `billet serve` holds the state directory (L10).
     #[error(
         "the state directory {path} is in use by another billet serve (it holds {path}/{LOCK_FILE}); stop it, or give this one its own --state"
@@ -378,7 +387,8 @@ pub struct StateLock {
 }
 
 impl StateLock {
-    /// Takes the lock of `dir` (made `0700` if missing), without waiting:
+    /// Takes the lock of `dir` (made `0700` if missing, refused with
+    /// [`StoreError::Exposed`] if it exists and is not the owner's alone), without waiting:
     /// [`StoreError::InUse`] when another holds it.
     pub fn acquire(dir: &Path) -> Result<StateLock, StoreError> {
         private_dir(dir)?;
@@ -405,7 +415,10 @@ impl StateLock {
     }
 }
 
-/// Makes `dir` if missing, and leaves it readable by its owner only.
+/// Makes `dir` (and its missing parents) owner-only when it is missing; an
+/// existing one must already be the owner's alone (L16): billet changes the
+/// modes only of what it made, never an operator's directory (`/tmp` would
+/// lose its sticky bit). A symlink is followed and its target checked.
 fn private_dir(dir: &Path) -> Result<(), StoreError> {
     let io = |source| StoreError::Io {
         path: dir.to_owned(),
@@ -413,16 +426,72 @@ fn private_dir(dir: &Path) -> Result<(), StoreError> {
     };
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::metadata(dir) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::DirBuilder::new()
+                        .recursive(true)
+                        .mode(0o700)
+                        .create(parent)
+                        .map_err(io)?;
+                }
+                // Not recursive: made here, or made by another in between
+                // and checked below like any existing directory.
+                match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                    Ok(()) => return Ok(()),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(io(e)),
+                }
+            }
+            Err(e) => return Err(io(e)),
+        }
+        let meta = std::fs::metadata(dir).map_err(io)?;
+        exposure(
+            dir,
+            meta.is_dir(),
+            std::os::unix::fs::MetadataExt::mode(&meta),
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            rustix::process::geteuid().as_raw(),
+        )
     }
     #[cfg(not(unix))]
-    std::fs::create_dir_all(dir).map_err(io)?;
+    {
+        std::fs::create_dir_all(dir).map_err(io)?;
+        Ok(())
+    }
+}
+
+/// Why an existing state directory `dir` (a directory when `is_dir`, of
+/// `mode`, owned by `owner`) is refused to a service running as `user`:
+/// anything but a directory, one group or others may enter or list, or one
+/// another user owns.
+fn exposure(dir: &Path, is_dir: bool, mode: u32, owner: u32, user: u32) -> Result<(), StoreError> {
+    let path = dir.to_owned();
+    if !is_dir {
+        return Err(StoreError::Exposed {
+            path,
+            why: "it is not a directory".to_owned(),
+        });
+    }
+    if mode & 0o077 != 0 {
+        return Err(StoreError::Exposed {
+            path,
+            why: format!(
+                "its mode {:04o} lets group or others in (job output and the store hold secrets); billet changes the modes only of what it makes: `chmod 700` it, or give --state a path that does not exist yet",
+                mode & 0o7777
+            ),
+        });
+    }
+    if owner != user {
+        return Err(StoreError::Exposed {
+            path,
+            why: format!(
+                "it is owned by user {owner}, not by the user billet runs as ({user})"
+            ),
+        });
+    }
     Ok(())
 }
 
@@ -887,8 +956,8 @@ mod tests {
             assert_eq!(mode(&state.join(file)), 0o600, "{file}");
         }
         drop(store);
-        // Loosened by hand: set back at the next open.
-        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // The store's files loosened by hand: billet made them, and sets
+        // them back at the next open.
         for file in [DATABASE_FILE, "billet.db-wal"] {
             let path = state.join(file);
             if path.exists() {
@@ -898,6 +967,79 @@ mod tests {
         let _ = Store::open(&state).unwrap();
         assert_eq!(mode(&state), 0o700);
         assert_eq!(mode(&state.join(DATABASE_FILE)), 0o600);
+    }
+
+    // L16: an existing state directory others may enter is refused, and left
+    // as it was (never chmod'ed: `--state /tmp` keeps its sticky bit); the
+    // lock refuses it too, before anything is made in it.
+    #[cfg(unix)]
+    #[test]
+    fn l16_an_existing_state_others_may_enter_is_refused_and_left_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
+        let dir = tempfile::tempdir().unwrap();
+        for loose in [0o1777, 0o755, 0o710, 0o701] {
+            let state = dir.path().join(format!("state-{loose:o}"));
+            std::fs::create_dir(&state).unwrap();
+            std::fs::set_permissions(&state, std::fs::Permissions::from_mode(loose)).unwrap();
+            let error = Store::open(&state).unwrap_err();
+            let text = error.to_string();
+            assert!(
+                matches!(error, StoreError::Exposed { ref path, .. } if *path == state),
+                "{text}"
+            );
+            assert!(text.contains(&format!("mode {loose:04o}")), "{text}");
+            assert!(matches!(StateLock::acquire(&state), Err(StoreError::Exposed { .. })));
+            assert_eq!(mode(&state), loose, "left as it was");
+            assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "nothing made in it");
+        }
+        // An existing private one is taken as it is; a symlink is followed
+        // and its target checked.
+        let private = dir.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&private, &link).unwrap();
+        let _ = Store::open(&link).unwrap();
+        assert!(private.join(DATABASE_FILE).exists());
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let to_open = dir.path().join("to-open");
+        std::os::unix::fs::symlink(&open, &to_open).unwrap();
+        assert!(matches!(Store::open(&to_open), Err(StoreError::Exposed { .. })));
+        assert_eq!(mode(&open), 0o777);
+        // A missing one is made owner-only, parents included, whatever the
+        // umask.
+        let deep = dir.path().join("a/b/state");
+        let _ = Store::open(&deep).unwrap();
+        assert_eq!(mode(&deep), 0o700);
+        assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+    }
+
+    // L16: what refuses an existing state directory, one reason at a time.
+    #[test]
+    fn l16_a_state_directory_is_refused_for_each_reason_alone() {
+        let dir = Path::new("/srv/state");
+        let why = |result: Result<(), StoreError>| match result {
+            Ok(()) => "accepted".to_owned(),
+            Err(StoreError::Exposed { path, why }) => {
+                assert_eq!(path, dir);
+                why
+            }
+            Err(other) => panic!("{other}"),
+        };
+        assert_eq!(why(exposure(dir, true, 0o40700, 7, 7)), "accepted");
+        assert_eq!(why(exposure(dir, true, 0o2700, 7, 7)), "accepted", "setgid lets no one in");
+        assert_eq!(why(exposure(dir, false, 0o700, 7, 7)), "it is not a directory");
+        for loose in [0o740, 0o720, 0o710, 0o704, 0o702, 0o701, 0o1777] {
+            let text = why(exposure(dir, true, loose, 7, 7));
+            assert!(text.starts_with(&format!("its mode {loose:04o} lets group or others in")), "{text}");
+        }
+        assert_eq!(
+            why(exposure(dir, true, 0o700, 0, 7)),
+            "it is owned by user 0, not by the user billet runs as (7)"
+        );
     }
 
     // L13: making a file private: set 0600, nothing for a file that is not

@@ -78,7 +78,7 @@ impl Ca {
 }
 
 /// Writes `ca`, `cert` and `key` as `ca.pem`, `cert.pem` and `key.pem` in
-/// `dir` (made if missing).
+/// `dir` (made if missing), the key mode 0600.
 pub fn write_files(dir: &Path, ca: &str, cert: &str, key: &str) -> TlsFiles {
     std::fs::create_dir_all(dir).expect("the certificates' directory");
     let files = TlsFiles {
@@ -89,6 +89,12 @@ pub fn write_files(dir: &Path, ca: &str, cert: &str, key: &str) -> TlsFiles {
     std::fs::write(&files.ca, ca).expect("write ca.pem");
     std::fs::write(&files.cert, cert).expect("write cert.pem");
     std::fs::write(&files.key, key).expect("write key.pem");
+    // The key its owner's alone, as billet asks of a client key (D17).
+    std::fs::set_permissions(
+        &files.key,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("make key.pem private");
     files
 }
 
