@@ -16,12 +16,24 @@ fn with(settings: &str) -> String {
 // namespace is taken when the pool allows it.
 #[test]
 fn f5_networks_are_read_and_shared_ones_taken_when_allowed() {
-    for own in ["none", "bridge", "ci-runners", "hostile", "my-container:net"] {
+    for own in [
+        "none",
+        "bridge",
+        "ci-runners",
+        "hostile",
+        "my-container:net",
+    ] {
         let settings = docker_settings(&with(&format!("      network: {own}\n")));
         assert_eq!(settings.network.as_deref(), Some(own));
     }
     assert_eq!(docker_settings(&with("")).network, None);
-    for shared in ["host", "HOST", "container:ci", "Container:ab12", "ns:/run/netns/x"] {
+    for shared in [
+        "host",
+        "HOST",
+        "container:ci",
+        "Container:ab12",
+        "ns:/run/netns/x",
+    ] {
         let settings = docker_settings(&with(&format!(
             "      network: '{shared}'\n      allow_host_network: true\n"
         )));
@@ -34,7 +46,13 @@ fn f5_networks_are_read_and_shared_ones_taken_when_allowed() {
 // flag without such a network is refused at the flag.
 #[test]
 fn f5_a_shared_network_needs_the_operators_word() {
-    for shared in ["host", " Host ", "container:ci", "CONTAINER:1f2e", "ns:/run/netns/x"] {
+    for shared in [
+        "host",
+        " Host ",
+        "container:ci",
+        "CONTAINER:1f2e",
+        "ns:/run/netns/x",
+    ] {
         for flag in ["", "      allow_host_network: false\n"] {
             assert_bad_docker_setting(
                 &with(&format!("      network: '{shared}'\n{flag}")),

@@ -146,8 +146,7 @@ fn d17_each_unusable_tls_file_is_refused_by_name() {
         vec![b'A'; (billet_docker::MAX_PEM_BYTES + 1) as usize],
     )
     .unwrap();
-    std::fs::set_permissions(&huge, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&huge, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut too_big = files.clone();
     too_big.key = huge;
     assert!(matches!(

@@ -541,7 +541,12 @@ mod tests {
             let addr: SocketAddr = loopback.parse().unwrap();
             assert!(plain_http(addr, false).is_ok(), "{loopback}");
         }
-        for off in ["0.0.0.0:7878", "10.0.0.5:80", "[::]:7878", "[2001:db8::1]:1"] {
+        for off in [
+            "0.0.0.0:7878",
+            "10.0.0.5:80",
+            "[::]:7878",
+            "[2001:db8::1]:1",
+        ] {
             let addr: SocketAddr = off.parse().unwrap();
             let error = plain_http(addr, false).unwrap_err();
             assert_eq!(error.exit_code(), 2);
@@ -555,7 +560,10 @@ mod tests {
         }
         let mut options = options();
         options.listen = "0.0.0.0:1".parse().unwrap();
-        assert!(matches!(scheduler_settings(&options), Err(ServeError::Flags(_))));
+        assert!(matches!(
+            scheduler_settings(&options),
+            Err(ServeError::Flags(_))
+        ));
         options.allow_plain_http = true;
         assert!(scheduler_settings(&options).is_ok());
     }

@@ -487,9 +487,7 @@ fn exposure(dir: &Path, is_dir: bool, mode: u32, owner: u32, user: u32) -> Resul
     if owner != user {
         return Err(StoreError::Exposed {
             path,
-            why: format!(
-                "it is owned by user {owner}, not by the user billet runs as ({user})"
-            ),
+            why: format!("it is owned by user {owner}, not by the user billet runs as ({user})"),
         });
     }
     Ok(())
@@ -989,9 +987,16 @@ mod tests {
                 "{text}"
             );
             assert!(text.contains(&format!("mode {loose:04o}")), "{text}");
-            assert!(matches!(StateLock::acquire(&state), Err(StoreError::Exposed { .. })));
+            assert!(matches!(
+                StateLock::acquire(&state),
+                Err(StoreError::Exposed { .. })
+            ));
             assert_eq!(mode(&state), loose, "left as it was");
-            assert_eq!(std::fs::read_dir(&state).unwrap().count(), 0, "nothing made in it");
+            assert_eq!(
+                std::fs::read_dir(&state).unwrap().count(),
+                0,
+                "nothing made in it"
+            );
         }
         // An existing private one is taken as it is; a symlink is followed
         // and its target checked.
@@ -1007,7 +1012,10 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
         let to_open = dir.path().join("to-open");
         std::os::unix::fs::symlink(&open, &to_open).unwrap();
-        assert!(matches!(Store::open(&to_open), Err(StoreError::Exposed { .. })));
+        assert!(matches!(
+            Store::open(&to_open),
+            Err(StoreError::Exposed { .. })
+        ));
         assert_eq!(mode(&open), 0o777);
         // A missing one is made owner-only, parents included, whatever the
         // umask.
@@ -1030,11 +1038,21 @@ mod tests {
             Err(other) => panic!("{other}"),
         };
         assert_eq!(why(exposure(dir, true, 0o40700, 7, 7)), "accepted");
-        assert_eq!(why(exposure(dir, true, 0o2700, 7, 7)), "accepted", "setgid lets no one in");
-        assert_eq!(why(exposure(dir, false, 0o700, 7, 7)), "it is not a directory");
+        assert_eq!(
+            why(exposure(dir, true, 0o2700, 7, 7)),
+            "accepted",
+            "setgid lets no one in"
+        );
+        assert_eq!(
+            why(exposure(dir, false, 0o700, 7, 7)),
+            "it is not a directory"
+        );
         for loose in [0o740, 0o720, 0o710, 0o704, 0o702, 0o701, 0o1777] {
             let text = why(exposure(dir, true, loose, 7, 7));
-            assert!(text.starts_with(&format!("its mode {loose:04o} lets group or others in")), "{text}");
+            assert!(
+                text.starts_with(&format!("its mode {loose:04o} lets group or others in")),
+                "{text}"
+            );
         }
         assert_eq!(
             why(exposure(dir, true, 0o700, 0, 7)),

@@ -314,11 +314,7 @@ fn l6_a_corrupt_store_stops_the_start_and_is_left_untouched() {
     std::fs::create_dir_all(&state).unwrap();
     // The operator's own directory, private as billet asks (L16).
     #[cfg(unix)]
-    std::fs::set_permissions(
-        &state,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let database = state.join("billet.db");
     let garbage: Vec<u8> = (0..20_000u32).map(|i| (i * 7919 % 251) as u8).collect();
     std::fs::write(&database, &garbage).unwrap();
@@ -411,7 +407,9 @@ fn l7_sigint_and_sighup_stop_in_order() {
         assert!(status.success(), "SIG{signal}: {status}");
         let lines = server.log();
         assert!(
-            lines.iter().any(|l| l.contains(&format!("SIG{signal}: shutting down"))),
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("SIG{signal}: shutting down"))),
             "{lines:?}"
         );
         assert!(lines.iter().any(|l| l.contains("stopped")), "{lines:?}");
@@ -448,7 +446,9 @@ fn l17_a_listen_off_the_loopback_needs_the_operators_word() {
     assert!(server.wait(Duration::from_secs(20)).success());
     let lines = server.log();
     assert!(
-        lines.iter().any(|l| l.contains("WARN") && l.contains("plain HTTP")),
+        lines
+            .iter()
+            .any(|l| l.contains("WARN") && l.contains("plain HTTP")),
         "{lines:?}"
     );
 }
