@@ -110,7 +110,10 @@ fn count(report: &Report, label: &str) -> f64 {
 
 /// A lone commit to a durable store, `n` times: p50 and p99.
 fn lone_commit(n: usize) -> (Duration, Duration) {
-    let dir = tempfile::tempdir().expect("a temporary directory");
+    let dir = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .expect("a temporary directory only its owner may enter (L16)");
     let (mut store, _) = Store::open(dir.path()).expect("a new store");
     let mut took = Vec::with_capacity(n);
     for id in 1..=n as u64 {

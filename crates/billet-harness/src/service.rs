@@ -293,7 +293,14 @@ impl ServiceScheduler {
                 .map(|p| p.name().to_owned())
                 .collect();
             let dir = match self.options.store {
-                StoreKind::Durable => Some(tempfile::tempdir().map_err(broke)?),
+                // Only its owner may enter a state directory (L16);
+                // `tempfile`'s follow the umask.
+                StoreKind::Durable => Some(
+                    tempfile::Builder::new()
+                        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+                        .tempdir()
+                        .map_err(broke)?,
+                ),
                 StoreKind::Memory => None,
             };
             let router = pools.core(ctx.clock.now());

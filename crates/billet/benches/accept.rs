@@ -325,6 +325,7 @@ async fn run_once(
         .expect("the pools");
     let dir = tempfile::Builder::new()
         .prefix("billet-accept-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(root)
         .expect("a directory for the store");
     let (store, records) = match kind {

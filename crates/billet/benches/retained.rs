@@ -95,7 +95,11 @@ fn peak_rss() -> Option<f64> {
 }
 
 async fn run(jobs: u64) -> Run {
-    let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("a directory");
+    // L16: a state directory only its owner may enter.
+    let dir = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(std::env::temp_dir())
+        .expect("a directory");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let provider = Arc::new(
         SimulatedProvider::builder("retained")

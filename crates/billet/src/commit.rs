@@ -456,7 +456,7 @@ mod tests {
     // L15: retention removes a pruned job's output with it, and no other's.
     #[test]
     fn l15_retention_removes_the_output_of_the_jobs_it_prunes() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (mut store, _) = Store::open(dir.path()).unwrap();
         let output = OutputStore::open(dir.path(), store.identity(), 1 << 20).unwrap();
         store.commit(&ended_jobs(2)).unwrap();
@@ -568,7 +568,7 @@ mod tests {
     // failure and stops the writer.
     #[test]
     fn l6_a_failed_commit_applies_nothing() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (store, _) = Store::open(dir.path()).unwrap();
         let jobs = Arc::new(RwLock::new(Jobs::default()));
         let (batches, inbox) = mpsc::channel();

@@ -369,7 +369,7 @@ mod tests {
     // takes an fsync, so a start that did not wait would show it running).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn l6_a_restart_commits_what_it_decided_before_it_serves() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (store, records) = stored(dir.path(), None);
         assert_eq!(records[0].state, JobState::Running);
         let engine = engine_over(store, records).await;
@@ -680,7 +680,7 @@ mod tests {
     // outcomes were committed) commits them before it serves.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn l6_a_restart_commits_the_ends_it_learns_before_it_serves() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let finished = Verdict::from(&billet_scheduler::Outcome::Finished { exit_code: 0 });
         let (store, records) = stored(dir.path(), Some(finished));
         let engine = engine_over(store, records).await;

@@ -21,7 +21,7 @@ use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
 use crate::output::OutputStore;
 use crate::store::StoreError;
-use crate::token::{Credentials, Grant, Grants};
+use crate::token::{Caller, Credentials, Grant, Grants};
 
 /// The answer of `GET /v1/jobs`: one page, and the `after` of the next
 /// (`null` when there is none).
@@ -172,7 +172,7 @@ fn find(app: &AppState, id: u64) -> Result<Option<JobView>, StoreError> {
 /// Refuses every request once shutdown began (503), every request but
 /// `/healthz` on a connection past the cap (503, L12), and every request but
 /// `/healthz` without a credential's token (401); hands the credential's
-/// grants to the route.
+/// grants, and the whole [`Caller`], to the route.
 async fn guard(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     if !app.shared.accepting.load(Ordering::SeqCst) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "billet is shutting down");
@@ -188,14 +188,15 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return response;
         }
-        let grants = request
+        let caller = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(bearer)
-            .and_then(|token| app.credentials.grants(token));
-        if let Some(grants) = grants {
-            request.extensions_mut().insert(grants);
+            .and_then(|token| app.credentials.caller(token));
+        if let Some(caller) = caller {
+            request.extensions_mut().insert(caller.grants);
+            request.extensions_mut().insert(caller);
         } else {
             let mut response = error(
                 StatusCode::UNAUTHORIZED,
@@ -212,9 +213,10 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
 
 async fn submit(
     State(app): State<AppState>,
-    Extension(grants): Extension<Grants>,
+    Extension(caller): Extension<Caller>,
     body: Body,
 ) -> Response {
+    let grants = caller.grants;
     if !grants.has(Grant::Submit) && !grants.has(Grant::SubmitUntrusted) {
         return forbidden(Grant::Submit);
     }
@@ -257,9 +259,21 @@ async fn submit(
         Some(_) => {}
         None => new.timeout = Some(app.limits.default_timeout),
     }
+    // L18: a key names a job among this credential's alone.
+    new.key = new.key.map(|key| caller.scope.qualify(&key));
     match app.engine.submit(new).await {
         Ok(Submitted::Created(view)) => job(&app, StatusCode::CREATED, view),
+        // L18: a repeat shows only the id to a credential that may not read.
+        Ok(Submitted::Existing(view)) if !grants.has(Grant::Read) => {
+            (StatusCode::OK, axum::Json(json!({ "id": view.id }))).into_response()
+        }
         Ok(Submitted::Existing(view)) => job(&app, StatusCode::OK, view),
+        Ok(Submitted::Conflicting(id)) => error(
+            StatusCode::CONFLICT,
+            format!(
+                "field `key`: it names job {id}, submitted with another body; a key stands for one request (send the same body again, or a new key)"
+            ),
+        ),
         Ok(Submitted::Refused(reason)) => error(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("no pool can ever take this job: {reason}"),

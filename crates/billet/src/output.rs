@@ -229,7 +229,7 @@ mod tests {
     }
 
     fn fixture(limit: u64, identity: Option<&str>) -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
         let raw: Arc<dyn Provider> = Arc::new(
             SimulatedProvider::builder("blue")

@@ -201,6 +201,16 @@ impl JobRecord {
         }
     }
 
+    /// Whether `job` asks for what this job was accepted for: the same
+    /// command, labels, trust and timeout (its key aside). A key repeated
+    /// with another request is refused (L18).
+    pub fn asked_as(&self, job: &NewJob) -> bool {
+        self.command == job.command
+            && self.labels == job.labels
+            && self.trust == job.trust
+            && self.timeout == job.timeout
+    }
+
     /// How it ended, once it has: its exit code or the reason it failed.
     /// `None` while it has not ended, even when its outcome is decided (L6).
     pub fn outcome(&self) -> Option<&Verdict> {

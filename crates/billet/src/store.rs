@@ -691,6 +691,17 @@ fn bad(column: &str, value: &str) -> rusqlite::Error {
     rusqlite::Error::InvalidColumnName(format!("{column} = {value:?}"))
 }
 
+/// A temporary directory only its owner may enter, as a state directory
+/// must be (L16): `tempfile`'s follow the umask.
+#[cfg(test)]
+pub(crate) fn private_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,7 +727,7 @@ mod tests {
     // L6: what is committed is read back, field for field, by the next open.
     #[test]
     fn l6_committed_changes_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (mut store, records) = Store::open(dir.path()).unwrap();
         assert!(records.is_empty());
         assert_eq!(store.path(), Some(dir.path().join(DATABASE_FILE).as_path()));
@@ -779,7 +790,7 @@ mod tests {
     // left byte for byte as it was.
     #[test]
     fn l6_a_corrupt_store_is_refused_and_left_untouched() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let path = dir.path().join(DATABASE_FILE);
         std::fs::write(
             &path,
@@ -793,7 +804,7 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), before);
 
         // A real database with its pages damaged.
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (mut store, _) = Store::open(dir.path()).unwrap();
         let many: Vec<Change> = (1..=500)
             .map(|i| Change::Accepted(Box::new(record(i, None))))
@@ -816,7 +827,7 @@ mod tests {
     // file that cannot be looked at is an error, not a new store.
     #[test]
     fn l6_an_empty_file_starts_afresh_and_an_unreadable_one_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         std::fs::write(dir.path().join(DATABASE_FILE), b"").unwrap();
         let (mut store, records) = Store::open(dir.path()).unwrap();
         assert!(records.is_empty());
@@ -827,7 +838,7 @@ mod tests {
         assert_eq!(Store::open(dir.path()).unwrap().1.len(), 1);
         #[cfg(unix)]
         {
-            let dir = tempfile::tempdir().unwrap();
+            let dir = crate::store::private_tempdir();
             let path = dir.path().join(DATABASE_FILE);
             std::os::unix::fs::symlink(&path, &path).unwrap();
             let error = Store::open(dir.path()).unwrap_err();
@@ -838,7 +849,7 @@ mod tests {
     // L6: a database of another layout is refused too.
     #[test]
     fn l6_a_foreign_database_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let path = dir.path().join(DATABASE_FILE);
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch("CREATE TABLE other (x INTEGER);")
@@ -856,7 +867,7 @@ mod tests {
     // L6: a transaction that fails writes none of its changes.
     #[test]
     fn l6_a_failed_commit_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (mut store, _) = Store::open(dir.path()).unwrap();
         store
             .commit(&[Change::Accepted(Box::new(record(1, Some("k"))))])
@@ -876,7 +887,7 @@ mod tests {
     // and two stores never share one; a store in memory has none.
     #[test]
     fn l10_a_store_keeps_the_identity_it_was_made_with() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (store, _) = Store::open(dir.path()).unwrap();
         let made = store.identity().cloned().expect("an identity");
         assert_eq!(made.as_str().len(), 16);
@@ -884,7 +895,7 @@ mod tests {
         drop(store);
         let (again, _) = Store::open(dir.path()).unwrap();
         assert_eq!(again.identity(), Some(&made));
-        let other = tempfile::tempdir().unwrap();
+        let other = crate::store::private_tempdir();
         let (second, _) = Store::open(other.path()).unwrap();
         assert_ne!(second.identity(), Some(&made));
         assert_eq!(Store::memory().identity(), None);
@@ -910,7 +921,7 @@ mod tests {
     // an identity, and its jobs so far keep their names without one.
     #[test]
     fn l10_a_store_from_before_identities_gets_one() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         layout_one(dir.path(), 3);
         let (store, records) = Store::open(dir.path()).unwrap();
         assert_eq!(records.len(), 3);
@@ -921,13 +932,13 @@ mod tests {
         assert_eq!(again.identity(), Some(&identity));
         assert_eq!(again.unnamed_through(), Some(JobId(3)));
         // One with no jobs has no names to keep.
-        let empty = tempfile::tempdir().unwrap();
+        let empty = crate::store::private_tempdir();
         layout_one(empty.path(), 0);
         let (store, _) = Store::open(empty.path()).unwrap();
         assert!(store.identity().is_some());
         assert_eq!(store.unnamed_through(), None);
         // A layout newer than this release's is refused, untouched.
-        let newer = tempfile::tempdir().unwrap();
+        let newer = crate::store::private_tempdir();
         layout_one(newer.path(), 0);
         let conn = Connection::open(newer.path().join(DATABASE_FILE)).unwrap();
         conn.execute_batch("PRAGMA user_version = 3;").unwrap();
@@ -943,7 +954,7 @@ mod tests {
     fn l13_the_state_and_the_store_are_private() {
         use std::os::unix::fs::PermissionsExt;
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let state = dir.path().join("state");
         let (mut store, _) = Store::open(&state).unwrap();
         store
@@ -975,7 +986,7 @@ mod tests {
     fn l16_an_existing_state_others_may_enter_is_refused_and_left_alone() {
         use std::os::unix::fs::PermissionsExt;
         let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o7777;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         for loose in [0o1777, 0o755, 0o710, 0o701] {
             let state = dir.path().join(format!("state-{loose:o}"));
             std::fs::create_dir(&state).unwrap();
@@ -1066,7 +1077,7 @@ mod tests {
     #[test]
     fn l13_private_files_are_set_so() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let file = dir.path().join("file");
         std::fs::write(&file, "x").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
@@ -1085,7 +1096,7 @@ mod tests {
     // drops it too: the OS releases the lock with the process).
     #[test]
     fn l10_the_state_directory_is_locked() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let state = dir.path().join("state");
         let first = StateLock::acquire(&state).unwrap();
         match StateLock::acquire(&state) {
@@ -1108,10 +1119,13 @@ mod tests {
         drop(again);
         let file = dir.path().join("a-file");
         std::fs::write(&file, "x").unwrap();
-        assert!(matches!(
-            StateLock::acquire(&file),
-            Err(StoreError::Io { .. })
-        ));
+        assert!(
+            matches!(
+                StateLock::acquire(&file),
+                Err(StoreError::Exposed { ref why, .. }) if why == "it is not a directory"
+            ),
+            "a file is no state directory"
+        );
     }
 
     // The memory store commits anything and keeps nothing.

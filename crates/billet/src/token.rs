@@ -164,6 +164,54 @@ pub enum TokenError {
 struct Credential {
     digest: [u8; 32],
     grants: Grants,
+    scope: KeyScope,
+}
+
+/// Where a credential's idempotency keys live (L18): a key names a job only
+/// among the jobs the same credential submitted, so two credentials using
+/// the same key scheme never answer each other's jobs. Derived from the
+/// token's digest under a label of its own, so it is the same at every start
+/// with the same token file, and says nothing of the token: it is what the
+/// store keeps beside a key. A rotated token starts a new scope.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyScope([u8; 8]);
+
+impl KeyScope {
+    fn of(digest: &[u8; 32]) -> KeyScope {
+        let mut hasher = Sha256::new();
+        hasher.update(b"billet idempotency-key scope\n");
+        hasher.update(digest);
+        let full: [u8; 32] = hasher.finalize().into();
+        let mut scope = [0; 8];
+        scope.copy_from_slice(&full[..8]);
+        KeyScope(scope)
+    }
+
+    /// `key` as the store keeps it: this scope's 16 hex digits, `:`, the key.
+    pub fn qualify(&self, key: &str) -> String {
+        let mut out = String::with_capacity(17 + key.len());
+        for byte in self.0 {
+            out.push_str(&format!("{byte:02x}"));
+        }
+        out.push(':');
+        out.push_str(key);
+        out
+    }
+}
+
+impl std::fmt::Debug for KeyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyScope(..)")
+    }
+}
+
+/// Who made a request: its credential's grants and key scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// What it may do (L11).
+    pub grants: Grants,
+    /// Where its idempotency keys live (L18).
+    pub scope: KeyScope,
 }
 
 /// The credentials a request's bearer token is checked against.
@@ -185,6 +233,16 @@ impl From<&str> for Credentials {
     }
 }
 
+impl Credential {
+    fn new(digest: [u8; 32], grants: Grants) -> Credential {
+        Credential {
+            digest,
+            grants,
+            scope: KeyScope::of(&digest),
+        }
+    }
+}
+
 fn digest(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
@@ -193,10 +251,7 @@ impl Credentials {
     /// One token with every grant: a single-token setup.
     pub fn single(token: &str) -> Credentials {
         Credentials {
-            entries: vec![Credential {
-                digest: digest(token),
-                grants: Grants::all(),
-            }],
+            entries: vec![Credential::new(digest(token), Grants::all())],
         }
     }
 
@@ -236,7 +291,7 @@ impl Credentials {
             if entries.iter().any(|e: &Credential| e.digest == digest) {
                 return Err(fail("the token is listed twice".to_owned()));
             }
-            entries.push(Credential { digest, grants });
+            entries.push(Credential::new(digest, grants));
         }
         if entries.is_empty() {
             return Err(TokenError::Empty {
@@ -247,18 +302,31 @@ impl Credentials {
     }
 
     /// The grants of `presented`, or `None` when it is no credential's
-    /// token. Every credential is compared, each in constant time, so the
-    /// time taken says neither which one matched nor how much of it.
+    /// token: [`Credentials::caller`]'s grants.
     pub fn grants(&self, presented: &str) -> Option<Grants> {
+        self.caller(presented).map(|caller| caller.grants)
+    }
+
+    /// The credential `presented` is the token of, or `None` when it is
+    /// none's. Every credential is compared, each in constant time, so the
+    /// time taken says neither which one matched nor how much of it.
+    pub fn caller(&self, presented: &str) -> Option<Caller> {
         let presented = digest(presented);
-        let mut found = Grants::none();
+        let mut grants = Grants::none();
+        let mut scope = [0u8; 8];
         let mut matched = subtle::Choice::from(0);
         for entry in &self.entries {
             let hit = presented.ct_eq(&entry.digest);
             matched |= hit;
-            found = Grants(u8::conditional_select(&found.0, &entry.grants.0, hit));
+            grants = Grants(u8::conditional_select(&grants.0, &entry.grants.0, hit));
+            for (byte, theirs) in scope.iter_mut().zip(entry.scope.0) {
+                *byte = u8::conditional_select(byte, &theirs, hit);
+            }
         }
-        bool::from(matched).then_some(found)
+        bool::from(matched).then_some(Caller {
+            grants,
+            scope: KeyScope(scope),
+        })
     }
 
     /// How many credentials there are (at least one, once parsed).
@@ -457,6 +525,46 @@ mod tests {
         let single = Credentials::from(A);
         assert_eq!(single.grants(A), Some(Grants::all()));
         assert_eq!(single.grants(B), None);
+    }
+
+    // L18: each credential has a key scope of its own, the same at every
+    // start with the same token, and a key is kept qualified by it.
+    #[test]
+    fn l18_each_credential_keeps_its_keys_in_a_scope_of_its_own() {
+        let text = format!("{A}\n{B} metrics\n{C} submit\n");
+        let credentials = Credentials::parse(&text, &path()).unwrap();
+        let again = Credentials::parse(&format!("{C} read\n{A}\n"), &path()).unwrap();
+        let [a, b, c] = [A, B, C].map(|token| credentials.caller(token).unwrap());
+        assert_eq!(c.grants, Grants::none().with(Grant::Submit));
+        assert_eq!(b.grants, Grants::none().with(Grant::Metrics));
+        assert_ne!(a.scope, b.scope);
+        assert_ne!(a.scope, c.scope);
+        assert_ne!(b.scope, c.scope);
+        assert_eq!(
+            again.caller(A).unwrap().scope,
+            a.scope,
+            "the same token, the same scope"
+        );
+        assert_eq!(
+            again.caller(C).unwrap().scope,
+            c.scope,
+            "whatever its line or grants"
+        );
+        assert_eq!(Credentials::from(A).caller(A).unwrap().scope, a.scope);
+        assert_eq!(
+            credentials.caller("nobody's token, long enough to be one"),
+            None
+        );
+        let qualified = a.scope.qualify("build-7");
+        assert_eq!(qualified.len(), 16 + 1 + "build-7".len(), "{qualified}");
+        assert!(qualified.ends_with(":build-7"), "{qualified}");
+        assert!(
+            qualified[..16].bytes().all(|b| b.is_ascii_hexdigit()),
+            "{qualified}"
+        );
+        assert_ne!(qualified, c.scope.qualify("build-7"));
+        assert!(!qualified.contains(&A[..8]), "the token is not in it");
+        assert_eq!(format!("{:?}", a.scope), "KeyScope(..)");
     }
 
     // L11, L13: a line that is not a credential stops the start, naming the

@@ -1483,8 +1483,17 @@ async fn l4_cancel_and_idempotency_keys() {
     assert_eq!(id_of(again.json()), id_of(first.json()), "{again:?}");
     let other = json!({"command": ["sh", "-c", "exit 1"], "trust": "trusted", "key": "same"});
     let other = service.submit(other).await;
-    assert_eq!(other.status, 200, "{other:?}");
-    assert_eq!(id_of(other.json()), id_of(first.json()), "{other:?}");
+    assert_eq!(
+        other.status, 409,
+        "the key with another body (L18): {other:?}"
+    );
+    assert!(
+        other.json()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("field `key`"),
+        "{other:?}"
+    );
     let keyed_id = id_of(first.json());
     let ended = service.wait_ended(&[keyed_id], END).await;
     assert_finished(&ended[&keyed_id], 9);

@@ -1,7 +1,7 @@
 //! The service in process over the simulated backend: what each credential
 //! may do (L11), the `Bearer` scheme (L13), the timeouts a job gets and
-//! keeps across a crash (L14), and connections that are slow, idle or too
-//! many (L12).
+//! keeps across a crash (L14), connections that are slow, idle or too many
+//! (L12), and idempotency keys each credential keeps to itself (L18).
 
 mod client;
 
@@ -28,6 +28,7 @@ const ALL: &str = "all-grants-token-0123456789abcdef";
 const METRICS: &str = "metrics-only-token-0123456789abc";
 const INTAKE: &str = "untrusted-intake-token-012345678";
 const READER: &str = "read-only-token-0123456789abcdef";
+const SUBMITTER: &str = "submit-only-token-0123456789abcd";
 
 fn config() -> Config {
     Config::from_yaml_str(
@@ -71,7 +72,7 @@ async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
     };
     let credentials = Credentials::parse(
         &format!(
-            "# the table of L11\n{ALL}\n{METRICS} metrics\n{INTAKE} submit-untrusted,read\n{READER} read\n"
+            "# the table of L11\n{ALL}\n{METRICS} metrics\n{INTAKE} submit-untrusted,read\n{READER} read\n{SUBMITTER} submit\n"
         ),
         Path::new("token"),
     )
@@ -142,6 +143,89 @@ impl Running {
 
 fn work(trust: &str) -> Value {
     json!({"command": run_for(Duration::from_millis(10)), "trust": trust})
+}
+
+// L18: a key names a job among its credential's alone: two credentials with
+// one key scheme get a job each; a repeat with another body is `409` naming
+// `key` and records nothing; a repeat shows only the id to a credential that
+// may not read; and all of it holds once the job has ended (read from the
+// store's archive) and across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l18_keys_are_each_credentials_own() {
+    let host = Host::new();
+    let state = private_dir();
+    let running = start(&host, Some(state.path()), Limits::default()).await;
+    let short = json!({"command": run_for(Duration::from_millis(200)), "trust": "trusted", "key": "build-7"});
+    let mut other = short.clone();
+    other["labels"] = json!(["linux"]);
+    let submit = |token: &'static str, body: Value| {
+        let running = &running;
+        async move {
+            running
+                .call(&format!("Bearer {token}"), "POST", "/v1/jobs", Some(body))
+                .await
+        }
+    };
+    let (status, first) = submit(ALL, short.clone()).await;
+    assert_eq!(
+        (status, first["id"].clone()),
+        (StatusCode::CREATED, json!(1)),
+        "{first}"
+    );
+    let (status, theirs) = submit(SUBMITTER, short.clone()).await;
+    assert_eq!(
+        (status, theirs["id"].clone()),
+        (StatusCode::CREATED, json!(2)),
+        "another credential's key is another key: {theirs}"
+    );
+    assert_eq!(running.jobs().await, 2);
+
+    let check = async |when: &str| {
+        let (status, again) = submit(ALL, short.clone()).await;
+        assert_eq!(
+            (status, again["id"].clone(), again["command"].clone()),
+            (StatusCode::OK, json!(1), short["command"].clone()),
+            "{when}: {again}"
+        );
+        let (status, again) = submit(SUBMITTER, short.clone()).await;
+        assert_eq!(
+            (status, again.clone()),
+            (StatusCode::OK, json!({"id": 2})),
+            "{when}: without `read`, the id alone"
+        );
+        for token in [ALL, SUBMITTER] {
+            let (status, refused) = submit(token, other.clone()).await;
+            assert_eq!(status, StatusCode::CONFLICT, "{when}: {refused}");
+            let said = refused["error"].as_str().unwrap_or_default();
+            assert!(said.starts_with("field `key`"), "{when}: {said}");
+            assert!(
+                !said.contains("run_for") && !said.contains("sleep"),
+                "{when}: {said}"
+            );
+        }
+        assert_eq!(running.jobs().await, 2, "{when}: nothing recorded");
+    };
+    check("while the jobs run").await;
+    running.until_ended(1).await;
+    running.until_ended(2).await;
+    check("once they ended").await;
+    running.service.stop(Duration::from_secs(5)).await.unwrap();
+
+    let running = start(&host, Some(state.path()), Limits::default()).await;
+    let (status, again) = running
+        .call(
+            &format!("Bearer {SUBMITTER}"),
+            "POST",
+            "/v1/jobs",
+            Some(short.clone()),
+        )
+        .await;
+    assert_eq!(
+        (status, again),
+        (StatusCode::OK, json!({"id": 2})),
+        "after a restart, the same scope"
+    );
+    running.service.stop(Duration::from_secs(5)).await.unwrap();
 }
 
 // L11: the grants table, each credential against each route: allowed, or
@@ -335,7 +419,7 @@ fn time(job: &Value, field: &str) -> SystemTime {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l14_a_timeout_is_kept_across_a_crash() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let running = start(&host, Some(state.path()), Limits::default()).await;
     let auth = format!("Bearer {ALL}");
     let body = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted", "timeout_secs": 3});
@@ -585,4 +669,13 @@ async fn l12_a_stop_that_cannot_finish_gives_up_after_its_slack() {
         took >= billet::service::STOP_SLACK,
         "gave up after {took:?}, before its slack"
     );
+}
+
+/// A temporary state directory only its owner may enter (L16): `tempfile`'s
+/// follow the umask, and `serve` refuses a state directory others may enter.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap()
 }

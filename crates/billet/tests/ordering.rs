@@ -240,7 +240,7 @@ async fn l6_a_launch_follows_the_commit_of_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l6_a_restart_waits_for_the_pool_a_job_held() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let a = Hooked::new("order", &host, Duration::ZERO);
     let b = Hooked::new("order", &host, Duration::ZERO);
     let providers: [(&str, Arc<dyn Provider>); 2] = [
@@ -308,7 +308,7 @@ async fn until_instance(base: &str, id: u64) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l7_a_stop_finishes_the_calls_in_flight_and_commits_them() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let slow = Hooked::new("order", &host, Duration::from_millis(400));
     let provider: Arc<dyn Provider> = Arc::clone(&slow) as Arc<dyn Provider>;
     let (service, base) = start(ONE, &[("linux", Arc::clone(&provider))], state.path()).await;
@@ -326,4 +326,13 @@ async fn l7_a_stop_finishes_the_calls_in_flight_and_commits_them() {
         "what the launch decided was committed before the stop ended: {:?}",
         records[0]
     );
+}
+
+/// A temporary state directory only its owner may enter (L16): `tempfile`'s
+/// follow the umask, and `serve` refuses a state directory others may enter.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap()
 }

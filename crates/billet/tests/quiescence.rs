@@ -142,8 +142,8 @@ async fn run(dir: &std::path::Path) -> Vec<Snapshot> {
 // the same workload see the same instants and the same states.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h13_a_service_says_when_it_is_quiescent_and_the_run_is_deterministic() {
-    let first = run(tempfile::tempdir().unwrap().path()).await;
-    let second = run(tempfile::tempdir().unwrap().path()).await;
+    let first = run(private_dir().path()).await;
+    let second = run(private_dir().path()).await;
     assert_eq!(first, second, "two runs differ");
     // Jobs 1 and 2 take both leases at once and end at the first inventory
     // after their 30 s: job 3 and 4 then run, 4 (5 s) ending first.
@@ -172,4 +172,13 @@ async fn h13_a_service_says_when_it_is_quiescent_and_the_run_is_deterministic() 
         first.len() >= 4 && last.0 >= 75,
         "the 45 s job starts after a 30 s one ends: {first:?}"
     );
+}
+
+/// A temporary state directory only its owner may enter (L16): `tempfile`'s
+/// follow the umask, and `serve` refuses a state directory others may enter.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap()
 }

@@ -204,7 +204,7 @@ fn manual() -> Arc<ManualClock> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l12_pages_and_retention_over_http() {
     let host = Host::new();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let clock = manual();
     let hour = Duration::from_secs(3600);
     let running = start(&host, dir.path(), &clock, 2, hour).await;
@@ -296,7 +296,7 @@ async fn l12_pages_and_retention_over_http() {
         (StatusCode::CREATED, json!(6)),
         "{new}"
     );
-    let (status, old) = running.submit(2, Some("k4")).await;
+    let (status, old) = running.submit(100_000, Some("k4")).await;
     assert_eq!(
         (status, old["id"].clone()),
         (StatusCode::OK, json!(4)),
@@ -329,7 +329,7 @@ async fn l12_pages_and_retention_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l12_a_removed_row_breaks_nothing() {
     let host = Host::new();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_dir();
     let clock = manual();
     let running = start(&host, dir.path(), &clock, 3, Duration::from_secs(3600)).await;
     for _ in 1..=3 {
@@ -383,4 +383,13 @@ async fn l12_a_removed_row_breaks_nothing() {
         })
         .await;
     running.service.stop(Duration::from_secs(5)).await.unwrap();
+}
+
+/// A temporary state directory only its owner may enter (L16): `tempfile`'s
+/// follow the umask, and `serve` refuses a state directory others may enter.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap()
 }

@@ -366,7 +366,7 @@ async fn l4_health_and_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l6_a_crash_then_a_restart_loses_and_doubles_nothing() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let first = start(2, &host, Some(state.path())).await;
     for millis in [100, 1_500, 1_500, 200] {
         let (status, _) = first.post(work(millis)).await;
@@ -401,7 +401,7 @@ async fn l6_a_crash_then_a_restart_loses_and_doubles_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l6_a_crash_loses_only_what_a_restart_learns_again() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let hour = Duration::from_secs(3600);
     let until_host_holds = |n: usize| {
         let host = host.clone();
@@ -486,7 +486,7 @@ async fn b12_an_end_is_seen_when_the_instance_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l7_stopping_refuses_new_work() {
     let host = Host::new();
-    let state = tempfile::tempdir().unwrap();
+    let state = private_dir();
     let running = start(1, &host, Some(state.path())).await;
     let (status, _) = running.post(work(60_000)).await;
     assert_eq!(status, StatusCode::CREATED);
@@ -613,7 +613,7 @@ async fn l5_a_body_over_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l10_another_live_store_is_said_contested() {
     let host = Host::new();
-    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a_dir, b_dir) = (private_dir(), private_dir());
     let a = start(2, &host, Some(a_dir.path())).await;
     let health = || async {
         let response = reqwest::get(format!("{}/healthz", a.base)).await.unwrap();
@@ -644,4 +644,13 @@ async fn l10_another_live_store_is_said_contested() {
     assert_eq!(host.instances_of("svc"), 1, "B's instance stays");
     b.service.stop(Duration::from_secs(1)).await.unwrap();
     a.service.stop(Duration::from_secs(1)).await.unwrap();
+}
+
+/// A temporary state directory only its owner may enter (L16): `tempfile`'s
+/// follow the umask, and `serve` refuses a state directory others may enter.
+fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap()
 }

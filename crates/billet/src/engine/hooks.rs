@@ -76,6 +76,16 @@ pub(super) fn to_job(record: &JobRecord) -> Job {
     }
 }
 
+/// The answer to a submission whose key names `record` (L18): that job when
+/// it asks for the same, its id alone when it asks for something else.
+fn repeated(record: &JobRecord, asked: &NewJob) -> Submitted {
+    if record.asked_as(asked) {
+        Submitted::Existing(JobView::of(record))
+    } else {
+        Submitted::Conflicting(record.id)
+    }
+}
+
 /// An input of the engine's own, beside the calls and timers the loop waits
 /// on: a commit, the stop, a request.
 pub(super) enum Input {
@@ -251,7 +261,7 @@ impl EngineHooks {
         if let Some(id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
                 let answer = match jobs.find(id) {
-                    Ok(Some(record)) => Submitted::Existing(JobView::of(&record)),
+                    Ok(Some(record)) => repeated(&record, &new),
                     Ok(None) => Submitted::Refused("its key's job is not recorded".to_owned()),
                     Err(error) => Submitted::Unreadable(error.to_string()),
                 };
@@ -264,9 +274,9 @@ impl EngineHooks {
             match self.shared.archive.by_key(key) {
                 Ok(None) => {}
                 Ok(Some(record)) => {
-                    let view = JobView::of(&record);
+                    let answer = repeated(&record, &new);
                     self.replies.push(Box::new(move |_: &Jobs| {
-                        let _ = reply.send(Submitted::Existing(view));
+                        let _ = reply.send(answer);
                     }));
                     return;
                 }

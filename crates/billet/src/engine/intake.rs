@@ -16,8 +16,11 @@ use crate::record::NewJob;
 pub enum Submitted {
     /// Accepted and committed.
     Created(JobView),
-    /// Its key was seen before: that job.
+    /// Its key was seen before, with the same request: that job.
     Existing(JobView),
+    /// Its key was seen before with another request (L18): that job's id;
+    /// nothing recorded.
+    Conflicting(u64),
     /// No pool could ever take it; nothing recorded.
     Refused(String),
     /// Its key's job could not be read from the store; nothing recorded.

@@ -281,7 +281,7 @@ mod tests {
     // ended first, keys with them, and their ids are never given again.
     #[test]
     fn l12_both_archives_answer_and_prune_alike() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (durable, _) = Store::open(dir.path()).unwrap();
         for mut store in [durable, Store::memory()] {
             let mut table = Jobs::over(store.archive(), Vec::new());
@@ -343,7 +343,7 @@ mod tests {
     // pages pruned rows held are reused rather than the file growing.
     #[test]
     fn l12_pruned_ids_are_never_given_again_and_pages_are_reused() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::store::private_tempdir();
         let (mut store, _) = Store::open(dir.path()).unwrap();
         let changes = changes();
         store.commit(&changes).unwrap();
