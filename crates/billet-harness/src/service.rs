@@ -457,6 +457,10 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
             // its ends are seen at the reconciles, as the production
             // scheduler's with `--hints off`.
             hints: false,
+            // A scenario's workload is its own bound: every job it submits
+            // is taken, as the production scheduler takes it (L19 is tested
+            // in billet's own tests).
+            max_queued: usize::MAX,
             ..Bounds::default()
         },
         ..Limits::default()

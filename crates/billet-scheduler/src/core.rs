@@ -528,6 +528,12 @@ impl Core {
             })
     }
 
+    /// How many jobs are accepted and have not ended: queued or holding a
+    /// lease. What a bound on jobs not yet ended counts (L19).
+    pub fn unended(&self) -> usize {
+        self.jobs.len()
+    }
+
     /// Whether `job` is accepted and has not ended.
     pub fn knows(&self, job: JobId) -> bool {
         self.jobs.contains_key(&job)

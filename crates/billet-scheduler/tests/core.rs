@@ -604,6 +604,7 @@ fn b8_restart_counts_held_instances_first() {
     world.settle();
     assert_eq!(world.core.stats().learned, 2);
     assert_eq!(world.core.leases(PoolId(0)), 2);
+    assert_eq!(world.core.unended(), 3, "two learned and one queued");
     assert_eq!(
         placed(&world, 3),
         None,
@@ -618,6 +619,7 @@ fn b8_restart_counts_held_instances_first() {
     assert_eq!(world.outcome(2), Some(Outcome::Finished { exit_code: 0 }));
     assert_eq!(world.outcome(3), Some(Outcome::Finished { exit_code: 0 }));
     assert_eq!(world.fake.count(), 0);
+    assert_eq!(world.core.unended(), 0);
 }
 
 // B8: a learned job whose instance has stopped ends finished at once; a

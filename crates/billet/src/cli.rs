@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// idempotency key, from memory and store (`GET` answers `404` for it).
     #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = duration)]
     pub retain: Duration,
+    /// The most jobs not yet ended (queued or running) at once (L19): past
+    /// it a submission answers `503` with `Retry-After`, nothing recorded.
+    #[arg(long, value_name = "N", default_value_t = crate::engine::DEFAULT_MAX_QUEUED, value_parser = max_queued)]
+    pub max_queued: usize,
     /// The most bytes of one job's output kept (L15): bytes, or a whole
     /// number of `KiB`, `MiB` or `GiB`. Past it the output is cut, and the
     /// cut is said in the output and in the job (`output_truncated`).
@@ -100,6 +104,14 @@ fn connections(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(n) if (1..=65_536).contains(&n) => Ok(n),
         _ => Err(format!("{text:?}: a number of connections from 1 to 65536")),
+    }
+}
+
+/// A `--max-queued`: 1 to 1,000,000.
+fn max_queued(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?}: a number of jobs from 1 to 1000000")),
     }
 }
 
@@ -156,6 +168,7 @@ pub fn main() -> ExitCode {
                 },
                 max_connections: args.max_connections,
                 retain: args.retain,
+                max_queued: args.max_queued,
                 output_limit: args.output_limit,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -285,6 +298,22 @@ mod tests {
         };
         assert_eq!(args.retain, Duration::from_secs(90 * 60));
         assert!(parse("--retain", "0s").is_err());
+        assert_eq!(args.max_queued, crate::engine::DEFAULT_MAX_QUEUED);
+        for (given, taken) in [
+            ("1", Some(1)),
+            ("1000000", Some(1_000_000)),
+            ("0", None),
+            ("1000001", None),
+            ("many", None),
+        ] {
+            let parsed = parse("--max-queued", given)
+                .ok()
+                .map(|cli| match cli.command {
+                    Command::Serve(args) => args.max_queued,
+                    _ => panic!("serve"),
+                });
+            assert_eq!(parsed, taken, "--max-queued {given}");
+        }
         for bad in ["0s", "soon", "-1s"] {
             assert!(
                 Cli::try_parse_from(["billet", "serve", "--config", "c", "--reconcile-every", bad])

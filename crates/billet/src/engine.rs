@@ -137,11 +137,20 @@ pub struct Bounds {
     /// job's end is seen when its instance stops rather than at the next
     /// reconcile. On by default; a provider without hints changes nothing.
     pub hints: bool,
+    /// The most jobs not yet ended (queued or running) at once
+    /// (`--max-queued`, L19): past it a new submission is refused, nothing
+    /// recorded, while a repeat of a known key is still answered.
+    pub max_queued: usize,
 }
 
 /// Ended jobs are kept a week by default: long enough to look back on a
 /// week's CI, short enough that the store stays small.
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The most jobs not yet ended by default (L19): far more than the pools
+/// of one service run at once, and few enough that the memory they take
+/// stays bounded (each is at most one request body, 64 KiB, kept twice).
+pub const DEFAULT_MAX_QUEUED: usize = 10_000;
 
 /// The most requests waiting for the engine by default: a few seconds of
 /// intake at the rate a durable store commits.
@@ -154,6 +163,7 @@ impl Default for Bounds {
             intake: DEFAULT_INTAKE,
             hold: LAZY_COMMIT,
             hints: true,
+            max_queued: DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -265,6 +275,7 @@ impl Engine {
             read: vec![false; pools.providers().len()],
             retain: bounds.retain,
             hold: bounds.hold,
+            max_queued: bounds.max_queued,
             next_prune: now,
             prune: None,
             tap,

@@ -78,6 +78,11 @@ impl Default for JobLimits {
 /// How long a request's body may take to arrive once its head has (L12).
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The `Retry-After` (seconds) of a submission refused because as many jobs
+/// as `--max-queued` allows have not ended (L19): jobs take minutes, so a
+/// client asked to come back at once would only be refused again.
+pub const FULL_RETRY_AFTER: &str = "30";
+
 /// The service's routes, with the token and shutdown checks in front.
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -274,6 +279,19 @@ async fn submit(
                 "field `key`: it names job {id}, submitted with another body; a key stands for one request (send the same body again, or a new key)"
             ),
         ),
+        Ok(Submitted::Full(bound)) => {
+            let mut response = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{bound} jobs have not ended, the most this service holds (--max-queued): try again once some have"
+                ),
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(FULL_RETRY_AFTER),
+            );
+            response
+        }
         Ok(Submitted::Refused(reason)) => error(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!("no pool can ever take this job: {reason}"),

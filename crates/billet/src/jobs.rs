@@ -15,7 +15,7 @@ use crate::store::{Archive, StoreError};
 
 mod page;
 
-pub use page::{Page, PageQuery, page};
+pub use page::{MAX_PAGE_BYTES, Page, PageQuery, page};
 
 /// The jobs the service holds in memory: those that have not ended, by id
 /// (gaps allowed: an id the store no longer holds is simply absent); and the

@@ -129,14 +129,23 @@ pub struct OutputStore {
     /// The store's identity: only instances named under it are this
     /// service's jobs'.
     identity: Option<String>,
+    /// The last job whose instance may be named without an identity (a
+    /// store made before identities): only those are taken as this store's.
+    unnamed_through: Option<u64>,
     live: Mutex<HashMap<InstanceId, Live>>,
 }
 
 impl OutputStore {
-    /// The output directory `STATE/output` under `state`, made if missing,
-    /// for a store of `identity`, keeping at most `limit` bytes per job.
+    /// The output directory of a store of `identity` under `state`,
+    /// `STATE/output/IDENTITY` (`STATE/output` for a store without one),
+    /// made if missing, keeping at most `limit` bytes per job. A store made
+    /// afresh in the same state directory has another identity, so it never
+    /// reads (nor appends to) an older store's files (L20).
     pub fn open(state: &Path, identity: Option<&Identity>, limit: u64) -> io::Result<OutputStore> {
-        let dir = state.join("output");
+        let dir = match identity {
+            Some(identity) => state.join("output").join(identity.as_str()),
+            None => state.join("output"),
+        };
         // Job output holds what jobs print, secrets included: the owner's
         // alone, like the rest of the state directory.
         std::fs::DirBuilder::new()
@@ -148,8 +157,20 @@ impl OutputStore {
             dir,
             limit,
             identity: identity.map(ToString::to_string),
+            unnamed_through: None,
             live: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The same store, taking instances named without an identity as its
+    /// jobs' only up to job `last` ([`Store::unnamed_through`]): the jobs of
+    /// a store from before identities. `None`: none.
+    ///
+    /// [`Store::unnamed_through`]: crate::store::Store::unnamed_through
+    #[must_use]
+    pub fn with_unnamed_through(mut self, last: Option<u64>) -> OutputStore {
+        self.unnamed_through = last;
+        self
     }
 
     /// The file of job `job`'s output.
@@ -195,7 +216,14 @@ impl OutputStore {
         let parsed = InstanceName::parse(name)?;
         match (parsed.store, &self.identity) {
             (Some(store), Some(own)) if store == own => Some(parsed.job.0),
-            (None, _) => Some(parsed.job.0),
+            (None, None) => Some(parsed.job.0),
+            (None, Some(_))
+                if self
+                    .unnamed_through
+                    .is_some_and(|last| parsed.job.0 <= last) =>
+            {
+                Some(parsed.job.0)
+            }
             _ => None,
         }
     }
@@ -229,6 +257,11 @@ mod tests {
     }
 
     fn fixture(limit: u64, identity: Option<&str>) -> Fixture {
+        fixture_through(limit, identity, None)
+    }
+
+    /// [`fixture`], taking unnamed instances as jobs' through `unnamed`.
+    fn fixture_through(limit: u64, identity: Option<&str>, unnamed: Option<u64>) -> Fixture {
         let dir = crate::store::private_tempdir();
         let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
         let raw: Arc<dyn Provider> = Arc::new(
@@ -239,7 +272,11 @@ mod tests {
                 .unwrap(),
         );
         let identity = identity.map(|text| Identity::new(text).unwrap());
-        let store = Arc::new(OutputStore::open(dir.path(), identity.as_ref(), limit).unwrap());
+        let store = Arc::new(
+            OutputStore::open(dir.path(), identity.as_ref(), limit)
+                .unwrap()
+                .with_unnamed_through(unnamed),
+        );
         let capturing = Capturing::new(Arc::clone(&raw), Arc::clone(&store));
         Fixture {
             _dir: dir,
@@ -430,12 +467,14 @@ mod tests {
         all
     }
 
-    // L15: only this store's jobs are captured: an instance named under
-    // another store's identity, or named as no job's, is left alone.
+    // L15, L20: only this store's jobs are captured: an instance named under
+    // another store's identity, named as no job's, or named without an
+    // identity past the jobs of a store from before identities, is left
+    // alone.
     #[tokio::test]
     async fn l15_only_this_stores_instances_are_captured() {
         let own = "0a1b2c3d";
-        let f = fixture(1 << 20, Some(own));
+        let f = fixture_through(1 << 20, Some(own), Some(6));
         let other = Identity::new("deadbeef").unwrap();
         let theirs = Spec::new(
             JobId(1).instance_name_in(Some(&other), "linux"),
@@ -455,13 +494,61 @@ mod tests {
         .with_trust(TrustClass::Trusted);
         f.capturing.launch(mine).await.unwrap();
         assert!(f.store.capturing(2));
-        // An old name, without an identity, is this store's job too.
+        // An old name, without an identity, is this store's job too when
+        // the store made it before it had an identity (job 6 and before).
         f.capturing.launch(spec(6, 10, 100)).await.unwrap();
         assert!(f.store.capturing(6));
+        f.capturing.launch(spec(7, 10, 100)).await.unwrap();
+        assert!(
+            !f.store.capturing(7),
+            "a name without identity past the old jobs"
+        );
+        let young = fixture(1 << 20, Some(own));
+        young.capturing.launch(spec(3, 10, 100)).await.unwrap();
+        assert!(
+            !young.store.capturing(3),
+            "a store that always had its identity"
+        );
+        let anonymous = fixture(1 << 20, None);
+        anonymous.capturing.launch(spec(3, 10, 100)).await.unwrap();
+        assert!(
+            anonymous.store.capturing(3),
+            "a store without identity takes them all"
+        );
+        let theirs = Spec::new(
+            JobId(4).instance_name_in(Some(&other), "linux"),
+            run_for_writing(Duration::from_secs(10), 100),
+        )
+        .with_trust(TrustClass::Trusted);
+        anonymous.capturing.launch(theirs).await.unwrap();
+        assert!(!anonymous.store.capturing(4), "but no store's that has one");
         f.clock.advance(Duration::from_secs(10)).unwrap();
         until_captured(&f.store, 2).await;
         assert_eq!(f.store.kept(2).bytes, 100);
         assert_eq!(f.store.kept(1).bytes, 0);
+    }
+
+    // L20: a store made afresh in the same state directory (another
+    // identity) has its own output directory: job 1's file of the old store
+    // is neither read nor appended to by the new store's job 1.
+    #[test]
+    fn l20_a_new_store_never_reads_an_old_stores_output() {
+        let dir = crate::store::private_tempdir();
+        let old = Identity::new("0a1b2c3d").unwrap();
+        let new = Identity::new("deadbeef").unwrap();
+        let before = OutputStore::open(dir.path(), Some(&old), 1 << 20).unwrap();
+        std::fs::write(before.path(1), "the old job 1's secret").unwrap();
+        assert_eq!(before.kept(1).bytes, 22);
+        let after = OutputStore::open(dir.path(), Some(&new), 1 << 20).unwrap();
+        assert_eq!(after.kept(1), Kept::default());
+        assert_ne!(after.path(1), before.path(1));
+        assert_eq!(after.path(1), dir.path().join("output/deadbeef/1.out"));
+        let none = OutputStore::open(dir.path(), None, 1 << 20).unwrap();
+        assert_eq!(none.path(1), dir.path().join("output/1.out"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("output")), 0o700);
+        assert_eq!(mode(&dir.path().join("output/deadbeef")), 0o700);
     }
 
     /// Everything `serve` gives (bounded: a follow that never ends fails).

@@ -66,6 +66,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// How long ended jobs are kept (L12).
     pub retain: Duration,
+    /// The most jobs not yet ended at once (L19).
+    pub max_queued: usize,
     /// The most bytes of one job's output kept (L15).
     pub output_limit: u64,
 }
@@ -437,8 +439,9 @@ pub async fn serve(
     // Held until `serve` returns; the OS drops it if the process dies.
     let _lock = StateLock::acquire(&options.state)?;
     let (store, records) = Store::open(&options.state)?;
+    let unnamed_through = store.unnamed_through().map(|job| job.0);
     let output = OutputStore::open(&options.state, store.identity(), options.output_limit)
-        .map(Arc::new)
+        .map(|output| Arc::new(output.with_unnamed_through(unnamed_through)))
         .map_err(|source| ServeError::Output {
             path: options.state.join("output"),
             source,
@@ -493,6 +496,7 @@ pub async fn serve(
             max_connections: options.max_connections,
             engine: Bounds {
                 retain: options.retain,
+                max_queued: options.max_queued,
                 ..Bounds::default()
             },
             output: Some(output),
@@ -529,6 +533,7 @@ mod tests {
             },
             max_connections: 5,
             retain: secs(23),
+            max_queued: 29,
             output_limit: 1 << 20,
         }
     }

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use billet::http::JobLimits;
+use billet::engine::Bounds;
+use billet::http::{FULL_RETRY_AFTER, JobLimits};
 use billet::listener::HEAD_TIMEOUT;
 use billet::record::JobRecord;
 use billet::token::Credentials;
@@ -224,6 +225,78 @@ async fn l18_keys_are_each_credentials_own() {
         (status, again),
         (StatusCode::OK, json!({"id": 2})),
         "after a restart, the same scope"
+    );
+    running.service.stop(Duration::from_secs(5)).await.unwrap();
+}
+
+// L19: past `--max-queued` jobs not yet ended, a submission is `503` with
+// `Retry-After`, says the flag, and records nothing (not even an id); a
+// repeat of a known key is still answered; a job that ends makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l19_jobs_not_yet_ended_are_bounded() {
+    let host = Host::new();
+    let limits = Limits {
+        engine: Bounds {
+            max_queued: 3,
+            ..Bounds::default()
+        },
+        ..Limits::default()
+    };
+    let running = start(&host, None, limits).await;
+    let long = |key: &str| json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted", "key": key});
+    let post = |body: Value| {
+        let running = &running;
+        async move {
+            let response = running
+                .client
+                .post(format!("{}/v1/jobs", running.base))
+                .header("Authorization", format!("Bearer {ALL}"))
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let retry = response
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body: Value = response.json().await.unwrap();
+            (status, retry, body)
+        }
+    };
+    for (n, key) in ["a", "b", "c"].into_iter().enumerate() {
+        let (status, _, job) = post(long(key)).await;
+        assert_eq!(
+            (status, job["id"].clone()),
+            (StatusCode::CREATED, json!(n + 1)),
+            "{job}"
+        );
+    }
+    let (status, retry, refused) = post(long("d")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{refused}");
+    assert_eq!(retry.as_deref(), Some(FULL_RETRY_AFTER));
+    let said = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("--max-queued") && said.starts_with("3 jobs"),
+        "{said}"
+    );
+    assert_eq!(running.jobs().await, 3, "nothing recorded");
+    let (status, _, again) = post(long("a")).await;
+    assert_eq!(
+        (status, again["id"].clone()),
+        (StatusCode::OK, json!(1)),
+        "a known key"
+    );
+    let (status, _) = running
+        .call(&format!("Bearer {ALL}"), "DELETE", "/v1/jobs/3", None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    running.until_ended(3).await;
+    let (status, _, job) = post(long("d")).await;
+    assert_eq!(
+        (status, job["id"].clone()),
+        (StatusCode::CREATED, json!(4)),
+        "room once a job ended, and no id spent on the refusal: {job}"
     );
     running.service.stop(Duration::from_secs(5)).await.unwrap();
 }

@@ -132,8 +132,14 @@ async fn l15_output_past_the_limit_is_cut_and_the_cut_is_said() {
     assert_eq!(body.len(), limit as usize + notice.len());
     assert!(body.ends_with(notice));
     assert!(body[..limit as usize].starts_with(b"billet\nbillet\n"));
-    let on_disk: u64 = std::fs::read_dir(service.state_dir().join("output"))
+    // The store's own output directory (L20): `output/IDENTITY`, its one.
+    let own = std::fs::read_dir(service.state_dir().join("output"))
         .expect("the output directory")
+        .map(|entry| entry.expect("an entry").path())
+        .collect::<Vec<_>>();
+    assert_eq!(own.len(), 1, "{own:?}");
+    let on_disk: u64 = std::fs::read_dir(&own[0])
+        .expect("the store's output directory")
         .map(|entry| entry.expect("an entry").metadata().expect("metadata").len())
         .sum();
     assert_eq!(on_disk, limit + notice.len() as u64);

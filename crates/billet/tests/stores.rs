@@ -211,7 +211,14 @@ async fn l13_the_state_is_readable_by_its_owner_only() {
     let job = service.submit_sh("echo secret").await;
     let id = id_of(&job);
     service.wait_ended(&[id], END).await;
-    assert_eq!(mode(&state.join("output").join(format!("{id}.out"))), 0o600);
+    // Under the store's identity (L20), the one directory in `output`.
+    let own = std::fs::read_dir(state.join("output"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect::<Vec<_>>();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!(mode(&own[0]), 0o700);
+    assert_eq!(mode(&own[0].join(format!("{id}.out"))), 0o600);
     service.finish().await;
 }
 

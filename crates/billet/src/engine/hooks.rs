@@ -49,6 +49,8 @@ pub(super) struct EngineHooks {
     pub(super) read: Vec<bool>,
     /// How long ended jobs are kept.
     pub(super) retain: Duration,
+    /// The most jobs not yet ended (L19).
+    pub(super) max_queued: usize,
     /// How long a change that can wait is held back at most.
     pub(super) hold: Duration,
     /// When retention next looks.
@@ -285,6 +287,10 @@ impl EngineHooks {
                     return;
                 }
             }
+        }
+        if core.unended() >= self.max_queued {
+            let _ = reply.send(Submitted::Full(self.max_queued));
+            return;
         }
         let id = self.next_id;
         let record = JobRecord::accepted(id, new, now);

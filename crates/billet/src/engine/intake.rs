@@ -23,6 +23,9 @@ pub enum Submitted {
     Conflicting(u64),
     /// No pool could ever take it; nothing recorded.
     Refused(String),
+    /// As many jobs as the bound allows (L19) have not ended: nothing
+    /// recorded. Carries the bound.
+    Full(usize),
     /// Its key's job could not be read from the store; nothing recorded.
     Unreadable(String),
 }

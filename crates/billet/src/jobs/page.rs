@@ -45,20 +45,29 @@ pub fn page(table: &RwLock<Jobs>, query: PageQuery) -> Result<Page, StoreError> 
     let want = query.limit.saturating_add(1);
     let wants_live = query.state.is_none_or(|state| !state.has_ended());
     let wants_ended = query.state.is_none_or(JobState::has_ended);
-    let (live, archive) = {
+    let (live, live_cut, archive) = {
         let jobs = table.read();
-        let live: Vec<JobRecord> = if wants_live {
-            jobs.live
+        let mut live: Vec<JobRecord> = Vec::new();
+        // Set when the jobs in memory were cut by size: the last one taken.
+        let mut live_cut = None;
+        if wants_live {
+            let mut bytes = 0;
+            let matching = jobs
+                .live
                 .range((Bound::Excluded(query.after), Bound::Unbounded))
                 .map(|(_, record)| record)
-                .filter(|record| query.state.is_none_or(|state| record.state == state))
-                .take(want)
-                .cloned()
-                .collect()
-        } else {
-            Vec::new()
-        };
-        (live, Arc::clone(&jobs.archive))
+                .filter(|record| query.state.is_none_or(|state| record.state == state));
+            for record in matching.take(want) {
+                let size = weight(record);
+                if !live.is_empty() && bytes + size > MAX_PAGE_BYTES {
+                    live_cut = live.last().map(|record: &JobRecord| record.id);
+                    break;
+                }
+                bytes += size;
+                live.push(record.clone());
+            }
+        }
+        (live, live_cut, Arc::clone(&jobs.archive))
     };
     let ended = if wants_ended {
         archive.page(query.after, query.state, want)?
@@ -66,14 +75,46 @@ pub fn page(table: &RwLock<Jobs>, query: PageQuery) -> Result<Page, StoreError> 
         Vec::new()
     };
     let mut jobs = merge(live, ended);
-    jobs.truncate(want);
-    let next = if jobs.len() > query.limit {
-        jobs.truncate(query.limit);
+    if let Some(cut) = live_cut {
+        // Jobs in memory past the cut were not looked at: nothing past it
+        // is answered, so none is skipped.
+        jobs.retain(|record| record.id <= cut);
+    }
+    let keep = fitting(&jobs, query.limit);
+    let next = if jobs.len() > keep || live_cut.is_some() {
+        jobs.truncate(keep);
         jobs.last().map(|record| record.id)
     } else {
         None
     };
     Ok(Page { jobs, next })
+}
+
+/// The most a page's jobs weigh ([`weight`]) before the page ends early,
+/// whatever `limit` says (L19): a page of the largest jobs is a few MiB,
+/// not `limit` times a request body. A page holds at least one job.
+pub const MAX_PAGE_BYTES: usize = 4 << 20;
+
+/// About how many bytes `record` takes in a page's answer: its command and
+/// labels (all of a job a client can make large), and a bound on the rest.
+fn weight(record: &JobRecord) -> usize {
+    const REST: usize = 512;
+    let strings = |list: &[String]| list.iter().map(|s| s.len() + 4).sum::<usize>();
+    REST + strings(&record.command) + strings(&record.labels)
+}
+
+/// How many of `jobs` (in order) one page answers: at most `limit`, and no
+/// more than [`MAX_PAGE_BYTES`] weigh, but at least one when there is one.
+fn fitting(jobs: &[JobRecord], limit: usize) -> usize {
+    let mut bytes = 0;
+    for (taken, record) in jobs.iter().enumerate() {
+        let size = weight(record);
+        if taken == limit || (taken > 0 && bytes + size > MAX_PAGE_BYTES) {
+            return taken;
+        }
+        bytes += size;
+    }
+    jobs.len()
 }
 
 /// Two id-ordered lists as one; an id in both is taken from `ended`.
@@ -120,8 +161,20 @@ mod tests {
     }
 
     fn accept(table: &RwLock<Jobs>, id: u64, at: u64) {
+        accept_command(table, id, at, vec!["true".into()]);
+    }
+
+    /// A job nearly a third of a page's bytes large.
+    fn accept_big(table: &RwLock<Jobs>, id: u64, at: u64) {
+        accept_command(table, id, at, vec!["x".repeat(BIG)]);
+    }
+
+    /// Three fit in a page, four do not.
+    const BIG: usize = MAX_PAGE_BYTES / 3 - 1024;
+
+    fn accept_command(table: &RwLock<Jobs>, id: u64, at: u64, command: Vec<String>) {
         let job = NewJob {
-            command: vec!["true".into()],
+            command,
             labels: vec![],
             trust: TrustClass::Trusted,
             timeout: None,
@@ -248,10 +301,63 @@ mod tests {
         assert!(merge(Vec::new(), Vec::new()).is_empty());
     }
 
+    fn weight_of_big() -> usize {
+        let table = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        accept_big(&table, 1, 1);
+        let record = table.read().live(1).cloned().unwrap();
+        weight(&record)
+    }
+
+    // L19: a page ends early rather than weigh more than its bytes allow,
+    // whether its jobs are in memory or in the archive, and always holds at
+    // least one job; the next page starts where it ended.
+    #[test]
+    fn l19_a_page_of_large_jobs_is_cut_by_its_bytes() {
+        let store = Store::memory();
+        let table = RwLock::new(Jobs::over(store.archive(), Vec::new()));
+        for id in 1..=7 {
+            accept_big(&table, id, id);
+        }
+        for id in [2, 3, 5] {
+            end(&table, id, &Outcome::Finished { exit_code: 0 }, 10);
+        }
+        let mut after = 0;
+        let mut pages = Vec::new();
+        loop {
+            let page = page(&table, query(None, after, 1000)).unwrap();
+            let bytes: usize = page.jobs.iter().map(weight).sum();
+            assert!(bytes <= MAX_PAGE_BYTES, "{bytes}");
+            pages.push(ids(&page));
+            match page.next {
+                Some(next) => after = next,
+                None => break,
+            }
+        }
+        assert_eq!(pages, [vec![1, 2, 3], vec![4, 5, 6], vec![7]]);
+        // One job past the bytes alone is still a page.
+        let huge = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        accept_command(&huge, 1, 1, vec!["x".repeat(MAX_PAGE_BYTES + 1)]);
+        accept(&huge, 2, 1);
+        let first = page(&huge, query(None, 0, 10)).unwrap();
+        assert_eq!((ids(&first), first.next), (vec![1], Some(1)));
+        let second = page(&huge, query(None, 1, 10)).unwrap();
+        assert_eq!((ids(&second), second.next), (vec![2], None));
+        // The count still bounds a page of small jobs.
+        let small = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        for id in 1..=3 {
+            accept(&small, id, 1);
+        }
+        let first = page(&small, query(None, 0, 2)).unwrap();
+        assert_eq!((ids(&first), first.next), (vec![1, 2], Some(2)));
+        assert_eq!(fitting(&[], 5), 0);
+    }
+
     /// One step of a walk over the pages while the table changes.
     #[derive(Debug, Clone)]
     enum Op {
         Accept,
+        /// Accept a job a third of a page's bytes large.
+        AcceptBig,
         /// End the n-th job still in memory (modulo how many there are).
         End(usize, bool),
         /// Remove what ended more than this many steps ago.
@@ -263,6 +369,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             3 => Just(Op::Accept),
+            1 => Just(Op::AcceptBig),
             3 => (any::<usize>(), any::<bool>()).prop_map(|(n, ok)| Op::End(n, ok)),
             1 => (0u64..8).prop_map(Op::Prune),
             3 => (1usize..6).prop_map(Op::Page),
@@ -303,7 +410,14 @@ mod tests {
                 seen.extend(ids(&page));
                 match page.next {
                     Some(next) => {
-                        prop_assert_eq!(page.jobs.len(), limit);
+                        // Full, or cut where the next job (at most a big
+                        // one) would not fit in a page's bytes (L19).
+                        let bytes: usize = page.jobs.iter().map(weight).sum();
+                        prop_assert!(
+                            page.jobs.len() == limit || bytes + weight_of_big() > MAX_PAGE_BYTES,
+                            "a page of {} jobs, {} bytes, cut early", page.jobs.len(), bytes
+                        );
+                        prop_assert!(bytes <= MAX_PAGE_BYTES);
                         prop_assert_eq!(page.jobs.last().map(|r| r.id), Some(next));
                         *after = next;
                         Ok(false)
@@ -316,6 +430,10 @@ mod tests {
                 match op {
                     Op::Accept => {
                         accept(&table, next_id, now);
+                        next_id += 1;
+                    }
+                    Op::AcceptBig => {
+                        accept_big(&table, next_id, now);
                         next_id += 1;
                     }
                     Op::End(n, ok) => {
