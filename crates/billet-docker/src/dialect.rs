@@ -15,6 +15,7 @@
 //! | the program cannot be run | `400` from start | `500` "OCI runtime attempted to invoke a command that was not found" / "OCI permission denied" |
 //! | a removal refused: the container runs | `409` "You cannot remove a running container" | `500` "... as it is running ... container state improper" |
 //! | a pause refused: already paused | `409` "... is already paused" | `500` "... is already paused: container state improper" |
+//! | a forced removal of a paused container whose process ended meanwhile (gVisor) | (not seen) | `500` "container state improper: stopped", the container left exited |
 //! | a name filter | matches `/name` | matches `name` |
 //! | a container's removal, as an event | `destroy` | `remove` |
 //! | an inspect raced the container's exit (asked again) | (not seen) | `500` "read /proc/N/cgroup: no such process" |
@@ -214,6 +215,15 @@ pub(crate) fn removal_in_progress(err: &DaemonError) -> bool {
     }
     err.status() == Some(409)
         || message(err).is_some_and(|m| m.contains("in progress") || m.contains("being removed"))
+}
+
+/// Whether a refused forced removal means the paused container's process
+/// ended as it was being removed, and the container is left ended (podman
+/// on gVisor's runsc: `500` "container state improper: stopped"): asked
+/// again, it is removed.
+pub(crate) fn removal_met_its_end(err: &DaemonError) -> bool {
+    err.status() == Some(500)
+        && message(err).is_some_and(|m| m.ends_with("container state improper: stopped"))
 }
 
 /// Whether a refused pause means the container is paused already (by
@@ -484,5 +494,28 @@ mod tests {
         }
         assert!(!not_running(&refused(400, "is not running")));
         assert!(!not_running(&refused(500, "the daemon broke")));
+
+        // podman on runsc, a paused container's forced removal meeting its
+        // process's end: asked again, not an error.
+        assert!(removal_met_its_end(&refused(
+            500,
+            "container state improper: stopped"
+        )));
+        assert!(removal_met_its_end(&refused(
+            500,
+            "abc: Container State Improper: Stopped"
+        )));
+        assert!(!removal_met_its_end(&refused(
+            409,
+            "container state improper: stopped"
+        )));
+        assert!(!removal_met_its_end(&refused(
+            500,
+            "container state improper"
+        )));
+        assert!(!removal_met_its_end(&refused(
+            500,
+            "stopped: container state improper, again"
+        )));
     }
 }

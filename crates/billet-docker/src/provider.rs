@@ -211,6 +211,11 @@ pub struct DockerProvider {
     runtimes: Mutex<Option<Listed>>,
     /// Whether the engine arbitrates forced removals, once asked.
     arbitrates: Mutex<Option<bool>>,
+    /// Containers a destroy asked the engine to pause (its claim, on an
+    /// engine that does not arbitrate) and that ended in an error before it
+    /// removed them: the inventory finishes their removal ([`removal`]).
+    /// At most [`removal::CLAIMS_KEPT`], the oldest forgotten first.
+    claims_left: Mutex<std::collections::VecDeque<String>>,
     confinement: Confinement,
     pull: PullPolicy,
     logger: Option<Dispatch>,
@@ -425,6 +430,7 @@ impl Builder {
             isolation: self.isolation,
             runtimes: Mutex::new(None),
             arbitrates: Mutex::new(None),
+            claims_left: Mutex::new(std::collections::VecDeque::new()),
             confinement: self.confinement,
             pull: self.pull,
             logger: self.logger,

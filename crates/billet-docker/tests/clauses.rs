@@ -1297,6 +1297,53 @@ async fn d11_a_launch_whose_answer_is_lost_leaves_nothing() {
     assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
 }
 
+// D18: a destroy whose answer is lost at any exchange (the inspect, the
+// look for look-alikes, the version, the claiming pause on an engine that
+// does not arbitrate, the removal) never leaves its job frozen: the first
+// list once the daemon answers again shows the container gone (the destroy
+// happened: a pause it left is finished by that list), or running as before
+// (it did not), never paused with nobody to remove it. On docker no pause is
+// made; the `podman` step runs it where one is.
+#[tokio::test]
+async fn d18_a_destroy_whose_answer_is_lost_never_leaves_its_job_frozen() {
+    let Some(scope) = daemon("d18frozen") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope
+        .through("blue", &proxy)
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let owner = scope.owner("blue");
+    for after in 0..7u32 {
+        let name = format!("job-{after}");
+        let instance = blue.launch(sleeper(&name)).await.unwrap();
+        proxy.lose_answer_after(after);
+        let answer = blue.destroy(&instance.id).await;
+        proxy.restore();
+        if let Ok(teardown) = answer {
+            // Fewer exchanges than `after`: nothing was lost.
+            assert_eq!(teardown, Teardown::Stopped, "after {after}");
+        }
+        let listed = blue.list().await.unwrap();
+        match on_daemon(&owner, &name) {
+            None => assert!(listed.is_empty(), "after {after}: {listed:?}"),
+            Some((id, status)) => {
+                assert_eq!(status, "running", "after {after}: left {status}");
+                assert_eq!(listed.len(), 1, "after {after}: {listed:?}");
+                assert_eq!(listed[0].id.as_str(), id);
+                assert_eq!(
+                    blue.destroy(&listed[0].id).await.unwrap(),
+                    Teardown::Stopped
+                );
+            }
+        }
+        assert_eq!(on_daemon(&owner, &name), None, "after {after}: left behind");
+    }
+    assert!(scope.leftovers().is_empty(), "{:?}", scope.leftovers());
+}
+
 // D11: a lost launch answer is also cleaned up by the first `find` or
 // relaunch of its name, whichever comes first, not only by a list.
 #[tokio::test]

@@ -73,6 +73,19 @@ impl DockerProvider {
         {
             return Ok(None);
         }
+        // Paused by a destroy here that failed before it removed it: the
+        // removal is finished now, so the job is not left frozen (see
+        // `removal`). One not paused is left as it is.
+        if self.claim_left(&id) {
+            let status = container.state.as_ref().and_then(|state| state.status);
+            if status == Some(ContainerStateStatusEnum::PAUSED) {
+                self.finish_claim(client, deadline, &id)
+                    .await
+                    .map_err(|err| Error::inventory_unavailable(err.describe(&id)))?;
+                return Ok(None);
+            }
+            self.forget_claim(&id);
+        }
         if self.is_abandoned(&mark) {
             if never_started(&container) {
                 self.remove_abandoned(client, deadline, &id, &name, &mark)

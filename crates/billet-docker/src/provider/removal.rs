@@ -24,6 +24,15 @@
 //!   paused with nobody removing it (paused by hand, or by a destroy that
 //!   failed after its pause) is force-removed after [`PAUSED_GRACE`] of the
 //!   timeout.
+//! * a destroy that asked for the pause and then failed (its connection lost
+//!   with the pause's answer or the removal's) may have left the container
+//!   paused, its job frozen, where it would stay until another destroy. So
+//!   the provider keeps its id ([`DockerProvider::claims_left`]), and its
+//!   inventory, finding that container paused, finishes the removal before it
+//!   answers: the destroy happened, as its caller asked, rather than leave a
+//!   job that never ends. Found running, the pause did not happen, and the
+//!   container is left as it is. Only after the destroy has ended: a removal
+//!   under way is never raced.
 //!
 //! Docker needs no pause, and must not have one: a pause whose answer is
 //! lost leaves the job frozen until another destroy (the H11 suite found
@@ -47,6 +56,11 @@ use crate::dialect;
 /// waits for a container it found paused to be removed by the call that
 /// paused it before it removes the container itself.
 pub(super) const PAUSED_GRACE: u32 = 4;
+
+/// The most ids of failed claims kept ([`DockerProvider::claims_left`]): one
+/// past it forgets the oldest, whose container, if it is still paused, the
+/// next destroy of it removes after [`PAUSED_GRACE`].
+pub(super) const CLAIMS_KEPT: usize = 1024;
 
 /// What became of a removal.
 pub(super) enum Removal {
@@ -135,13 +149,78 @@ impl DockerProvider {
 
     /// Removes this deployment's container `id`, last seen in `status`, so
     /// that of two destroys at once exactly one answers
-    /// [`Teardown::Stopped`] (see the module's documentation).
+    /// [`Teardown::Stopped`] (see the module's documentation). One that asked
+    /// for a pause and failed leaves `id` to the inventory to finish.
     pub(super) async fn remove_claimed(
         &self,
         client: &Docker,
         deadline: Deadline,
         id: &str,
+        status: Option<Status>,
+    ) -> Result<Teardown, Error> {
+        let mut paused = false;
+        let removed = self
+            .claim_and_remove(client, deadline, id, status, &mut paused)
+            .await;
+        match &removed {
+            Ok(_) => self.forget_claim(id),
+            Err(_) if paused => self.leave_claim(id),
+            Err(_) => {}
+        }
+        removed
+    }
+
+    /// Whether a destroy here asked to pause container `id` and failed
+    /// before it removed it (see the module's documentation).
+    pub(super) fn claim_left(&self, id: &str) -> bool {
+        self.claims_left.lock().iter().any(|left| left == id)
+    }
+
+    /// Removes container `id`, which a destroy here paused and failed to
+    /// remove (see the module's documentation); asked twice when the first
+    /// removal met the end of the container's process
+    /// ([`dialect::removal_met_its_end`]).
+    pub(super) async fn finish_claim(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
+    ) -> Result<(), RemoveError> {
+        let first = self.remove_exact(client, deadline, id).await;
+        let removed = match first {
+            Err(RemoveError::Daemon(err)) if dialect::removal_met_its_end(&err) => {
+                self.remove_exact(client, deadline, id).await
+            }
+            other => other,
+        };
+        removed.map(|_| self.forget_claim(id))
+    }
+
+    /// Container `id` is removed, or known to be left as it is.
+    pub(super) fn forget_claim(&self, id: &str) {
+        self.claims_left.lock().retain(|left| left != id);
+    }
+
+    fn leave_claim(&self, id: &str) {
+        let mut left = self.claims_left.lock();
+        if left.iter().any(|known| known == id) {
+            return;
+        }
+        if left.len() == CLAIMS_KEPT {
+            left.pop_front();
+        }
+        left.push_back(id.to_owned());
+    }
+
+    /// [`remove_claimed`](Self::remove_claimed)'s work; sets `paused` once
+    /// it asks the engine to pause the container.
+    async fn claim_and_remove(
+        &self,
+        client: &Docker,
+        deadline: Deadline,
+        id: &str,
         mut status: Option<Status>,
+        paused: &mut bool,
     ) -> Result<Teardown, Error> {
         self.refuse_look_alikes(client, deadline, id)
             .await
@@ -160,6 +239,7 @@ impl DockerProvider {
                     self.remove(client, deadline, id, true).await
                 }
                 Some(Status::RUNNING | Status::RESTARTING | Status::STOPPING) => {
+                    *paused = true;
                     match self
                         .call(deadline, "pause container", client.pause_container(id))
                         .await
