@@ -63,7 +63,7 @@ impl Default for ContractConfig {
 }
 
 impl ContractConfig {
-    /// Sized for a backend timed by real time ([`Timing::Wall`]): `cases`
+    /// Sized for a backend timed by real time ([`Timing::Wall`](crate::Timing::Wall)): `cases`
     /// sequences (whatever `PROPTEST_CASES` says) of 16 to 32 steps each, and
     /// at most 128 shrinking attempts, since every attempt replays a case in
     /// real time.
@@ -182,7 +182,7 @@ impl std::error::Error for ContractFailure {}
 /// the shrunk failure instead of panicking.
 ///
 /// The suite first builds one fixture (and tears it down) to read its
-/// [`Timing`], then runs `config`'s cases, each on a fresh fixture.
+/// [`Timing`](crate::Timing), then runs `config`'s cases, each on a fresh fixture.
 ///
 /// A panic in a provider call or a factory hook (an overflow in the
 /// backend's arithmetic, say) is a failure like any other: it shrinks, and

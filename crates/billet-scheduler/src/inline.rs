@@ -32,7 +32,7 @@ pub async fn perform(provider: &dyn Provider, call: Call) -> Answer {
 /// [`tick`](Inline::tick) at each [`next_wakeup`](Inline::next_wakeup).
 ///
 /// A call that never returns blocks it: meant for providers that answer
-/// (the simulated backend), not for a service (use [`Scheduler`](crate::Scheduler)).
+/// (the simulated backend), not for a service (use [`Driver`](crate::Driver)).
 ///
 /// With [`with_hints`](Inline::with_hints), after each input and each tick
 /// it reads every hint ready (B12), each handed to the core with the

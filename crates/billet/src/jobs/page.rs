@@ -90,7 +90,8 @@ pub fn page(table: &RwLock<Jobs>, query: PageQuery) -> Result<Page, StoreError> 
     Ok(Page { jobs, next })
 }
 
-/// The most a page's jobs weigh ([`weight`]) before the page ends early,
+/// The most a page's jobs weigh (their commands and labels, and a bound on
+/// each one's other fields) before the page ends early,
 /// whatever `limit` says (L19): a page of the largest jobs is a few MiB,
 /// not `limit` times a request body. A page holds at least one job.
 pub const MAX_PAGE_BYTES: usize = 4 << 20;
