@@ -463,6 +463,9 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
             max_queued: usize::MAX,
             ..Bounds::default()
         },
+        // The harness is one peer for all it sends, as a proxy in front of
+        // billet would be (L23 is tested in billet's own tests).
+        max_connections_per_peer: billet::listener::DEFAULT_MAX_CONNECTIONS,
         ..Limits::default()
     };
     let parts = (&d.pools, store, records, Arc::clone(clock));

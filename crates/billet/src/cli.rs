@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// is in front).
     #[arg(long)]
     pub allow_plain_http: bool,
+    /// A pool the configuration no longer has whose jobs the store holds
+    /// running: they end failed at start, their containers left to be
+    /// collected as orphans (repeat for several pools). Without it such a
+    /// start is refused.
+    #[arg(long = "forget-pool", value_name = "NAME")]
+    pub forget_pools: Vec<String>,
     /// The bearer token's file; created with a random token, mode 0600,
     /// when missing [default: DIR/token].
     #[arg(long, value_name = "PATH")]
@@ -81,6 +87,11 @@ pub struct ServeArgs {
     /// answered `503` with `Retry-After`, the rest wait.
     #[arg(long, value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS, value_parser = connections)]
     pub max_connections: usize,
+    /// The most connections one peer (an IP address) is served at once;
+    /// past it, its next are answered `503` or closed. A TLS proxy in front
+    /// is one peer: raise this to --max-connections there.
+    #[arg(long, value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS_PER_PEER, value_parser = connections)]
+    pub max_connections_per_peer: usize,
     /// How long an ended job is kept: after that it is removed, with its
     /// idempotency key, from memory and store (`GET` answers `404` for it).
     #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = duration)]
@@ -156,6 +167,7 @@ pub fn main() -> ExitCode {
                 state: args.state,
                 listen: args.listen,
                 allow_plain_http: args.allow_plain_http,
+                forget_pools: args.forget_pools,
                 token_file: args.token_file,
                 reconcile_every: args.reconcile_every,
                 call_timeout: args.call_timeout,
@@ -167,6 +179,7 @@ pub fn main() -> ExitCode {
                     max_timeout: args.max_timeout,
                 },
                 max_connections: args.max_connections,
+                max_connections_per_peer: args.max_connections_per_peer,
                 retain: args.retain,
                 max_queued: args.max_queued,
                 output_limit: args.output_limit,
@@ -248,6 +261,7 @@ mod tests {
         assert_eq!(args.default_timeout, Duration::from_secs(3600));
         assert_eq!(args.max_timeout, Duration::from_secs(86_400));
         assert_eq!(args.max_connections, 512);
+        assert_eq!(args.max_connections_per_peer, 64);
         assert_eq!(args.retain, crate::engine::DEFAULT_RETAIN);
         let cli = Cli::try_parse_from([
             "billet",

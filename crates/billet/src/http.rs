@@ -161,16 +161,28 @@ fn unreadable(what: impl std::fmt::Display) -> Response {
 
 /// Job `id`, ended or not: from memory, else from the archive, read
 /// without holding the table's lock.
+/// Runs `read` (a read of the jobs that may reach the archive, and so wait
+/// on SQLite) on tokio's blocking threads, off the runtime's workers (L22).
+async fn off_the_workers<T: Send + 'static>(
+    app: &AppState,
+    read: impl FnOnce(&Shared) -> T + Send + 'static,
+) -> T {
+    let shared = Arc::clone(&app.shared);
+    tokio::task::spawn_blocking(move || read(&shared))
+        .await
+        .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
+}
+
 fn find(app: &AppState, id: u64) -> Result<Option<JobView>, StoreError> {
-    let live = app.shared.jobs.read().live(id).map(JobView::of);
+    find_in(&app.shared, id)
+}
+
+fn find_in(shared: &Shared, id: u64) -> Result<Option<JobView>, StoreError> {
+    let live = shared.jobs.read().live(id).map(JobView::of);
     match live {
         Some(view) => Ok(Some(view)),
         // Not in memory: ended, and its end committed before it left.
-        None => Ok(app
-            .shared
-            .archive
-            .get(id)?
-            .map(|record| JobView::of(&record))),
+        None => Ok(shared.archive.get(id)?.map(|record| JobView::of(&record))),
     }
 }
 
@@ -186,7 +198,7 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
         if app.overflow {
             let mut response = error(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "too many open connections (--max-connections): try again shortly",
+                "too many open connections (--max-connections, or --max-connections-per-peer from this address): try again shortly",
             );
             response
                 .headers_mut()
@@ -313,7 +325,8 @@ async fn list_jobs(
         Ok(query) => query,
         Err(request) => return bad(&request),
     };
-    match crate::jobs::page(&app.shared.jobs, query) {
+    let page = off_the_workers(&app, move |shared| crate::jobs::page(&shared.jobs, query)).await;
+    match page {
         Ok(page) => {
             let jobs = page
                 .jobs
@@ -354,7 +367,8 @@ async fn get_job(
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
-    match find(&app, n) {
+    let found = off_the_workers(&app, move |shared| find_in(shared, n)).await;
+    match found {
         Ok(Some(view)) => job(&app, StatusCode::OK, view),
         Ok(None) => unknown(&id),
         Err(why) => unreadable(why),
@@ -387,7 +401,8 @@ async fn job_output(
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
-    match find(&app, n) {
+    let found = off_the_workers(&app, move |shared| find_in(shared, n)).await;
+    match found {
         Ok(Some(_)) => {}
         Ok(None) => return unknown(&id),
         Err(why) => return unreadable(why),
@@ -423,7 +438,8 @@ async fn cancel(
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
-    match find(&app, n) {
+    let found = off_the_workers(&app, move |shared| find_in(shared, n)).await;
+    match found {
         Ok(Some(_)) => {}
         Ok(None) => return unknown(&id),
         Err(why) => return unreadable(why),

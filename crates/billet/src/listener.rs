@@ -14,14 +14,32 @@
 //!   `Retry-After` (but `/healthz`, answered as always) and closed, their
 //!   heads due within [`OVERFLOW_HEAD_TIMEOUT`]; past those, new
 //!   connections wait in the kernel's backlog until one closes.
+//! * **Peers.** One peer (an IP address) is served at most `per_peer`
+//!   connections at once (L23): its next ones are answered as those past the
+//!   cap are, or closed at once when those slots are taken too, so one peer
+//!   holding idle or slow connections never takes every slot from the
+//!   others. A TLS proxy in front of billet is one peer for all it carries:
+//!   raise `--max-connections-per-peer` to `--max-connections` there.
+//! * **Readers.** An answer whose bytes the peer does not take for
+//!   [`STALL_TIMEOUT`] (a write that makes no progress that long) closes the
+//!   connection (L23): a peer reading a big output one byte a minute does
+//!   not hold its slot for as long as it likes.
 
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
@@ -40,17 +58,142 @@ pub const OVERFLOW_HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 /// The default of `--max-connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
 
+/// The default of `--max-connections-per-peer`: an eighth of the default
+/// cap, far more than a client (the `billet` client, Prometheus, a CI
+/// script) opens at once.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 64;
+
+/// How long an answer may wait for the peer to take any of its bytes before
+/// the connection is closed (L23).
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The connections each peer holds, an entry only while it holds one: at
+/// most as many entries as connections are open.
+#[derive(Debug, Default)]
+struct Peers(Mutex<HashMap<IpAddr, usize>>);
+
+/// One connection counted against its peer until dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    ip: IpAddr,
+}
+
+impl Peers {
+    /// Counts a connection of `ip` when it holds fewer than `most`.
+    fn take(self: &Arc<Self>, ip: IpAddr, most: usize) -> Option<PeerSlot> {
+        let mut held = self.0.lock();
+        let count = held.entry(ip).or_insert(0);
+        if *count >= most {
+            return None;
+        }
+        *count += 1;
+        Some(PeerSlot {
+            peers: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut held = self.peers.0.lock();
+        if let Some(count) = held.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A connection whose writes fail once one has made no progress for
+/// `stall` (L23): hyper then closes it.
+struct Stalling<S> {
+    inner: S,
+    stall: Duration,
+    /// Set while a write (or flush) waits for the peer.
+    waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> Stalling<S> {
+    fn new(inner: S, stall: Duration) -> Stalling<S> {
+        Stalling {
+            inner,
+            stall,
+            waiting: None,
+        }
+    }
+
+    /// `poll`'s answer, or an error once the peer has taken nothing for
+    /// `stall` while it stays pending.
+    fn bound<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        match poll {
+            Poll::Ready(done) => {
+                self.waiting = None;
+                Poll::Ready(done)
+            }
+            Poll::Pending => {
+                let stall = self.stall;
+                let waiting = self
+                    .waiting
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
+                if waiting.as_mut().poll(cx).is_ready() {
+                    self.waiting = None;
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("the peer took none of the answer for {}s", stall.as_secs()),
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Stalling<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Stalling<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.bound(cx, poll)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.bound(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 /// Serves `routes` on `listener` until `close` fires (or is dropped), then
 /// asks every open connection to finish what it is answering and close,
-/// and returns once they all have. Connections past `max_connections` are
-/// served `overflow` (the same routes in their refusing form).
+/// and returns once they all have. Connections past `max_connections`, or
+/// past `per_peer` of one peer, are served `overflow` (the same routes in
+/// their refusing form).
 pub async fn serve(
     listener: TcpListener,
     routes: Router,
     overflow: Router,
     max_connections: usize,
+    per_peer: usize,
     close: oneshot::Receiver<()>,
 ) {
+    let peers = Arc::new(Peers::default());
     let normal = Arc::new(Semaphore::new(max_connections.max(1)));
     let extra = Arc::new(Semaphore::new(OVERFLOW));
     let (closing, closed) = watch::channel(false);
@@ -63,7 +206,7 @@ pub async fn serve(
             _ = &mut close => break,
             accepted = listener.accept() => accepted,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 // Out of descriptors, or the peer gave up: wait a moment
@@ -74,6 +217,15 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let Some(slot) = peers.take(peer.ip(), per_peer.max(1)) else {
+            // This peer holds its share: told so if a refusing slot is free,
+            // else closed at once; never waited for.
+            let Ok(permit) = Arc::clone(&extra).try_acquire_owned() else {
+                continue;
+            };
+            connections.spawn(refuse(stream, permit, overflow.clone()));
+            continue;
+        };
         let (permit, routes, head_timeout, keep_alive) =
             if let Ok(permit) = Arc::clone(&normal).try_acquire_owned() {
                 (permit, routes.clone(), HEAD_TIMEOUT, true)
@@ -92,11 +244,13 @@ pub async fn serve(
         let mut closed = closed.clone();
         connections.spawn(async move {
             let _permit = permit;
+            let _slot = slot;
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(head_timeout)
                 .keep_alive(keep_alive);
+            let stream = Stalling::new(stream, STALL_TIMEOUT);
             let connection =
                 builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(routes));
             let mut connection = std::pin::pin!(connection);
@@ -111,4 +265,73 @@ pub async fn serve(
     drop(listener);
     let _ = closing.send(true);
     while connections.join_next().await.is_some() {}
+}
+
+/// Answers one request on `stream` with `overflow`'s refusal, then closes.
+async fn refuse(
+    stream: tokio::net::TcpStream,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    overflow: Router,
+) {
+    let _permit = permit;
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(OVERFLOW_HEAD_TIMEOUT)
+        .keep_alive(false);
+    let stream = Stalling::new(stream, OVERFLOW_HEAD_TIMEOUT);
+    let _ = builder
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(overflow))
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    // L23: a write the peer takes nothing of fails once it has waited
+    // `stall`, not before; a write that goes through starts the count anew.
+    #[tokio::test(start_paused = true)]
+    async fn l23_a_write_the_peer_never_takes_fails_after_the_stall() {
+        let (ours, mut theirs) = tokio::io::duplex(8);
+        let mut stalling = Stalling::new(ours, Duration::from_secs(30));
+        stalling.write_all(b"12345678").await.unwrap();
+        let started = tokio::time::Instant::now();
+        let err = stalling.write_all(b"more").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(err.to_string().contains("30s"), "{err}");
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        // The peer reads: writes go through again, at once.
+        let mut buf = [0u8; 8];
+        tokio::io::AsyncReadExt::read_exact(&mut theirs, &mut buf)
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        stalling.write_all(b"again").await.unwrap();
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        stalling.flush().await.unwrap();
+        let mut more = [0u8; 5];
+        tokio::io::AsyncReadExt::read_exact(&mut theirs, &mut more)
+            .await
+            .unwrap();
+        assert_eq!(&more, b"again");
+    }
+
+    // L23: a peer is counted while it holds connections, up to its most,
+    // and forgotten once it holds none; peers are counted apart.
+    #[test]
+    fn l23_each_peer_holds_at_most_its_share() {
+        let peers = Arc::new(Peers::default());
+        let a: IpAddr = [10, 0, 0, 1].into();
+        let b: IpAddr = [10, 0, 0, 2].into();
+        let first = peers.take(a, 2).unwrap();
+        let second = peers.take(a, 2).unwrap();
+        assert!(peers.take(a, 2).is_none(), "a third of a's");
+        let other = peers.take(b, 2).unwrap();
+        drop(first);
+        let again = peers.take(a, 2).expect("a slot given back");
+        drop((second, again, other));
+        assert!(peers.0.lock().is_empty(), "nothing kept of peers gone");
+    }
 }

@@ -20,7 +20,7 @@ use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
 use crate::http::{AppState, JobLimits, router};
 use crate::listener;
 use crate::output::{Capturing, OutputStore};
-use crate::record::JobRecord;
+use crate::record::{JobRecord, JobState, Verdict};
 use crate::store::{StateLock, Store, StoreError};
 use crate::token::{self, Credentials, TokenError};
 
@@ -47,6 +47,9 @@ pub struct ServeOptions {
     /// plain HTTP, so tokens and job commands would cross the network in
     /// clear unless a TLS proxy sits in front (L17).
     pub allow_plain_http: bool,
+    /// Pools no longer configured whose running jobs end failed at start
+    /// (`--forget-pool`, L21); a lost pool not named here stops the start.
+    pub forget_pools: Vec<String>,
     /// The token file; `None` for `STATE/token`.
     pub token_file: Option<PathBuf>,
     /// How often every pool's inventory is read.
@@ -64,6 +67,8 @@ pub struct ServeOptions {
     pub jobs: JobLimits,
     /// The most connections served at once (L12).
     pub max_connections: usize,
+    /// The most connections one peer is served at once (L23).
+    pub max_connections_per_peer: usize,
     /// How long ended jobs are kept (L12).
     pub retain: Duration,
     /// The most jobs not yet ended at once (L19).
@@ -79,6 +84,8 @@ pub struct Limits {
     pub jobs: JobLimits,
     /// The most connections served at once.
     pub max_connections: usize,
+    /// The most connections one peer (IP address) is served at once (L23).
+    pub max_connections_per_peer: usize,
     /// How long ended jobs are kept, and how many requests may wait for the
     /// engine.
     pub engine: Bounds,
@@ -92,6 +99,7 @@ impl Default for Limits {
         Limits {
             jobs: JobLimits::default(),
             max_connections: listener::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: listener::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             engine: Bounds::default(),
             output: None,
         }
@@ -251,6 +259,7 @@ impl Service {
             routes,
             overflow,
             limits.max_connections,
+            limits.max_connections_per_peer,
             closed,
         ));
         Ok(Service {
@@ -424,6 +433,73 @@ fn plain_http(listen: SocketAddr, allowed: bool) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// L21: the jobs `records` holds not ended whose lease is on a pool
+/// `configured` lacks. Each such pool must be named in `forget` (else the
+/// start stops, naming the pools and their jobs: placed again at once, a
+/// job would run a second time beside its container under the old pool);
+/// the jobs of a forgotten pool are answered decided failed, so the engine
+/// commits their end before it serves and collects any container left as an
+/// orphan. A forgotten pool that is configured is a mistake, refused.
+pub(crate) fn lost_pools(
+    mut records: Vec<JobRecord>,
+    configured: &[&str],
+    forget: &[String],
+) -> Result<Vec<JobRecord>, ServeError> {
+    if let Some(kept) = forget
+        .iter()
+        .find(|name| configured.contains(&name.as_str()))
+    {
+        return Err(ServeError::Flags(format!(
+            "--forget-pool {kept}: the configuration has a pool `{kept}`; forget only a pool it no longer has"
+        )));
+    }
+    let lost = |record: &JobRecord| {
+        record
+            .pool
+            .as_deref()
+            .filter(|pool| {
+                !record.state.has_ended()
+                    && record.decided().is_none()
+                    && !configured.contains(pool)
+            })
+            .map(str::to_owned)
+    };
+    let mut refused: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for record in &records {
+        if let Some(pool) = lost(record)
+            && !forget.contains(&pool)
+        {
+            refused.entry(pool).or_default().push(record.id);
+        }
+    }
+    if !refused.is_empty() {
+        let said: Vec<String> = refused
+            .iter()
+            .map(|(pool, ids)| {
+                let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+                format!("`{pool}` (jobs {})", ids.join(", "))
+            })
+            .collect();
+        return Err(ServeError::Flags(format!(
+            "the store holds jobs running on pools the configuration no longer has: {}. Placed again they would run a second time beside their containers. Put the pools back, or give --forget-pool NAME for each: its jobs then end failed and their containers are collected as orphans",
+            said.join("; ")
+        )));
+    }
+    for record in &mut records {
+        if let Some(pool) = lost(record) {
+            tracing::warn!(job = record.id, pool = %pool, "the job's pool is forgotten (--forget-pool): it ends failed");
+            record.verdict = Some(Verdict {
+                state: JobState::Failed,
+                exit_code: None,
+                reason: Some(format!(
+                    "its pool `{pool}` is no longer configured (--forget-pool {pool}); its container, if any, is collected as an orphan"
+                )),
+            });
+        }
+    }
+    Ok(records)
+}
+
 /// `billet serve`: reads the configuration, builds every pool, opens the
 /// store and the token, listens, and serves until `shutdown` completes.
 pub async fn serve(
@@ -438,7 +514,10 @@ pub async fn serve(
     let deployment = config.deployment().id().to_owned();
     // Held until `serve` returns; the OS drops it if the process dies.
     let _lock = StateLock::acquire(&options.state)?;
-    let (store, records) = Store::open(&options.state)?;
+    let (mut store, records) = Store::open(&options.state)?;
+    store.claim_deployment(&deployment)?;
+    let configured: Vec<&str> = config.providers().iter().map(|p| p.name()).collect();
+    let records = lost_pools(records, &configured, &options.forget_pools)?;
     let unnamed_through = store.unnamed_through().map(|job| job.0);
     let output = OutputStore::open(&options.state, store.identity(), options.output_limit)
         .map(|output| Arc::new(output.with_unnamed_through(unnamed_through)))
@@ -494,6 +573,7 @@ pub async fn serve(
         Limits {
             jobs: options.jobs,
             max_connections: options.max_connections,
+            max_connections_per_peer: options.max_connections_per_peer,
             engine: Bounds {
                 retain: options.retain,
                 max_queued: options.max_queued,
@@ -521,6 +601,7 @@ mod tests {
             state: PathBuf::from("state"),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             allow_plain_http: false,
+            forget_pools: Vec::new(),
             token_file: None,
             reconcile_every: secs(7),
             call_timeout: secs(11),
@@ -532,10 +613,105 @@ mod tests {
                 max_timeout: secs(60),
             },
             max_connections: 5,
+            max_connections_per_peer: 3,
             retain: secs(23),
             max_queued: 29,
             output_limit: 1 << 20,
         }
+    }
+
+    // L21: jobs not ended on pools the configuration lost stop the start,
+    // naming each pool and its jobs, unless each pool is forgotten; then
+    // those jobs (running, or requeued but once placed there) are decided
+    // failed, and nothing else changes. Forgetting a configured pool is a
+    // mistake, refused.
+    #[test]
+    fn l21_jobs_on_a_lost_pool_stop_the_start_unless_it_is_forgotten() {
+        use crate::record::NewJob;
+        let record = |id: u64, state: JobState, pool: Option<&str>| {
+            let mut record = JobRecord::accepted(
+                id,
+                NewJob {
+                    command: vec!["true".into()],
+                    labels: vec![],
+                    trust: billet_provider::TrustClass::Trusted,
+                    timeout: None,
+                    key: None,
+                },
+                std::time::SystemTime::UNIX_EPOCH,
+            );
+            record.state = state;
+            record.pool = pool.map(str::to_owned);
+            record
+        };
+        let finished = Verdict {
+            state: JobState::Finished,
+            exit_code: Some(0),
+            reason: None,
+        };
+        let mut decided = record(5, JobState::Running, Some("old"));
+        decided.verdict = Some(finished.clone());
+        let records = vec![
+            record(1, JobState::Running, Some("old")),
+            record(2, JobState::Queued, Some("old")),
+            record(3, JobState::Running, Some("linux")),
+            record(4, JobState::Queued, None),
+            decided,
+            record(6, JobState::Finished, Some("old")),
+            record(7, JobState::Running, Some("older")),
+        ];
+        let configured = ["linux"];
+        let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let refusal =
+            |forget: &[&str]| match lost_pools(records.clone(), &configured, &names(forget)) {
+                Err(ServeError::Flags(text)) => text,
+                other => panic!("forgetting {forget:?}: {other:?}"),
+            };
+        let text = refusal(&[]);
+        assert!(
+            text.contains("`old` (jobs 1, 2); `older` (jobs 7)"),
+            "{text}"
+        );
+        assert!(text.contains("--forget-pool NAME"), "{text}");
+        let text = refusal(&["old"]);
+        assert!(
+            text.contains("`older` (jobs 7)") && !text.contains("`old` "),
+            "{text}"
+        );
+        let text = refusal(&["old", "older", "linux"]);
+        assert!(
+            text.starts_with("--forget-pool linux: the configuration has"),
+            "{text}"
+        );
+        assert_eq!(ServeError::Flags(text).exit_code(), 2);
+
+        let kept = lost_pools(records.clone(), &configured, &names(&["older", "old"])).unwrap();
+        assert_eq!(kept.len(), records.len());
+        for (before, after) in records.iter().zip(&kept) {
+            let lost = [1, 2, 7].contains(&before.id);
+            if lost {
+                let verdict = after.decided().expect("decided failed");
+                assert_eq!(verdict.state, JobState::Failed);
+                let pool = before.pool.as_deref().unwrap();
+                let reason = verdict.reason.as_deref().unwrap();
+                assert!(
+                    reason.contains(&format!("--forget-pool {pool}")),
+                    "{reason}"
+                );
+                let mut unchanged = after.clone();
+                unchanged.verdict = None;
+                assert_eq!(&unchanged, before);
+            } else {
+                assert_eq!(after, before, "job {}", before.id);
+            }
+        }
+        assert_eq!(kept[4].verdict, Some(finished));
+        // Nothing lost: nothing changes, whatever is forgotten.
+        let fine = vec![record(3, JobState::Running, Some("linux"))];
+        assert_eq!(
+            lost_pools(fine.clone(), &configured, &names(&["gone"])).unwrap(),
+            fine
+        );
     }
 
     // L17: the loopback, v4 or v6, needs nothing; any other address needs

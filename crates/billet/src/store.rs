@@ -121,6 +121,20 @@ pub enum StoreError {
         /// The state directory.
         path: PathBuf,
     },
+    /// The store was made for another deployment than the configuration
+    /// names (L21): its jobs' instances carry the id it recorded, and a
+    /// service under another id would never see them again.
+    #[error(
+        "the store {path} belongs to deployment `{stored}`, and the configuration names `{configured}`: the containers of its jobs carry `{stored}`, so this service would never see them again. Put `deployment: {{id: {stored}}}` back, or start `{configured}` on a new --state"
+    )]
+    Deployment {
+        /// The database file.
+        path: PathBuf,
+        /// The deployment id the store recorded.
+        stored: String,
+        /// The one the configuration names.
+        configured: String,
+    },
     /// SQLite failed while reading or writing.
     #[error("the store {path}: {source}")]
     Sqlite {
@@ -183,6 +197,43 @@ impl Store {
     /// Instances named without an identity are those jobs' (L10).
     pub fn unnamed_through(&self) -> Option<JobId> {
         self.unnamed_through
+    }
+
+    /// Binds the store to deployment `id` (L21): the first start records
+    /// it, a later one under the same id goes on, and one under another id
+    /// is refused ([`StoreError::Deployment`]), changing nothing. A store in
+    /// memory keeps nothing, so takes any id.
+    pub fn claim_deployment(&mut self, id: &str) -> Result<(), StoreError> {
+        let Some((conn, path)) = &self.db else {
+            return Ok(());
+        };
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let stored: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'deployment'",
+                [],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sqlite)?;
+        match stored {
+            Some(stored) if stored == id => Ok(()),
+            Some(stored) => Err(StoreError::Deployment {
+                path: path.clone(),
+                stored,
+                configured: id.to_owned(),
+            }),
+            None => conn
+                .execute(
+                    "INSERT INTO meta (key, value) VALUES ('deployment', ?1)",
+                    params![id],
+                )
+                .map(drop)
+                .map_err(sqlite),
+        }
     }
 
     /// Where this store's ended jobs are read from (L12).
@@ -881,6 +932,40 @@ mod tests {
         drop(store);
         let (_, records) = Store::open(dir.path()).unwrap();
         assert_eq!(records.len(), 1);
+    }
+
+    // L21: the first start records the deployment id; the same id goes on,
+    // across opens; another is refused naming both, and changes nothing; a
+    // store in memory takes any.
+    #[test]
+    fn l21_a_store_keeps_the_deployment_it_was_first_started_for() {
+        let dir = crate::store::private_tempdir();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        store.claim_deployment("ci-blue").unwrap();
+        store.claim_deployment("ci-blue").unwrap();
+        drop(store);
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        store.claim_deployment("ci-blue").unwrap();
+        match store.claim_deployment("ci-green") {
+            Err(StoreError::Deployment {
+                stored, configured, ..
+            }) => assert_eq!(
+                (stored.as_str(), configured.as_str()),
+                ("ci-blue", "ci-green")
+            ),
+            other => panic!("another deployment: {other:?}"),
+        }
+        let text = store.claim_deployment("ci-green").unwrap_err().to_string();
+        assert!(
+            text.contains("belongs to deployment `ci-blue`") && text.contains("names `ci-green`"),
+            "{text}"
+        );
+        drop(store);
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        store.claim_deployment("ci-blue").unwrap();
+        let mut memory = Store::memory();
+        memory.claim_deployment("ci-blue").unwrap();
+        memory.claim_deployment("ci-green").unwrap();
     }
 
     // L10: a store gets an identity when it is made, keeps it across opens,

@@ -246,6 +246,102 @@ fn l2_serve_refuses_kinds_it_cannot_build() {
     );
 }
 
+/// `billet serve` with `args`, which must stop at start: its status and
+/// stderr, or a failure (not a hang) when it serves instead.
+fn refused_start(args: &[&str]) -> (ExitStatus, String) {
+    let mut child = Command::new(BINARY)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("serve {args:?} served rather than stop at start");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr)
+}
+
+// L21: a store holding a job running on a pool the configuration lost stops
+// the start (exit 2) naming the pool and the job, and changes nothing; with
+// `--forget-pool` the job ends failed saying why; a configuration naming
+// another deployment than the store was first started for stops the start.
+#[test]
+fn l21_a_lost_pool_or_a_changed_deployment_stops_the_start() {
+    use billet::record::{Change, JobRecord, NewJob};
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    {
+        let (mut store, _) = billet::Store::open(&state).unwrap();
+        let job = NewJob {
+            command: vec!["sleep".into(), "600".into()],
+            labels: vec![],
+            trust: billet_provider::TrustClass::Trusted,
+            timeout: None,
+            key: None,
+        };
+        let now = std::time::SystemTime::now();
+        store
+            .commit(&[
+                Change::Accepted(Box::new(JobRecord::accepted(1, job, now))),
+                Change::Placed {
+                    id: 1,
+                    pool: "old".into(),
+                    at: now,
+                },
+            ])
+            .unwrap();
+    }
+    let config = write(dir.path(), "billet.yaml", &nowhere(dir.path()));
+    let serve = |extra: &[&str], config: &Path| {
+        let mut args = vec![
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ];
+        args.extend_from_slice(extra);
+        refused_start(&args)
+    };
+    let (status, stderr) = serve(&[], &config);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`old` (jobs 1)"), "{stderr}");
+    let (status, stderr) = serve(&["--forget-pool", "linux"], &config);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--forget-pool linux"), "{stderr}");
+
+    let server = Server::start(dir.path(), &["--forget-pool", "old"]);
+    let (code, body) = server.request("GET", "/v1/jobs/1", "");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains(r#""state":"failed""#), "{body}");
+    assert!(body.contains("--forget-pool old"), "{body}");
+    drop(server);
+
+    let other = write(
+        dir.path(),
+        "other.yaml",
+        &nowhere(dir.path()).replace("id: cli-test", "id: cli-other"),
+    );
+    let (status, stderr) = serve(&[], &other);
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("belongs to deployment `cli-test`") && stderr.contains("`cli-other`"),
+        "{stderr}"
+    );
+}
+
 // D17: `validate` refuses plain tcp:// naming the place and the way out;
 // `serve` with a pool whose tls file is missing stops at start (exit 2)
 // naming the pool and the file, before anything is made.

@@ -1,7 +1,8 @@
 //! The service in process over the simulated backend: what each credential
 //! may do (L11), the `Bearer` scheme (L13), the timeouts a job gets and
 //! keeps across a crash (L14), connections that are slow, idle or too many
-//! (L12), and idempotency keys each credential keeps to itself (L18).
+//! (L12) or too many of one peer (L23), idempotency keys each credential
+//! keeps to itself (L18), and the jobs not yet ended (L19).
 
 mod client;
 
@@ -544,6 +545,8 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
     let host = Host::new();
     let limits = Limits {
         max_connections: 300,
+        // Every connection here is the loopback's: one peer (L23 apart).
+        max_connections_per_peer: 300,
         ..Limits::default()
     };
     let running = start(&host, None, limits).await;
@@ -611,6 +614,71 @@ async fn l12_slow_idle_and_surplus_connections_are_bounded() {
         .call(&format!("Bearer {ALL}"), "GET", "/v1/pools", None)
         .await;
     assert_eq!(status, StatusCode::OK);
+    running.service.abort();
+}
+
+// L23: one peer holding its share of connections (heads half sent) is
+// told `503` for its next, naming the flag, while another peer's requests
+// answer; `/healthz` answers the crowded peer too; once it lets go, it is
+// served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l23_one_peer_never_takes_every_slot() {
+    let host = Host::new();
+    let limits = Limits {
+        max_connections_per_peer: 4,
+        ..Limits::default()
+    };
+    let running = start(&host, None, limits).await;
+    let addr = running.service.addr();
+    let crowded = std::net::Ipv4Addr::new(127, 0, 0, 2);
+    let from_crowded = || async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((crowded, 0).into()).unwrap();
+        socket.connect(addr).await.unwrap()
+    };
+    let ask = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ALL}\r\nConnection: close\r\n\r\n"
+        )
+    };
+    async fn answer(stream: &mut TcpStream, request: &str) -> String {
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut text = Vec::new();
+        let _ = stream.read_to_end(&mut text).await;
+        String::from_utf8_lossy(&text).to_lowercase()
+    }
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut stream = from_crowded().await;
+        stream
+            .write_all(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthor")
+            .await
+            .unwrap();
+        held.push(stream);
+    }
+    let text = answer(&mut from_crowded().await, &ask("/v1/pools")).await;
+    assert!(text.starts_with("http/1.1 503"), "{text}");
+    assert!(text.contains("--max-connections-per-peer"), "{text}");
+    let (status, _) = running
+        .call(&format!("Bearer {ALL}"), "GET", "/v1/pools", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "another peer is served");
+    let text = answer(
+        &mut from_crowded().await,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    .await;
+    assert!(text.starts_with("http/1.1 200"), "{text}");
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = answer(&mut from_crowded().await, &ask("/v1/pools")).await;
+        if text.starts_with("http/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never served again: {text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     running.service.abort();
 }
 

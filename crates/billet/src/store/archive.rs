@@ -2,8 +2,10 @@
 //!
 //! The service keeps in memory only the jobs that have not ended; a job's
 //! end, once committed, moves it here. A durable store's archive is the
-//! database itself, read through a second connection of its own (SQLite's
-//! WAL lets it read while the writer commits); a store in memory keeps its
+//! database itself, read through connections of its own (SQLite's WAL lets
+//! them read while the writer commits): one the HTTP readers share, and one
+//! for the engine's lookups by key alone, so that no reader, however busy,
+//! makes the engine wait (L22); a store in memory keeps its
 //! ended jobs in maps, so that it still answers for them (it is the store
 //! that measures what durability costs, not one a fleet runs on).
 //!
@@ -39,7 +41,10 @@ pub struct Archive {
 enum Inner {
     Memory(Mutex<Ended>),
     Sqlite {
+        /// The readers' connection: jobs by id, and pages.
         conn: Mutex<Connection>,
+        /// The engine's: jobs by key, nothing else (L22).
+        keys: Mutex<Connection>,
         path: PathBuf,
     },
 }
@@ -61,30 +66,44 @@ impl Archive {
         }
     }
 
-    /// The archive of the database at `path`, read through a connection of
-    /// its own that never writes.
+    /// The archive of the database at `path`, read through two connections
+    /// of its own that never write: the readers' and the engine's (L22).
     pub(super) fn sqlite(path: &Path) -> Result<Archive, StoreError> {
         let sqlite = |source| StoreError::Sqlite {
             path: path.to_owned(),
             source,
         };
-        let conn = Connection::open(path).map_err(sqlite)?;
-        conn.execute_batch("PRAGMA query_only = ON;")
-            .map_err(sqlite)?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+        let open = || -> Result<Connection, StoreError> {
+            let conn = Connection::open(path).map_err(sqlite)?;
+            conn.execute_batch("PRAGMA query_only = ON;")
+                .map_err(sqlite)?;
+            conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+            Ok(conn)
+        };
         Ok(Archive {
             inner: Inner::Sqlite {
-                conn: Mutex::new(conn),
+                conn: Mutex::new(open()?),
+                keys: Mutex::new(open()?),
                 path: path.to_owned(),
             },
         })
+    }
+
+    /// Holds the readers' connection until the guard is dropped: what a
+    /// reader at full tilt does to the others (L22's test).
+    #[cfg(test)]
+    pub(crate) fn hold_readers(&self) -> Option<parking_lot::MutexGuard<'_, Connection>> {
+        match &self.inner {
+            Inner::Memory(_) => None,
+            Inner::Sqlite { conn, .. } => Some(conn.lock()),
+        }
     }
 
     /// Ended job `id`, if the archive holds it.
     pub fn get(&self, id: u64) -> Result<Option<JobRecord>, StoreError> {
         match &self.inner {
             Inner::Memory(ended) => Ok(ended.lock().jobs.get(&id).cloned()),
-            Inner::Sqlite { conn, path } => conn
+            Inner::Sqlite { conn, path, .. } => conn
                 .lock()
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM jobs WHERE id = ?1 AND ended_at IS NOT NULL"
@@ -112,7 +131,7 @@ impl Archive {
                     .and_then(|id| ended.jobs.get(id))
                     .cloned())
             }
-            Inner::Sqlite { conn, path } => conn
+            Inner::Sqlite { keys, path, .. } => keys
                 .lock()
                 .prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE key = ?1"))
                 .and_then(|mut statement| {
@@ -140,7 +159,7 @@ impl Archive {
                 .take(limit)
                 .cloned()
                 .collect()),
-            Inner::Sqlite { conn, path } => {
+            Inner::Sqlite { conn, path, .. } => {
                 let limit = i64::try_from(limit).unwrap_or(i64::MAX);
                 let conn = conn.lock();
                 let read = || -> rusqlite::Result<Vec<JobRecord>> {
@@ -273,6 +292,31 @@ mod tests {
             changes.push(ended(id, &outcome, 100 + id));
         }
         changes
+    }
+
+    // L22: a reader holding the readers' connection (a page at full tilt)
+    // never holds up the engine's lookup by key, which has its own: it
+    // answers while the readers' connection stays held. (Bounded by a wall
+    // deadline only so that a broken split fails rather than hangs.)
+    #[test]
+    fn l22_a_busy_reader_never_holds_up_a_lookup_by_key() {
+        let dir = crate::store::private_tempdir();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        store.commit(&changes()).unwrap();
+        let archive = store.archive();
+        let held = archive.hold_readers().expect("a durable archive");
+        let (answer, answered) = std::sync::mpsc::channel();
+        let engine = std::sync::Arc::clone(&archive);
+        std::thread::spawn(move || {
+            let _ = answer.send(engine.by_key("key-5").map(|r| r.map(|r| r.id)));
+        });
+        let found = answered
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the lookup by key waited for the readers' connection");
+        assert_eq!(found.unwrap(), Some(5));
+        drop(held);
+        assert_eq!(archive.get(5).unwrap().map(|r| r.id), Some(5));
+        assert!(Store::memory().archive().hold_readers().is_none());
     }
 
     // L12: a durable store's archive and one in memory answer alike: ended
