@@ -47,26 +47,16 @@ pub fn page(table: &RwLock<Jobs>, query: PageQuery) -> Result<Page, StoreError> 
     let wants_ended = query.state.is_none_or(JobState::has_ended);
     let (live, live_cut, archive) = {
         let jobs = table.read();
-        let mut live: Vec<JobRecord> = Vec::new();
-        // Set when the jobs in memory were cut by size: the last one taken.
-        let mut live_cut = None;
-        if wants_live {
-            let mut bytes = 0;
+        let (live, live_cut) = if wants_live {
             let matching = jobs
                 .live
                 .range((Bound::Excluded(query.after), Bound::Unbounded))
                 .map(|(_, record)| record)
                 .filter(|record| query.state.is_none_or(|state| record.state == state));
-            for record in matching.take(want) {
-                let size = weight(record);
-                if !live.is_empty() && bytes + size > MAX_PAGE_BYTES {
-                    live_cut = live.last().map(|record: &JobRecord| record.id);
-                    break;
-                }
-                bytes += size;
-                live.push(record.clone());
-            }
-        }
+            copy_within_bytes(matching, want)
+        } else {
+            (Vec::new(), None)
+        };
         (live, live_cut, Arc::clone(&jobs.archive))
     };
     let ended = if wants_ended {
@@ -102,6 +92,29 @@ fn weight(record: &JobRecord) -> usize {
     const REST: usize = 512;
     let strings = |list: &[String]| list.iter().map(|s| s.len() + 4).sum::<usize>();
     REST + strings(&record.command) + strings(&record.labels)
+}
+
+/// Copies at most `want` of `records` (in order), and no more than
+/// [`MAX_PAGE_BYTES`] of them but at least one: what a page may answer of
+/// the jobs in memory, copied under the table's lock, so the lock and the
+/// copy are bounded by a page's bytes. Also answers the id of the last one
+/// copied when the bytes cut the copy short (a job past it was left).
+fn copy_within_bytes<'a>(
+    records: impl Iterator<Item = &'a JobRecord>,
+    want: usize,
+) -> (Vec<JobRecord>, Option<u64>) {
+    let mut copied: Vec<JobRecord> = Vec::new();
+    let mut bytes = 0;
+    for record in records.take(want) {
+        let size = weight(record);
+        if !copied.is_empty() && bytes + size > MAX_PAGE_BYTES {
+            let cut = copied.last().map(|record| record.id);
+            return (copied, cut);
+        }
+        bytes += size;
+        copied.push(record.clone());
+    }
+    (copied, None)
 }
 
 /// How many of `jobs` (in order) one page answers: at most `limit`, and no
@@ -351,6 +364,97 @@ mod tests {
         let first = page(&small, query(None, 0, 2)).unwrap();
         assert_eq!((ids(&first), first.next), (vec![1, 2], Some(2)));
         assert_eq!(fitting(&[], 5), 0);
+    }
+
+    // L19: a job weighs its command's and labels' bytes, four more each, and
+    // a bound on the rest; jobs weighing exactly a page fill it, one byte
+    // more does not fit.
+    #[test]
+    fn l19_a_page_holds_exactly_its_bytes() {
+        let mut record = JobRecord::accepted(
+            1,
+            NewJob {
+                command: vec!["ab".into(), "cde".into()],
+                labels: vec!["x".into()],
+                trust: TrustClass::Trusted,
+                timeout: None,
+                key: None,
+            },
+            t(1),
+        );
+        assert_eq!(weight(&record), 512 + (2 + 4) + (3 + 4) + (1 + 4));
+        record.labels.clear();
+        assert_eq!(weight(&record), 512 + (2 + 4) + (3 + 4));
+        // Two jobs of half a page each: both fit, from memory or the archive.
+        let half = MAX_PAGE_BYTES / 2 - 512 - 4;
+        for ended in [false, true] {
+            let table = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+            accept_command(&table, 1, 1, vec!["x".repeat(half)]);
+            accept_command(&table, 2, 1, vec!["x".repeat(half)]);
+            accept_command(&table, 3, 1, vec!["x".repeat(half + 1)]);
+            if ended {
+                for id in 1..=3 {
+                    end(&table, id, &Outcome::Cancelled, 2);
+                }
+            }
+            let first = page(&table, query(None, 0, 10)).unwrap();
+            assert_eq!(
+                (ids(&first), first.next),
+                (vec![1, 2], Some(2)),
+                "ended: {ended}"
+            );
+            let rest = page(&table, query(None, 2, 10)).unwrap();
+            assert_eq!((ids(&rest), rest.next), (vec![3], None), "ended: {ended}");
+        }
+        let table = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        accept_command(&table, 1, 1, vec!["x".repeat(half)]);
+        accept_command(&table, 2, 1, vec!["x".repeat(half + 1)]);
+        let first = page(&table, query(None, 0, 10)).unwrap();
+        assert_eq!(
+            (ids(&first), first.next),
+            (vec![1], Some(1)),
+            "one byte past a page"
+        );
+    }
+
+    // L19: jobs in memory cut by their bytes end the page where they were
+    // cut, even when the archive holds smaller jobs past the cut that would
+    // fit: none of the jobs in memory past the cut is skipped.
+    #[test]
+    fn l19_a_cut_in_memory_is_where_the_page_ends() {
+        let table = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        for id in 1..=4 {
+            accept_big(&table, id, 1);
+        }
+        for id in 5..=6 {
+            accept(&table, id, 1);
+            end(&table, id, &Outcome::Cancelled, 2);
+        }
+        let first = page(&table, query(None, 0, 10)).unwrap();
+        assert_eq!((ids(&first), first.next), (vec![1, 2, 3], Some(3)));
+        let second = page(&table, query(None, 3, 10)).unwrap();
+        assert_eq!((ids(&second), second.next), (vec![4, 5, 6], None));
+    }
+
+    // L19: what is copied of the jobs in memory under the table's lock is
+    // bounded by a page's bytes (at least one job), and says where it was
+    // cut; the count bounds it too.
+    #[test]
+    fn l19_the_copy_under_the_lock_stops_at_a_pages_bytes() {
+        let table = RwLock::new(Jobs::over(Store::memory().archive(), Vec::new()));
+        for id in 1..=5 {
+            accept_big(&table, id, 1);
+        }
+        let jobs = table.read();
+        let ids = |copied: &[JobRecord]| copied.iter().map(|r| r.id).collect::<Vec<_>>();
+        let (copied, cut) = copy_within_bytes(jobs.iter(), 10);
+        assert_eq!((ids(&copied), cut), (vec![1, 2, 3], Some(3)));
+        let (copied, cut) = copy_within_bytes(jobs.iter(), 2);
+        assert_eq!((ids(&copied), cut), (vec![1, 2], None));
+        let (copied, cut) = copy_within_bytes(jobs.iter().skip(4), 10);
+        assert_eq!((ids(&copied), cut), (vec![5], None));
+        let (copied, cut) = copy_within_bytes(std::iter::empty(), 10);
+        assert_eq!((copied.len(), cut), (0, None));
     }
 
     /// One step of a walk over the pages while the table changes.
