@@ -1,7 +1,9 @@
 //! The clock abstraction of the billet fleet.
 //!
 //! Code that needs time takes an `Arc<dyn` [`Clock`]`>` instead of calling the
-//! system directly. Production uses [`SystemClock`], the default everywhere.
+//! system directly. [`SystemClock`] is the operating system's wall clock;
+//! [`SteadyClock`] is its time kept monotonic within a run, the clock
+//! `billet serve` runs on (a step of the wall clock moves no deadline).
 //! Harnesses use [`ManualClock`], whose modelled time moves only when told, so
 //! a modelled hour of a simulated fleet takes no wall time.
 //!
@@ -16,6 +18,7 @@ use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
 mod manual;
+mod steady;
 mod system;
 
 /// The checked build of [`ManualClock`], for the C5 shuttle run only (feature
@@ -24,6 +27,7 @@ mod system;
 #[doc(hidden)]
 pub use manual::checked;
 pub use manual::{ClockError, ManualClock};
+pub use steady::{ANCHOR_EVERY, SLEW, STEP_AT, SteadyClock, WallOffset};
 pub use system::SystemClock;
 
 /// The future a [`Clock`] answers for a sleep: boxed, `Send` and `'static`, so
@@ -55,5 +59,12 @@ pub trait Clock: Send + Sync + Debug {
             Some(deadline) => self.sleep_until(deadline),
             None => Box::pin(std::future::pending()),
         }
+    }
+
+    /// Where the operating system's wall clock stands against this clock's
+    /// time, for a clock that keeps its own ([`SteadyClock`]); `None` for a
+    /// clock that is the wall clock or models time.
+    fn wall_offset(&self) -> Option<WallOffset> {
+        None
     }
 }

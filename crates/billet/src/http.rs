@@ -479,18 +479,24 @@ async fn metrics(State(app): State<AppState>, Extension(grants): Extension<Grant
 /// `200 {"status": "ok"}`, or `503 {"status": "degraded", "unreadable":
 /// [...]}`: pools whose inventory cannot be read (or whose read has hung past
 /// the stall bound, L14), with `"contested": [...]` when another live store
-/// launches into some pools (L10).
+/// launches into some pools (L10). Either adds `"wall_clock_offset_seconds"`
+/// (positive when the wall clock is ahead) while the wall clock and the
+/// service's clock are a second or more apart after a step (L24).
 async fn healthz(State(app): State<AppState>) -> Response {
     let health = app.shared.health();
-    if health.unreadable.is_empty() && health.contested.is_empty() {
-        (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
+    let (status, mut body) = if health.unreadable.is_empty() && health.contested.is_empty() {
+        (StatusCode::OK, json!({ "status": "ok" }))
     } else {
         let mut body = json!({ "status": "degraded", "unreadable": health.unreadable });
         if !health.contested.is_empty() {
             body["contested"] = json!(health.contested);
         }
-        (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    };
+    if let Some(offset) = health.wall_clock {
+        body["wall_clock_offset_seconds"] = json!(offset.seconds());
     }
+    (status, axum::Json(body)).into_response()
 }
 
 async fn not_found(request: Request) -> Response {

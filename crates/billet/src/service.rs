@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use billet_clock::{Clock, SystemClock};
+use billet_clock::{Clock, SteadyClock};
 use billet_config::{Config, ConfigError};
 use billet_scheduler::{BuildError, Pools, Settings};
 use tokio::net::TcpListener;
@@ -567,7 +567,7 @@ pub async fn serve(
         &pools,
         store,
         records,
-        Arc::new(SystemClock),
+        Arc::new(SteadyClock::new()),
         credentials,
         listener,
         Limits {

@@ -2,13 +2,15 @@
 //! may do (L11), the `Bearer` scheme (L13), the timeouts a job gets and
 //! keeps across a crash (L14), connections that are slow, idle or too many
 //! (L12) or too many of one peer (L23), idempotency keys each credential
-//! keeps to itself (L18), and the jobs not yet ended (L19).
+//! keeps to itself (L18), the jobs not yet ended (L19), and a step of the
+//! wall clock (L24).
 
 mod client;
 
 use client::support_client;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use billet::engine::Bounds;
@@ -17,7 +19,7 @@ use billet::listener::HEAD_TIMEOUT;
 use billet::record::JobRecord;
 use billet::token::Credentials;
 use billet::{Limits, Service, Store};
-use billet_clock::{Clock, ManualClock, SystemClock};
+use billet_clock::{Clock, ManualClock, SteadyClock, SystemClock};
 use billet_config::Config;
 use billet_scheduler::{Pools, Settings};
 use billet_simulated::{Host, SimulatedProvider, run_for};
@@ -50,7 +52,15 @@ struct Running {
 }
 
 async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    start_on(host, store, limits, Arc::new(SystemClock)).await
+}
+
+async fn start_on(
+    host: &Host,
+    store: Option<&Path>,
+    limits: Limits,
+    clock: Arc<dyn Clock>,
+) -> Running {
     let provider = Arc::new(
         SimulatedProvider::builder("limits")
             .host(host.clone())
@@ -819,4 +829,87 @@ fn private_dir() -> tempfile::TempDir {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap()
+}
+
+// L24: deadlines keep to the monotonic clock. Over a wall clock that steps
+// an hour forward, a running job with a minute's timeout is not failed as
+// timed out; after a step two hours back, a job's 2 s timeout still ends it
+// in seconds, not in an hour; `/healthz` says the offset each time and stays
+// `200`; the clock counts both steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l24_a_step_of_the_wall_clock_moves_no_deadline() {
+    let host = Host::new();
+    let (ahead, behind) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (a, b) = (Arc::clone(&ahead), Arc::clone(&behind));
+    let clock = SteadyClock::over(move || {
+        SystemTime::now() + Duration::from_secs(a.load(Ordering::SeqCst))
+            - Duration::from_secs(b.load(Ordering::SeqCst))
+    });
+    let running = start_on(&host, None, Limits::default(), Arc::new(clock.clone())).await;
+    let auth = format!("Bearer {ALL}");
+    let hour = run_for(Duration::from_secs(3600));
+    let body = json!({"command": hour, "trust": "trusted", "timeout_secs": 60});
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let long = job["id"].as_u64().unwrap();
+    let state = |job: &Value| job["state"].as_str().unwrap_or("").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while state(
+        &running
+            .call(&auth, "GET", &format!("/v1/jobs/{long}"), None)
+            .await
+            .1,
+    ) != "running"
+    {
+        assert!(Instant::now() < deadline, "job {long} never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let offset = |health: &Value| health["wall_clock_offset_seconds"].as_f64();
+    let (status, health) = running.call("", "GET", "/healthz", None).await;
+    assert_eq!(
+        (status, offset(&health)),
+        (StatusCode::OK, None),
+        "{health}"
+    );
+
+    ahead.store(3600, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, job) = running
+        .call(&auth, "GET", &format!("/v1/jobs/{long}"), None)
+        .await;
+    assert_eq!(
+        state(&job),
+        "running",
+        "a step forward timed the job out: {job}"
+    );
+    let (status, health) = running.call("", "GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert!(offset(&health).is_some_and(|s| s > 3500.0), "{health}");
+
+    behind.store(7200, Ordering::SeqCst);
+    let body = json!({"command": hour, "trust": "trusted", "timeout_secs": 2});
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let ended = running.until_ended(job["id"].as_u64().unwrap()).await;
+    assert_eq!(state(&ended), "failed", "{ended}");
+    assert!(
+        ended["reason"].as_str().unwrap().contains("timed out"),
+        "{ended}"
+    );
+    let ran = time(&ended, "ended_at")
+        .duration_since(time(&ended, "started_at"))
+        .unwrap();
+    assert!(
+        ran < Duration::from_secs(10),
+        "a step back stalled the timeout: {ran:?}"
+    );
+    let (status, health) = running.call("", "GET", "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK, "{health}");
+    assert!(offset(&health).is_some_and(|s| s < -3500.0), "{health}");
+    assert_eq!(clock.steps(), 2);
+    let (_, job) = running
+        .call(&auth, "GET", &format!("/v1/jobs/{long}"), None)
+        .await;
+    assert_eq!(state(&job), "running", "{job}");
+    running.service.abort();
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, SystemTime};
 
-use billet_clock::Clock;
+use billet_clock::{Clock, WallOffset};
 use billet_scheduler::{PoolStats, Stats};
 use parking_lot::{Mutex, RwLock};
 
@@ -104,6 +104,10 @@ pub struct Health {
     pub unreadable: Vec<String>,
     /// Pools where another store launches instances of this deployment.
     pub contested: Vec<String>,
+    /// The wall clock against the service's clock, when they are at least
+    /// [`billet_clock::STEP_AT`] apart: a step the service does not follow
+    /// (L24). Said, but not a reason to answer `503`.
+    pub wall_clock: Option<WallOffset>,
 }
 
 impl Shared {
@@ -133,6 +137,10 @@ impl Shared {
                 .filter(|pool| pool.contested > 0)
                 .map(|pool| pool.name.clone())
                 .collect(),
+            wall_clock: self
+                .clock
+                .wall_offset()
+                .filter(|offset| offset.magnitude() >= billet_clock::STEP_AT),
         }
     }
 }
