@@ -410,12 +410,30 @@ async fn job_output(
     let Some(output) = app.output.clone() else {
         return error(StatusCode::NOT_FOUND, "this service keeps no job output");
     };
+    let slot = match follow.then(|| output.follow_slot()) {
+        None => None,
+        Some(Some(slot)) => Some(slot),
+        Some(None) => {
+            let mut answer = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{} readers already follow jobs' output, the most served at once: \
+                     follow again later, or read what is kept without `follow`",
+                    crate::output::MAX_FOLLOWS
+                ),
+            );
+            answer
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return answer;
+        }
+    };
     let ended = move || match find(&app, n) {
         Ok(Some(view)) => view.state.has_ended(),
         // Gone (retention) or unreadable: nothing more will come.
         _ => true,
     };
-    let body = crate::output::serve(output, n, follow, ended);
+    let body = crate::output::serve(output, n, slot, ended);
     (
         StatusCode::OK,
         [(

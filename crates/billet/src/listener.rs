@@ -22,8 +22,13 @@
 //!   raise `--max-connections-per-peer` to `--max-connections` there.
 //! * **Readers.** An answer whose bytes the peer does not take for
 //!   [`STALL_TIMEOUT`] (a write that makes no progress that long) closes the
-//!   connection (L23): a peer reading a big output one byte a minute does
-//!   not hold its slot for as long as it likes.
+//!   connection (L23). Over a connection's life, the time its answers wait
+//!   for the peer is bounded too: at most [`STALL_TIMEOUT`] plus one second
+//!   for each [`MIN_READ_RATE`] bytes the peer has taken, so a peer reading
+//!   a big output a trickle at a time (a few bytes whenever the stall is
+//!   nearly up) is closed as well: an answer's whole life is bounded by its
+//!   size. A `follow` that waits for a running job's output waits on the
+//!   job, not on the peer, and is not counted.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -67,6 +72,11 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 64;
 /// the connection is closed (L23).
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The slowest a peer may take an answer's bytes, on average over the time
+/// the answers wait for it (16 KiB/s: a 64 MiB output in about 70 minutes),
+/// after a first [`STALL_TIMEOUT`] of grace (L23).
+pub const MIN_READ_RATE: u32 = 16 * 1024;
+
 /// The connections each peer holds, an entry only while it holds one: at
 /// most as many entries as connections are open.
 #[derive(Debug, Default)]
@@ -107,12 +117,19 @@ impl Drop for PeerSlot {
 }
 
 /// A connection whose writes fail once one has made no progress for
-/// `stall` (L23): hyper then closes it.
+/// `stall`, or once its writes have waited for the peer, in all, longer
+/// than `stall` and a second per [`MIN_READ_RATE`] bytes taken (L23): hyper
+/// then closes it.
 struct Stalling<S> {
     inner: S,
     stall: Duration,
-    /// Set while a write (or flush) waits for the peer.
-    waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Set while a write (or flush) waits for the peer: when the wait
+    /// began, and when it fails.
+    waiting: Option<(tokio::time::Instant, Pin<Box<tokio::time::Sleep>>)>,
+    /// How long writes have waited for the peer, in all, before this one.
+    waited: Duration,
+    /// The bytes the peer has taken.
+    written: u64,
 }
 
 impl<S> Stalling<S> {
@@ -121,27 +138,46 @@ impl<S> Stalling<S> {
             inner,
             stall,
             waiting: None,
+            waited: Duration::ZERO,
+            written: 0,
         }
     }
 
+    /// How long a write may wait now: `stall`, but no more than what is left
+    /// of the connection's whole allowance.
+    fn allowed(&self) -> Duration {
+        let allowance = self.stall + Duration::from_secs(self.written) / MIN_READ_RATE;
+        allowance.saturating_sub(self.waited).min(self.stall)
+    }
+
     /// `poll`'s answer, or an error once the peer has taken nothing for
-    /// `stall` while it stays pending.
+    /// what [`allowed`](Self::allowed) said when the wait began.
     fn bound<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         match poll {
             Poll::Ready(done) => {
-                self.waiting = None;
+                if let Some((since, _)) = self.waiting.take() {
+                    self.waited += since.elapsed();
+                }
                 Poll::Ready(done)
             }
             Poll::Pending => {
-                let stall = self.stall;
-                let waiting = self
-                    .waiting
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(stall)));
-                if waiting.as_mut().poll(cx).is_ready() {
+                let allowed = self.allowed();
+                let (since, timer) = self.waiting.get_or_insert_with(|| {
+                    (
+                        tokio::time::Instant::now(),
+                        Box::pin(tokio::time::sleep(allowed)),
+                    )
+                });
+                if timer.as_mut().poll(cx).is_ready() {
+                    self.waited += since.elapsed();
                     self.waiting = None;
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        format!("the peer took none of the answer for {}s", stall.as_secs()),
+                        format!(
+                            "the peer took none of the answer for {}s, or took it slower than {} bytes a second",
+                            self.stall.as_secs(),
+                            MIN_READ_RATE
+                        ),
                     )));
                 }
                 Poll::Pending
@@ -167,7 +203,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Stalling<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
-        self.bound(cx, poll)
+        let poll = self.bound(cx, poll);
+        if let Poll::Ready(Ok(n)) = poll {
+            self.written += n as u64;
+        }
+        poll
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -316,6 +356,85 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&more, b"again");
+    }
+
+    // L23: a peer that takes a trickle whenever the stall is nearly up is
+    // closed once the time its answer waited passes STALL_TIMEOUT and a
+    // second per MIN_READ_RATE bytes it took, not after each stall anew.
+    #[tokio::test(start_paused = true)]
+    async fn l23_a_peer_reading_a_trickle_is_closed() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let peer = tokio::spawn(async move {
+            let mut taken = 0usize;
+            let mut buf = [0u8; 32];
+            loop {
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                match tokio::io::AsyncReadExt::read(&mut theirs, &mut buf).await {
+                    Ok(0) | Err(_) => return taken,
+                    Ok(n) => taken += n,
+                }
+            }
+        });
+        let mut stalling = Stalling::new(ours, STALL_TIMEOUT);
+        let started = tokio::time::Instant::now();
+        let err = stalling.write_all(&[b'x'; 64 * 1024]).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut, "{err}");
+        assert!(err.to_string().contains("16384 bytes a second"), "{err}");
+        // 20 s waited for the first read, then the 10 s left (and a few
+        // milliseconds for the bytes it took), not another 30 s.
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= Duration::from_secs(30) && elapsed < Duration::from_secs(31),
+            "{elapsed:?}"
+        );
+        drop(stalling);
+        let taken = peer.await.unwrap();
+        assert!(taken < 1024, "{taken}");
+    }
+
+    // L23: a peer taking its answer at 64 KiB/s keeps its connection, though
+    // its writes wait far longer than STALL_TIMEOUT in all.
+    #[tokio::test(start_paused = true)]
+    async fn l23_a_peer_reading_steadily_keeps_its_connection() {
+        let (ours, mut theirs) = tokio::io::duplex(64 * 1024);
+        let total = 4 * 1024 * 1024;
+        let peer = tokio::spawn(async move {
+            let mut taken = 0usize;
+            let mut buf = vec![0u8; 64 * 1024];
+            while taken < total {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                taken += tokio::io::AsyncReadExt::read(&mut theirs, &mut buf)
+                    .await
+                    .unwrap();
+            }
+            taken
+        });
+        let mut stalling = Stalling::new(ours, STALL_TIMEOUT);
+        let started = tokio::time::Instant::now();
+        stalling.write_all(&vec![b'x'; total]).await.unwrap();
+        assert!(started.elapsed() >= Duration::from_secs(60));
+        assert!(stalling.waited >= Duration::from_secs(60));
+        assert_eq!(stalling.written, total as u64);
+        assert_eq!(peer.await.unwrap(), total);
+    }
+
+    // L23: what a wait may take: STALL_TIMEOUT at most, less once the
+    // connection's allowance (STALL_TIMEOUT and a second per MIN_READ_RATE
+    // bytes taken) is nearly spent.
+    #[test]
+    fn l23_a_wait_is_allowed_what_is_left_of_the_allowance() {
+        let mut stalling = Stalling::new((), Duration::from_secs(30));
+        assert_eq!(stalling.allowed(), Duration::from_secs(30));
+        stalling.waited = Duration::from_secs(25);
+        assert_eq!(stalling.allowed(), Duration::from_secs(5));
+        stalling.written = u64::from(MIN_READ_RATE) * 10;
+        assert_eq!(stalling.allowed(), Duration::from_secs(15));
+        stalling.written = u64::from(MIN_READ_RATE) * 100;
+        assert_eq!(stalling.allowed(), Duration::from_secs(30));
+        stalling.written = u64::from(MIN_READ_RATE) / 2;
+        assert_eq!(stalling.allowed(), Duration::from_millis(5_500));
+        stalling.waited = Duration::from_secs(40);
+        assert_eq!(stalling.allowed(), Duration::ZERO);
     }
 
     // L23: a peer is counted while it holds connections, up to its most,

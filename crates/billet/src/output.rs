@@ -37,6 +37,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use billet_provider::InstanceId;
@@ -49,7 +50,7 @@ mod serving;
 
 use capture::Live;
 pub use capturing::Capturing;
-pub use serving::{FOLLOW_POLL, serve};
+pub use serving::{FOLLOW_POLL, FollowSlot, MAX_FOLLOWS, serve};
 
 /// The most bytes of one job's output kept by default (`--output-limit`):
 /// 64 MiB.
@@ -133,6 +134,8 @@ pub struct OutputStore {
     /// store made before identities): only those are taken as this store's.
     unnamed_through: Option<u64>,
     live: Mutex<HashMap<InstanceId, Live>>,
+    /// The `follow` readers' slots: at most [`MAX_FOLLOWS`] at once.
+    follows: Arc<tokio::sync::Semaphore>,
 }
 
 impl OutputStore {
@@ -159,6 +162,7 @@ impl OutputStore {
             identity: identity.map(ToString::to_string),
             unnamed_through: None,
             live: Mutex::new(HashMap::new()),
+            follows: Arc::new(tokio::sync::Semaphore::new(MAX_FOLLOWS)),
         })
     }
 
@@ -573,7 +577,8 @@ mod tests {
 
     /// The whole body, of at most 1,000 pieces, none of them empty.
     async fn body_of(store: Arc<OutputStore>, job: u64, follow: bool, ended: bool) -> Vec<u8> {
-        let mut body = std::pin::pin!(serve(store, job, follow, move || ended));
+        let slot = follow.then(|| store.follow_slot().expect("a follow slot free"));
+        let mut body = std::pin::pin!(serve(store, job, slot, move || ended));
         let mut all = Vec::new();
         for _ in 0..1000 {
             let Some(piece) = body.next().await else {
@@ -600,7 +605,7 @@ mod tests {
         assert_eq!(served(&f.store, 8, true, true).await, text);
         let pieces: Vec<usize> = tokio::time::timeout(
             Duration::from_secs(5),
-            serve(Arc::clone(&f.store), 8, false, || true)
+            serve(Arc::clone(&f.store), 8, None, || true)
                 .map(|piece| piece.unwrap().len())
                 .collect(),
         )
@@ -613,7 +618,8 @@ mod tests {
         let follower = tokio::spawn({
             let store = Arc::clone(&f.store);
             async move {
-                let body = serve(store, 8, true, move || {
+                let slot = store.follow_slot();
+                let body = serve(store, 8, slot, move || {
                     told.load(std::sync::atomic::Ordering::SeqCst)
                 });
                 let pieces: Vec<io::Result<Vec<u8>>> = body.collect().await;
@@ -915,7 +921,7 @@ mod tests {
         // At most two items are taken: a body that yields for ever fails.
         let pieces: Vec<io::Result<Vec<u8>>> = tokio::time::timeout(
             Duration::from_secs(5),
-            serve(Arc::clone(&f.store), 17, true, || true)
+            serve(Arc::clone(&f.store), 17, f.store.follow_slot(), || true)
                 .take(2)
                 .collect(),
         )

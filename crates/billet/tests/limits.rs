@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use billet::engine::Bounds;
 use billet::http::{FULL_RETRY_AFTER, JobLimits};
 use billet::listener::HEAD_TIMEOUT;
+use billet::output::{MAX_FOLLOWS, OutputStore};
 use billet::record::JobRecord;
 use billet::token::Credentials;
 use billet::{Limits, Service, Store};
@@ -911,5 +912,55 @@ async fn l24_a_step_of_the_wall_clock_moves_no_deadline() {
         .call(&auth, "GET", &format!("/v1/jobs/{long}"), None)
         .await;
     assert_eq!(state(&job), "running", "{job}");
+    running.service.abort();
+}
+
+// L23: `follow` readers are bounded in number: with MAX_FOLLOWS slots
+// taken, a `follow` answers `503` with `Retry-After` saying so, while
+// reading what is kept still answers; a slot given back serves the next,
+// and a follow's body holds its slot until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l23_follows_are_bounded_in_number() {
+    let host = Host::new();
+    let state = private_dir();
+    let output = Arc::new(OutputStore::open(state.path(), None, 1 << 20).unwrap());
+    let limits = Limits {
+        output: Some(Arc::clone(&output)),
+        ..Limits::default()
+    };
+    let running = start(&host, None, limits).await;
+    let auth = format!("Bearer {ALL}");
+    let body = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let path = format!("/v1/jobs/{}/output", job["id"]);
+    let mut held: Vec<_> = (0..MAX_FOLLOWS)
+        .map(|_| output.follow_slot().unwrap())
+        .collect();
+    assert!(output.follow_slot().is_none());
+    let follow = |path: &str| {
+        running
+            .client
+            .get(format!("{}{path}?follow=true", running.base))
+            .header("Authorization", &auth)
+            .send()
+    };
+    let refused = follow(&path).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let said = refused.text().await.unwrap();
+    assert!(said.contains("256 readers already follow"), "{said}");
+    let (status, _) = running.call(&auth, "GET", &path, None).await;
+    assert_eq!(status, StatusCode::OK);
+    held.pop();
+    let followed = follow(&path).await.unwrap();
+    assert_eq!(followed.status(), StatusCode::OK);
+    assert!(output.follow_slot().is_none(), "the follow holds no slot");
+    drop(followed);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while output.follow_slot().is_none() {
+        assert!(Instant::now() < deadline, "a closed follow kept its slot");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     running.service.abort();
 }

@@ -6,20 +6,46 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::OwnedSemaphorePermit;
+
 use super::OutputStore;
 
 /// How often a follower of a job's output looks for more while the job
 /// runs.
 pub const FOLLOW_POLL: Duration = Duration::from_millis(100);
 
+/// The most `follow` readers of jobs' output served at once (L23): each
+/// holds a connection and looks for more every [`FOLLOW_POLL`] for as long
+/// as its job runs (at most its timeout). Past it a `follow` answers `503`
+/// with `Retry-After`; reading what is kept so far is not bounded by it.
+pub const MAX_FOLLOWS: usize = 256;
+
+/// One of the [`MAX_FOLLOWS`] slots, held by a `follow` body until it ends.
+#[derive(Debug)]
+pub struct FollowSlot {
+    _permit: OwnedSemaphorePermit,
+}
+
+impl OutputStore {
+    /// A slot to follow a job's output, or `None` when [`MAX_FOLLOWS`]
+    /// readers already follow.
+    pub fn follow_slot(&self) -> Option<FollowSlot> {
+        Arc::clone(&self.follows)
+            .try_acquire_owned()
+            .ok()
+            .map(|permit| FollowSlot { _permit: permit })
+    }
+}
+
 /// The body of `GET /v1/jobs/{id}/output`: job `job`'s kept output in
 /// pieces of at most [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK); when
 /// `follow`, then what is added, looked for every [`FOLLOW_POLL`], until
-/// `ended` says the job has ended and no capture of it is under way.
+/// `ended` says the job has ended and no capture of it is under way. A
+/// follower holds its `slot` until the body ends or is dropped.
 pub fn serve(
     store: Arc<OutputStore>,
     job: u64,
-    follow: bool,
+    follow: Option<FollowSlot>,
     ended: impl Fn() -> bool + Send + Sync + 'static,
 ) -> impl futures::Stream<Item = io::Result<Vec<u8>>> + Send + 'static {
     let reader = Follower {
@@ -44,7 +70,8 @@ pub fn serve(
 struct Follower {
     store: Arc<OutputStore>,
     job: u64,
-    follow: bool,
+    /// Set for a follower: the slot it holds.
+    follow: Option<FollowSlot>,
     /// Opened once the file is there (a capture makes it at its first
     /// byte), and read on from where it is.
     file: Option<File>,
@@ -72,7 +99,7 @@ impl Follower {
                     return Ok(Some(piece));
                 }
             }
-            if !self.follow || self.last {
+            if self.follow.is_none() || self.last {
                 return Ok(None);
             }
             if ended() && !self.store.capturing(self.job) {
