@@ -51,7 +51,19 @@ pub(crate) enum Written {
     Committed(u64),
     /// A commit failed: nothing of it was applied, and the writer stopped.
     Failed(StoreError),
+    /// A commit failed for lack of space (L25): nothing of it was applied,
+    /// and the writer tries it again every [`FULL_RETRY`] until it goes
+    /// through (then [`Written::Committed`] says so). Carries the error.
+    Full(String),
 }
+
+/// How often the writer tries again a commit that failed for lack of space
+/// (L25).
+pub(crate) const FULL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How often, while the store stays full, the writer says so again in the
+/// log.
+const FULL_SAID_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Where the engine's batches go: to the writer thread, or, for a store in
 /// memory that commits at once, committed on the engine's own task (a thread
@@ -232,14 +244,35 @@ pub(crate) fn spawn(
                     changes.append(&mut batch.changes);
                     pruning = batch.prune.or(pruning);
                 }
-                let last = match commit_group(&mut store, &jobs, &changes, &mut group) {
-                    Ok(last) => last,
-                    Err(error) => {
-                        tracing::error!(%error, "the store failed to commit; stopping");
-                        let _ = written.send(Written::Failed(error));
-                        return;
+                let mut said: Option<std::time::Instant> = None;
+                let last = loop {
+                    match commit_group(&mut store, &jobs, &changes, &mut group) {
+                        Ok(last) => break last,
+                        Err(error) if error.is_full() => {
+                            if said.is_none() {
+                                let _ = written.send(Written::Full(error.to_string()));
+                            }
+                            if said.is_none_or(|at| at.elapsed() >= FULL_SAID_EVERY) {
+                                tracing::error!(
+                                    %error,
+                                    "the store cannot commit for lack of space: new work is refused (507) \
+                                     and the commit is tried again every {}s until space is freed",
+                                    FULL_RETRY.as_secs()
+                                );
+                                said = Some(std::time::Instant::now());
+                            }
+                            std::thread::sleep(FULL_RETRY);
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, "the store failed to commit; stopping");
+                            let _ = written.send(Written::Failed(error));
+                            return;
+                        }
                     }
                 };
+                if said.is_some() {
+                    tracing::info!("the store commits again: new work is taken");
+                }
                 if written.send(Written::Committed(last)).is_err() {
                     return;
                 }

@@ -233,6 +233,7 @@ impl Engine {
             archive,
             stats: RwLock::new(Stats::default()),
             unreadable: Mutex::new(BTreeSet::new()),
+            store_full: Mutex::new(None),
             metrics,
             accepting: AtomicBool::new(true),
             quiet: tokio::sync::watch::Sender::new(None),

@@ -309,6 +309,7 @@ async fn submit(
             format!("no pool can ever take this job: {reason}"),
         ),
         Ok(Submitted::Unreadable(why)) => unreadable(why),
+        Ok(Submitted::NoSpace(why)) => no_space(&why),
         Err(why) => unanswered(why),
     }
 }
@@ -445,6 +446,23 @@ async fn job_output(
         .into_response()
 }
 
+/// `507` with `Retry-After`: the store cannot commit for lack of space
+/// (L25); nothing was recorded.
+fn no_space(why: &str) -> Response {
+    let mut response = error(
+        StatusCode::INSUFFICIENT_STORAGE,
+        format!(
+            "the store cannot commit for lack of space ({why}): nothing was recorded; \
+             jobs that run are still watched, and new work is taken once space is freed"
+        ),
+    );
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(FULL_RETRY_AFTER),
+    );
+    response
+}
+
 async fn cancel(
     State(app): State<AppState>,
     Extension(grants): Extension<Grants>,
@@ -467,6 +485,7 @@ async fn cancel(
         Ok(Cancelled::Ended(view)) => job(&app, StatusCode::CONFLICT, view),
         Ok(Cancelled::Unknown) => unknown(&id),
         Ok(Cancelled::Unreadable(why)) => unreadable(why),
+        Ok(Cancelled::NoSpace(why)) => no_space(&why),
         Err(why) => unanswered(why),
     }
 }
@@ -502,12 +521,17 @@ async fn metrics(State(app): State<AppState>, Extension(grants): Extension<Grant
 /// service's clock are a second or more apart after a step (L24).
 async fn healthz(State(app): State<AppState>) -> Response {
     let health = app.shared.health();
-    let (status, mut body) = if health.unreadable.is_empty() && health.contested.is_empty() {
+    let healthy =
+        health.unreadable.is_empty() && health.contested.is_empty() && health.store_full.is_none();
+    let (status, mut body) = if healthy {
         (StatusCode::OK, json!({ "status": "ok" }))
     } else {
         let mut body = json!({ "status": "degraded", "unreadable": health.unreadable });
         if !health.contested.is_empty() {
             body["contested"] = json!(health.contested);
+        }
+        if let Some(why) = &health.store_full {
+            body["store_full"] = json!(why);
         }
         (StatusCode::SERVICE_UNAVAILABLE, body)
     };

@@ -146,6 +146,21 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether the store failed for lack of space (SQLite's `SQLITE_FULL`:
+    /// the disk, or the file system's quota, is full): a commit that may go
+    /// through once space is freed (L25).
+    pub fn is_full(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(failure, _),
+                ..
+            } if failure.code == rusqlite::ErrorCode::DiskFull
+        )
+    }
+}
+
 /// Where committed changes go: a SQLite database, or nowhere (a store in
 /// memory, for measuring what durability costs).
 #[derive(Debug)]

@@ -6,9 +6,9 @@
 //! wall clock (L24).
 
 mod client;
+mod in_process;
 
-use client::support_client;
-use std::path::Path;
+use in_process::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -17,142 +17,14 @@ use billet::engine::Bounds;
 use billet::http::{FULL_RETRY_AFTER, JobLimits};
 use billet::listener::HEAD_TIMEOUT;
 use billet::output::{MAX_FOLLOWS, OutputStore};
-use billet::record::JobRecord;
-use billet::token::Credentials;
 use billet::{Limits, Service, Store};
-use billet_clock::{Clock, ManualClock, SteadyClock, SystemClock};
-use billet_config::Config;
+use billet_clock::{Clock, ManualClock, SteadyClock};
 use billet_scheduler::{Pools, Settings};
-use billet_simulated::{Host, SimulatedProvider, run_for};
+use billet_simulated::{Host, run_for};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const ALL: &str = "all-grants-token-0123456789abcdef";
-const METRICS: &str = "metrics-only-token-0123456789abc";
-const INTAKE: &str = "untrusted-intake-token-012345678";
-const READER: &str = "read-only-token-0123456789abcdef";
-const SUBMITTER: &str = "submit-only-token-0123456789abcd";
-
-fn config() -> Config {
-    Config::from_yaml_str(
-        "deployment: {id: limits}
-providers:
-  - {name: linux, kind: docker, capacity: 2, docker: {image: img}}
-routing: {default_kind: docker, untrusted_kinds: [docker]}
-",
-    )
-    .unwrap()
-}
-
-struct Running {
-    service: Service,
-    base: String,
-    client: reqwest::Client,
-}
-
-async fn start(host: &Host, store: Option<&Path>, limits: Limits) -> Running {
-    start_on(host, store, limits, Arc::new(SystemClock)).await
-}
-
-async fn start_on(
-    host: &Host,
-    store: Option<&Path>,
-    limits: Limits,
-    clock: Arc<dyn Clock>,
-) -> Running {
-    let provider = Arc::new(
-        SimulatedProvider::builder("limits")
-            .host(host.clone())
-            .clock(Arc::clone(&clock))
-            .build()
-            .unwrap(),
-    );
-    let pools = Pools::builder(config())
-        .provider("linux", provider as Arc<dyn billet_provider::Provider>)
-        .settings(Settings {
-            reconcile_every: Duration::from_millis(50),
-            call_timeout: Duration::from_secs(5),
-            orphan_grace: Duration::from_millis(200),
-            ..Settings::default()
-        })
-        .build()
-        .unwrap();
-    let (store, records): (Store, Vec<JobRecord>) = match store {
-        Some(dir) => Store::open(dir).unwrap(),
-        None => (Store::memory(), Vec::new()),
-    };
-    let credentials = Credentials::parse(
-        &format!(
-            "# the table of L11\n{ALL}\n{METRICS} metrics\n{INTAKE} submit-untrusted,read\n{READER} read\n{SUBMITTER} submit\n"
-        ),
-        Path::new("token"),
-    )
-    .unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let service = Service::start_with(&pools, store, records, clock, credentials, listener, limits)
-        .await
-        .unwrap();
-    let base = format!("http://{}", service.addr());
-    Running {
-        service,
-        base,
-        client: support_client(),
-    }
-}
-
-impl Running {
-    async fn call(
-        &self,
-        auth: &str,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut request = self
-            .client
-            .request(method, format!("{}{path}", self.base))
-            .header("Authorization", auth);
-        if let Some(body) = body {
-            request = request.body(body.to_string());
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    async fn jobs(&self) -> usize {
-        let (_, list) = self
-            .call(&format!("Bearer {ALL}"), "GET", "/v1/jobs", None)
-            .await;
-        list["jobs"].as_array().unwrap().len()
-    }
-
-    async fn until_ended(&self, id: u64) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let (_, job) = self
-                .call(
-                    &format!("Bearer {ALL}"),
-                    "GET",
-                    &format!("/v1/jobs/{id}"),
-                    None,
-                )
-                .await;
-            if ["finished", "failed", "cancelled"].contains(&job["state"].as_str().unwrap_or("")) {
-                return job;
-            }
-            assert!(Instant::now() < deadline, "job {id} never ended: {job}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
 
 fn work(trust: &str) -> Value {
     json!({"command": run_for(Duration::from_millis(10)), "trust": trust})
@@ -825,12 +697,6 @@ async fn l12_a_stop_that_cannot_finish_gives_up_after_its_slack() {
 
 /// A temporary state directory only its owner may enter (L16): `tempfile`'s
 /// follow the umask, and `serve` refuses a state directory others may enter.
-fn private_dir() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .unwrap()
-}
 
 // L24: deadlines keep to the monotonic clock. Over a wall clock that steps
 // an hour forward, a running job with a minute's timeout is not failed as

@@ -180,13 +180,21 @@ impl EngineHooks {
 
     /// Waits until every batch sent is committed, releasing the calls each
     /// commit lets go; a store that answers no commit for [`COMMIT_WAIT`]
-    /// is an error.
+    /// is an error, but for one that said it is full (L25): that one is
+    /// waited for until space is freed.
     pub(super) async fn wait_committed(&mut self, driver: &mut Driver) -> Result<(), EngineError> {
         while self.committed < self.sent {
-            let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await else {
-                return Err(EngineError::Writer(format!(
-                    "no commit answered within {COMMIT_WAIT:?}"
-                )));
+            let full = self.shared.store_full.lock().is_some();
+            let written = if full {
+                self.written.recv().await
+            } else {
+                let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await
+                else {
+                    return Err(EngineError::Writer(format!(
+                        "no commit answered within {COMMIT_WAIT:?}"
+                    )));
+                };
+                written
             };
             let through = self.on_written(written)?;
             driver.release(through, self);
@@ -232,6 +240,7 @@ impl EngineHooks {
     /// Every batch through `seq` is committed and applied.
     fn on_committed(&mut self, seq: u64) {
         self.committed = seq;
+        self.shared.store_full.lock().take();
         self.keys.applied(seq);
     }
 
@@ -249,6 +258,10 @@ impl EngineHooks {
                 Ok(seq)
             }
             Some(Written::Failed(error)) => Err(error.into()),
+            Some(Written::Full(why)) => {
+                *self.shared.store_full.lock() = Some(why);
+                Ok(self.committed)
+            }
             None => Err(EngineError::Writer("its channel closed".to_owned())),
         }
     }
@@ -260,6 +273,10 @@ impl EngineHooks {
         reply: oneshot::Sender<Submitted>,
         now: SystemTime,
     ) {
+        if let Some(why) = self.shared.store_full.lock().clone() {
+            let _ = reply.send(Submitted::NoSpace(why));
+            return;
+        }
         if let Some(id) = new.key.as_ref().and_then(|key| self.keys.get(key)) {
             self.replies.push(Box::new(move |jobs: &Jobs| {
                 let answer = match jobs.find(id) {
@@ -324,6 +341,10 @@ impl EngineHooks {
         reply: oneshot::Sender<Cancelled>,
         now: SystemTime,
     ) {
+        if let Some(why) = self.shared.store_full.lock().clone() {
+            let _ = reply.send(Cancelled::NoSpace(why));
+            return;
+        }
         let asked = core.cancel(JobId(id), now);
         if asked {
             self.changes.push(Change::CancelRequested { id });

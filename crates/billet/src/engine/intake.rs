@@ -28,6 +28,9 @@ pub enum Submitted {
     Full(usize),
     /// Its key's job could not be read from the store; nothing recorded.
     Unreadable(String),
+    /// The store cannot commit for lack of space (L25): nothing recorded.
+    /// Carries the store's error.
+    NoSpace(String),
 }
 
 /// How a cancel was answered.
@@ -43,6 +46,9 @@ pub enum Cancelled {
     /// The job could not be read from the store (the cancel, if taken, is
     /// committed).
     Unreadable(String),
+    /// The store cannot commit for lack of space (L25): not taken. Carries
+    /// the store's error.
+    NoSpace(String),
 }
 
 pub(super) enum Command {

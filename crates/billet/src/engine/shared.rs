@@ -71,6 +71,9 @@ pub struct Shared {
     pub stats: RwLock<Stats>,
     /// Pools whose last inventory could not be read.
     pub unreadable: Mutex<BTreeSet<String>>,
+    /// Set while the store cannot commit for lack of space (L25), with the
+    /// error: new work is refused until a commit goes through again.
+    pub store_full: Mutex<Option<String>>,
     /// The metrics.
     pub metrics: Metrics,
     /// Cleared once shutdown begins: requests then answer `503`.
@@ -104,6 +107,8 @@ pub struct Health {
     pub unreadable: Vec<String>,
     /// Pools where another store launches instances of this deployment.
     pub contested: Vec<String>,
+    /// Why the store cannot commit, while it cannot for lack of space (L25).
+    pub store_full: Option<String>,
     /// The wall clock against the service's clock, when they are at least
     /// [`billet_clock::STEP_AT`] apart: a step the service does not follow
     /// (L24). Said, but not a reason to answer `503`.
@@ -137,6 +142,7 @@ impl Shared {
                 .filter(|pool| pool.contested > 0)
                 .map(|pool| pool.name.clone())
                 .collect(),
+            store_full: self.store_full.lock().clone(),
             wall_clock: self
                 .clock
                 .wall_offset()

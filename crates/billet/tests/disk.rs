@@ -1,0 +1,203 @@
+//! The service in process with its state directory on a small tmpfs that
+//! fills up: a store that cannot commit refuses new work and recovers (L25),
+//! and job output within its budget, or cut where the disk is full (L26).
+//!
+//! Mounting a tmpfs needs root: CI runs these as root
+//! (`BILLET_TMPFS_REQUIRED=1`, set by `.ci/run`); elsewhere they skip with
+//! one line saying so.
+
+mod client;
+mod in_process;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use billet::Limits;
+use billet_simulated::{Host, run_for};
+use in_process::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A tmpfs of a few MiB mounted on a private directory, unmounted when
+/// dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts one of `size` (as `mount -o size=` takes it), or says why
+    /// `test` skips; with `BILLET_TMPFS_REQUIRED=1` a failed mount fails it.
+    fn mount(size: &str, test: &str) -> Option<Tmpfs> {
+        let dir = private_dir();
+        let mounted = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|status| status.success());
+        if mounted {
+            return Some(Tmpfs { dir });
+        }
+        assert!(
+            std::env::var("BILLET_TMPFS_REQUIRED").as_deref() != Ok("1"),
+            "{test}: mounting a tmpfs failed, and BILLET_TMPFS_REQUIRED=1"
+        );
+        eprintln!("{test}: skipped: mounting a tmpfs needs root (CI runs it so)");
+        None
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A directory on it only its owner may enter.
+    fn private(&self, name: &str) -> PathBuf {
+        let path = self.path().join(name);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .unwrap();
+        path
+    }
+
+    /// Fills it to the last byte with a file, whose path it answers.
+    fn fill(&self) -> PathBuf {
+        let path = self.path().join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 4096];
+        loop {
+            if let Err(err) = file.write_all(&chunk) {
+                assert_eq!(err.raw_os_error(), Some(28), "{err}");
+                break;
+            }
+        }
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+use std::os::unix::fs::DirBuilderExt;
+
+/// Asks `path` of `running` until `done` holds of the answer, for at most
+/// 20 s; answers the last answer.
+async fn until(
+    running: &Running,
+    auth: &str,
+    path: &str,
+    done: impl Fn(StatusCode, &Value) -> bool,
+) -> (StatusCode, Value) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = running.call(auth, "GET", path, None).await;
+        if done(status, &body) {
+            return (status, body);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never came: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// L25: a store that cannot commit for lack of space neither exits nor loses
+// a request: the submission whose commit met the full disk waits for space;
+// `/healthz` says `store_full`; new submissions and cancels answer `507`
+// with `Retry-After`, recording nothing; reads still answer and the job
+// that runs goes on; once space is freed, the waiting submission is
+// created, and new work is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l25_a_full_disk_refuses_new_work_and_recovers() {
+    let Some(fs) = Tmpfs::mount("2m", "l25_a_full_disk_refuses_new_work_and_recovers") else {
+        return;
+    };
+    let state = fs.private("state");
+    let host = Host::new();
+    let running = start(&host, Some(&state), Limits::default()).await;
+    let auth = format!("Bearer {ALL}");
+    let hour = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
+    let (status, job) = running
+        .call(&auth, "POST", "/v1/jobs", Some(hour.clone()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let first = format!("/v1/jobs/{}", job["id"]);
+    until(&running, &auth, &first, |_, job| job["state"] == "running").await;
+
+    let filler = fs.fill();
+    let base = running.base.clone();
+    let client = running.client.clone();
+    let (waiting_auth, body) = (auth.clone(), hour.clone());
+    let waiting = tokio::spawn(async move {
+        let response = client
+            .post(format!("{base}/v1/jobs"))
+            .header("Authorization", waiting_auth)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        (response.status(), response.text().await.unwrap())
+    });
+    let (_, health) = until(&running, "", "/healthz", |status, health| {
+        status == StatusCode::SERVICE_UNAVAILABLE && health["store_full"].is_string()
+    })
+    .await;
+    assert!(
+        health["store_full"].as_str().unwrap().contains("full"),
+        "{health}"
+    );
+
+    let (status, refused) = running
+        .call(&auth, "POST", "/v1/jobs", Some(hour.clone()))
+        .await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{refused}");
+    assert!(
+        refused["error"].as_str().unwrap().contains("lack of space"),
+        "{refused}"
+    );
+    let (status, refused) = running.call(&auth, "DELETE", &first, None).await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{refused}");
+    let (status, job) = running.call(&auth, "GET", &first, None).await;
+    assert_eq!(
+        (status, job["state"].as_str()),
+        (StatusCode::OK, Some("running")),
+        "{job}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the waiting submission was answered on a full disk"
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    let (status, created) = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiting submission answered once space was freed")
+        .unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    until(&running, "", "/healthz", |status, _| {
+        status == StatusCode::OK
+    })
+    .await;
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(hour)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let (status, job) = running.call(&auth, "DELETE", &first, None).await;
+    assert_eq!(status, StatusCode::OK, "{job}");
+    assert_eq!(running.jobs().await, 3);
+    running.service.abort();
+}
