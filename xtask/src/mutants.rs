@@ -81,6 +81,7 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/output/capture.rs",
         "crates/billet/src/output/capturing.rs",
         "crates/billet/src/output/serving.rs",
+        "crates/billet/src/output/tests.rs",
         "crates/billet/src/metrics.rs",
     ],
     tests: &[
@@ -90,6 +91,7 @@ pub const ONLY: &[Only] = &[Only {
         "--test=retention",
         "--test=limits",
         "--test=quiescence",
+        "--test=disk",
     ],
 }];
 

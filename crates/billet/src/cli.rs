@@ -105,6 +105,11 @@ pub struct ServeArgs {
     /// cut is said in the output and in the job (`output_truncated`).
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::output::parse_size)]
     pub output_limit: u64,
+    /// The most bytes of all jobs' output kept at once (L26), in the same
+    /// units: past it captures are cut, saying so, until retention frees
+    /// some.
+    #[arg(long, value_name = "SIZE", default_value = "8GiB", value_parser = crate::output::parse_size)]
+    pub output_total: u64,
     /// How logs are written to stderr.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -183,6 +188,7 @@ pub fn main() -> ExitCode {
                 retain: args.retain,
                 max_queued: args.max_queued,
                 output_limit: args.output_limit,
+                output_total: args.output_total,
             };
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -306,6 +312,12 @@ mod tests {
         };
         assert_eq!(args.output_limit, 512 * 1024);
         assert!(parse("--output-limit", "0").is_err());
+        assert_eq!(args.output_total, crate::output::DEFAULT_OUTPUT_TOTAL);
+        let Command::Serve(args) = parse("--output-total", "3GiB").unwrap().command else {
+            panic!("serve");
+        };
+        assert_eq!(args.output_total, 3 << 30);
+        assert!(parse("--output-total", "0").is_err());
         assert!(parse("--output-limit", "5MB").is_err());
         let Command::Serve(args) = parse("--retain", "90m").unwrap().command else {
             panic!("serve");

@@ -75,6 +75,8 @@ pub struct ServeOptions {
     pub max_queued: usize,
     /// The most bytes of one job's output kept (L15).
     pub output_limit: u64,
+    /// The most bytes of all jobs' output kept at once (L26).
+    pub output_total: u64,
 }
 
 /// The bounds a [`Service`] keeps (L12, L14).
@@ -520,7 +522,13 @@ pub async fn serve(
     let records = lost_pools(records, &configured, &options.forget_pools)?;
     let unnamed_through = store.unnamed_through().map(|job| job.0);
     let output = OutputStore::open(&options.state, store.identity(), options.output_limit)
-        .map(|output| Arc::new(output.with_unnamed_through(unnamed_through)))
+        .map(|output| {
+            Arc::new(
+                output
+                    .with_unnamed_through(unnamed_through)
+                    .with_total(options.output_total),
+            )
+        })
         .map_err(|source| ServeError::Output {
             path: options.state.join("output"),
             source,
@@ -617,6 +625,7 @@ mod tests {
             retain: secs(23),
             max_queued: 29,
             output_limit: 1 << 20,
+            output_total: 1 << 30,
         }
     }
 

@@ -14,8 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use billet::Limits;
-use billet_simulated::{Host, run_for};
+use billet::output::OutputStore;
+use billet_simulated::{Host, run_for, run_for_writing};
 use in_process::*;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -199,5 +202,62 @@ async fn l25_a_full_disk_refuses_new_work_and_recovers() {
     let (status, job) = running.call(&auth, "DELETE", &first, None).await;
     assert_eq!(status, StatusCode::OK, "{job}");
     assert_eq!(running.jobs().await, 3);
+    running.service.abort();
+}
+
+// L26: output a full disk holds up is read again from where its file ends
+// once space is freed: the job that wrote while the disk was full keeps
+// every byte, and says nothing was cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l26_output_a_full_disk_held_up_is_whole_once_space_returns() {
+    let Some(fs) = Tmpfs::mount(
+        "4m",
+        "l26_output_a_full_disk_held_up_is_whole_once_space_returns",
+    ) else {
+        return;
+    };
+    let state = fs.private("state");
+    // The store's identity names its jobs' instances: opened once to learn it.
+    let identity = billet::Store::open(&state).unwrap().0.identity().cloned();
+    let output = Arc::new(OutputStore::open(&state, identity.as_ref(), 1 << 20).unwrap());
+    let limits = Limits {
+        output: Some(Arc::clone(&output)),
+        ..Limits::default()
+    };
+    let host = Host::new();
+    let running = start(&host, Some(&state), limits).await;
+    let auth = format!("Bearer {ALL}");
+    let bytes = 400_000;
+    let body =
+        json!({"command": run_for_writing(Duration::from_secs(4), bytes), "trust": "trusted"});
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    let id = job["id"].as_u64().unwrap();
+    let path = format!("/v1/jobs/{id}");
+    until(&running, &auth, &path, |_, job| {
+        job["output_bytes"].as_u64() > Some(0)
+    })
+    .await;
+    let filler = fs.fill();
+    let held = std::fs::metadata(output.path(id)).unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, job) = running.call(&auth, "GET", &path, None).await;
+    assert!(
+        job["output_bytes"].as_u64().unwrap() <= held + 4096,
+        "{job} {held}"
+    );
+    assert!(output.capturing(id), "the capture gave up on a full disk");
+    std::fs::remove_file(filler).unwrap();
+    let ended = running.until_ended(id).await;
+    assert_eq!(ended["state"], "finished", "{ended}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while output.capturing(id) {
+        assert!(Instant::now() < deadline, "the capture never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, job) = running.call(&auth, "GET", &path, None).await;
+    assert_eq!(job["output_bytes"], bytes, "{job}");
+    assert_eq!(job["output_truncated"], false, "{job}");
+    assert_eq!(std::fs::read(output.path(id)).unwrap().len() as u64, bytes);
     running.service.abort();
 }

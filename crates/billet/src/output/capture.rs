@@ -13,7 +13,10 @@ use billet_provider::{Instance, InstanceId, Provider};
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use super::{CUT_NOTICE, FINISH_BOUND, FINISH_WAIT, OutputStore, REOPEN_FIRST, REOPEN_MAX, SETTLE};
+use super::{
+    CUT_NOTICE, FINISH_BOUND, FINISH_WAIT, OutputStore, REOPEN_FIRST, REOPEN_MAX, SETTLE,
+    TOTAL_CUT_NOTICE, UNWRITTEN_CUT_NOTICE,
+};
 
 /// One capture under way.
 #[derive(Debug)]
@@ -143,19 +146,34 @@ impl OutputStore {
                     None => break 'reads Ended::Whole,
                     Some(Ok(bytes)) => {
                         pause = REOPEN_FIRST;
-                        let room = self.limit.saturating_sub(written);
+                        let own = self.limit.saturating_sub(written);
+                        let shared = self.total_limit.saturating_sub(self.total());
+                        let room = own.min(shared);
                         let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-                        file.write_all(&bytes[..take])?;
+                        if let Err(err) = file.write_all(&bytes[..take]) {
+                            // L26: what part of it went in is dropped, and
+                            // the output read again from there once a pause
+                            // is over: a full disk loses nothing the backend
+                            // still holds once space is freed.
+                            let _ = file.set_len(written);
+                            tracing::warn!(
+                                job, instance = id.as_str(), error = %err,
+                                "writing the job's output failed; it is read again from byte {written} after a pause"
+                            );
+                            if !wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
+                                break 'reads Ended::Unwritten;
+                            }
+                            continue 'reads;
+                        }
                         written += take as u64;
+                        self.count(take as u64);
                         if take < bytes.len() {
-                            file.write_all(CUT_NOTICE.as_bytes())?;
-                            OpenOptions::new()
-                                .create(true)
-                                .truncate(true)
-                                .write(true)
-                                .mode(0o600)
-                                .open(self.cut_path(job))?
-                                .sync_all()?;
+                            let notice = if own <= shared {
+                                CUT_NOTICE
+                            } else {
+                                TOTAL_CUT_NOTICE
+                            };
+                            self.end_cut(&mut file, id, job, written, notice);
                             break 'reads Ended::Cut;
                         }
                     }
@@ -170,11 +188,61 @@ impl OutputStore {
                 }
             }
         };
+        if let Ended::Unwritten = ended {
+            // The instance goes while the disk is still full.
+            self.end_cut(&mut file, id, job, written, UNWRITTEN_CUT_NOTICE);
+        }
         file.sync_all()?;
         if let Ended::Broken(why) = &ended {
             tracing::warn!(job, instance = id.as_str(), error = %why, "output capture gave up: the backend's output stream kept breaking");
         }
         Ok(ended)
+    }
+}
+
+impl OutputStore {
+    /// Ends job `job`'s output, `written` bytes kept, with `notice`, and
+    /// says it was cut ([`cut`](Self::cut)); where the disk cannot take
+    /// that, the notice is dropped and the cut said from memory
+    /// (`output_truncated` until the service stops).
+    fn end_cut(
+        &self,
+        file: &mut std::fs::File,
+        id: &InstanceId,
+        job: u64,
+        written: u64,
+        notice: &str,
+    ) {
+        if let Err(err) = self.cut(file, job, written, notice) {
+            tracing::warn!(
+                job, instance = id.as_str(), error = %err,
+                "the job's output was cut, and the cut could not be said on disk: \
+                 it shows output_truncated until the service stops"
+            );
+            let _ = file.set_len(written);
+            self.unsaid.lock().insert(job, written);
+        }
+    }
+
+    /// Ends job `job`'s output, `written` bytes kept, with `notice`, and
+    /// says it was cut: the cut file holds the bytes kept.
+    fn cut(
+        &self,
+        file: &mut std::fs::File,
+        job: u64,
+        written: u64,
+        notice: &str,
+    ) -> io::Result<()> {
+        file.write_all(notice.as_bytes())?;
+        self.count(notice.len() as u64);
+        let mut cut = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(self.cut_path(job))?;
+        cut.write_all(written.to_string().as_bytes())?;
+        cut.sync_all()
     }
 }
 
@@ -224,4 +292,7 @@ enum Ended {
     Gone,
     /// The output stream kept breaking.
     Broken(String),
+    /// It could not be written (a full disk) until a finish was asked and
+    /// [`FINISH_WAIT`] passed.
+    Unwritten,
 }

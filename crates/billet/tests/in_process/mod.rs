@@ -8,11 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use billet::output::Capturing;
 use billet::record::JobRecord;
 use billet::token::Credentials;
 use billet::{Limits, Service, Store};
 use billet_clock::{Clock, SystemClock};
 use billet_config::Config;
+use billet_provider::Provider;
 use billet_scheduler::{Pools, Settings};
 use billet_simulated::{Host, SimulatedProvider};
 use reqwest::StatusCode;
@@ -54,15 +56,19 @@ pub(crate) async fn start_on(
     limits: Limits,
     clock: Arc<dyn Clock>,
 ) -> Running {
-    let provider = Arc::new(
+    let mut provider: Arc<dyn Provider> = Arc::new(
         SimulatedProvider::builder("limits")
             .host(host.clone())
             .clock(Arc::clone(&clock))
             .build()
             .unwrap(),
     );
+    // Output is captured where the service keeps it, as `billet serve` does.
+    if let Some(output) = &limits.output {
+        provider = Arc::new(Capturing::new(provider, Arc::clone(output)));
+    }
     let pools = Pools::builder(config())
-        .provider("linux", provider as Arc<dyn billet_provider::Provider>)
+        .provider("linux", provider)
         .settings(Settings {
             reconcile_every: Duration::from_millis(50),
             call_timeout: Duration::from_secs(5),
