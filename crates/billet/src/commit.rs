@@ -61,9 +61,6 @@ pub(crate) enum Written {
 /// (L25).
 pub(crate) const FULL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// How often, while the store stays full, the writer says so again in the
-/// log.
-const FULL_SAID_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Where the engine's batches go: to the writer thread, or, for a store in
 /// memory that commits at once, committed on the engine's own task (a thread
@@ -244,22 +241,22 @@ pub(crate) fn spawn(
                     changes.append(&mut batch.changes);
                     pruning = batch.prune.or(pruning);
                 }
-                let mut said: Option<std::time::Instant> = None;
+                // Set once the store said it is full, until a commit goes
+                // through again (`/healthz` says it all along).
+                let mut full = false;
                 let last = loop {
                     match commit_group(&mut store, &jobs, &changes, &mut group) {
                         Ok(last) => break last,
                         Err(error) if error.is_full() => {
-                            if said.is_none() {
-                                let _ = written.send(Written::Full(error.to_string()));
-                            }
-                            if said.is_none_or(|at| at.elapsed() >= FULL_SAID_EVERY) {
+                            if !full {
                                 tracing::error!(
                                     %error,
                                     "the store cannot commit for lack of space: new work is refused (507) \
                                      and the commit is tried again every {}s until space is freed",
                                     FULL_RETRY.as_secs()
                                 );
-                                said = Some(std::time::Instant::now());
+                                let _ = written.send(Written::Full(error.to_string()));
+                                full = true;
                             }
                             std::thread::sleep(FULL_RETRY);
                         }
@@ -270,7 +267,7 @@ pub(crate) fn spawn(
                         }
                     }
                 };
-                if said.is_some() {
+                if full {
                     tracing::info!("the store commits again: new work is taken");
                 }
                 if written.send(Written::Committed(last)).is_err() {
