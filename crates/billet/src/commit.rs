@@ -61,7 +61,6 @@ pub(crate) enum Written {
 /// (L25).
 pub(crate) const FULL_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
-
 /// Where the engine's batches go: to the writer thread, or, for a store in
 /// memory that commits at once, committed on the engine's own task (a thread
 /// there would add nothing but two wake-ups per batch). The engine hears of

@@ -105,13 +105,16 @@ fn bad(request: &BadRequest) -> Response {
     error(StatusCode::BAD_REQUEST, request)
 }
 
-fn job(app: &AppState, status: StatusCode, view: JobView) -> Response {
-    (status, axum::Json(shown(app, view))).into_response()
+async fn job(app: &AppState, status: StatusCode, view: JobView) -> Response {
+    let output = app.output.clone();
+    let view = off_the_workers(app, move |_| shown(output.as_deref(), view)).await;
+    (status, axum::Json(view)).into_response()
 }
 
-/// `view` with what the output store keeps of its output (L15).
-fn shown(app: &AppState, mut view: JobView) -> JobView {
-    if let Some(output) = &app.output {
+/// `view` with what the output store keeps of its output (L15): reads files,
+/// so run off the runtime's workers (L22).
+fn shown(output: Option<&OutputStore>, mut view: JobView) -> JobView {
+    if let Some(output) = output {
         let kept = output.kept(view.id);
         view.output_bytes = kept.bytes;
         view.output_truncated = kept.truncated;
@@ -279,12 +282,12 @@ async fn submit(
     // L18: a key names a job among this credential's alone.
     new.key = new.key.map(|key| caller.scope.qualify(&key));
     match app.engine.submit(new).await {
-        Ok(Submitted::Created(view)) => job(&app, StatusCode::CREATED, view),
+        Ok(Submitted::Created(view)) => job(&app, StatusCode::CREATED, view).await,
         // L18: a repeat shows only the id to a credential that may not read.
         Ok(Submitted::Existing(view)) if !grants.has(Grant::Read) => {
             (StatusCode::OK, axum::Json(json!({ "id": view.id }))).into_response()
         }
-        Ok(Submitted::Existing(view)) => job(&app, StatusCode::OK, view),
+        Ok(Submitted::Existing(view)) => job(&app, StatusCode::OK, view).await,
         Ok(Submitted::Conflicting(id)) => error(
             StatusCode::CONFLICT,
             format!(
@@ -326,20 +329,20 @@ async fn list_jobs(
         Ok(query) => query,
         Err(request) => return bad(&request),
     };
-    let page = off_the_workers(&app, move |shared| crate::jobs::page(&shared.jobs, query)).await;
-    match page {
-        Ok(page) => {
-            let jobs = page
+    let output = app.output.clone();
+    let page = off_the_workers(&app, move |shared| {
+        crate::jobs::page(&shared.jobs, query).map(|page| JobList {
+            jobs: page
                 .jobs
                 .iter()
-                .map(|record| shown(&app, JobView::of(record)))
-                .collect();
-            let list = JobList {
-                jobs,
-                next: page.next,
-            };
-            (StatusCode::OK, axum::Json(list)).into_response()
-        }
+                .map(|record| shown(output.as_deref(), JobView::of(record)))
+                .collect(),
+            next: page.next,
+        })
+    })
+    .await;
+    match page {
+        Ok(list) => (StatusCode::OK, axum::Json(list)).into_response(),
         Err(why) => unreadable(why),
     }
 }
@@ -370,7 +373,7 @@ async fn get_job(
     };
     let found = off_the_workers(&app, move |shared| find_in(shared, n)).await;
     match found {
-        Ok(Some(view)) => job(&app, StatusCode::OK, view),
+        Ok(Some(view)) => job(&app, StatusCode::OK, view).await,
         Ok(None) => unknown(&id),
         Err(why) => unreadable(why),
     }
@@ -481,8 +484,8 @@ async fn cancel(
         Err(why) => return unreadable(why),
     }
     match app.engine.cancel(n).await {
-        Ok(Cancelled::Requested(view)) => job(&app, StatusCode::OK, view),
-        Ok(Cancelled::Ended(view)) => job(&app, StatusCode::CONFLICT, view),
+        Ok(Cancelled::Requested(view)) => job(&app, StatusCode::OK, view).await,
+        Ok(Cancelled::Ended(view)) => job(&app, StatusCode::CONFLICT, view).await,
         Ok(Cancelled::Unknown) => unknown(&id),
         Ok(Cancelled::Unreadable(why)) => unreadable(why),
         Ok(Cancelled::NoSpace(why)) => no_space(&why),

@@ -1,6 +1,8 @@
 //! The service in process with its state directory on a small tmpfs that
 //! fills up: a store that cannot commit refuses new work and recovers (L25),
-//! and job output within its budget, or cut where the disk is full (L26).
+//! and job output within its budget, or cut where the disk is full (L26);
+//! and an output file that never answers (a hung disk) holds up no one
+//! (L22).
 //!
 //! Mounting a tmpfs needs root: CI runs these as root
 //! (`BILLET_TMPFS_REQUIRED=1`, set by `.ci/run`); elsewhere they skip with
@@ -259,5 +261,130 @@ async fn l26_output_a_full_disk_held_up_is_whole_once_space_returns() {
     assert_eq!(job["output_bytes"], bytes, "{job}");
     assert_eq!(job["output_truncated"], false, "{job}");
     assert_eq!(std::fs::read(output.path(id)).unwrap().len() as u64, bytes);
+    running.service.abort();
+}
+
+/// One request over a plain socket from the calling thread, with every wait
+/// bounded by `within`: answers the status line and body, or `None` when
+/// nothing came in time. Used where the runtime's own clients could be
+/// stalled by what the test looks for.
+fn raw(addr: &str, method: &str, path: &str, auth: &str, within: Duration) -> Option<String> {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(within)).ok()?;
+    stream.set_write_timeout(Some(within)).ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: billet\r\nAuthorization: {auth}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    Some(answer)
+}
+
+/// Opens the FIFO at `path` for writing, and closes it, when dropped: its
+/// readers, blocked in `open`, then read its end.
+struct Release(PathBuf);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc_nonblock())
+            .open(&self.0);
+    }
+}
+
+/// `O_NONBLOCK` on Linux: opening a FIFO no one reads fails at once rather
+/// than waits.
+fn libc_nonblock() -> i32 {
+    0o4000
+}
+
+// L22: jobs' output files are opened and read off the runtime's workers: four
+// readers of an output whose file never answers (a FIFO no one writes, as a
+// hung disk or network file system would be) hold up neither `/healthz`, nor
+// other requests, nor the engine, which still cancels that job (it waits:
+// placed, its capture would write to the FIFO).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l22_an_output_file_that_never_answers_holds_up_no_one() {
+    let state = private_dir();
+    let identity = billet::Store::open(state.path())
+        .unwrap()
+        .0
+        .identity()
+        .cloned();
+    let output = Arc::new(OutputStore::open(state.path(), identity.as_ref(), 1 << 20).unwrap());
+    let limits = Limits {
+        output: Some(Arc::clone(&output)),
+        ..Limits::default()
+    };
+    let host = Host::new();
+    let running = start(&host, Some(state.path()), limits).await;
+    let auth = format!("Bearer {ALL}");
+    let hour = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, job) = running
+            .call(&auth, "POST", "/v1/jobs", Some(hour.clone()))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{job}");
+        ids.push(job["id"].as_u64().unwrap());
+    }
+    // The pool holds two: the third waits, and no capture opens its file.
+    let first = format!("/v1/jobs/{}", ids[0]);
+    until(&running, &auth, &first, |_, job| job["state"] == "running").await;
+    let fifo = output.path(ids[2]);
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let _release = Release(fifo);
+    let addr = running.base.trim_start_matches("http://").to_owned();
+    let path = format!("/v1/jobs/{}/output", ids[2]);
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (addr, path, auth) = (addr.clone(), path.clone(), auth.clone());
+            std::thread::spawn(move || raw(&addr, "GET", &path, &auth, Duration::from_secs(15)))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let within = Duration::from_secs(5);
+    let health = raw(&addr, "GET", "/healthz", "", within);
+    assert!(
+        health
+            .as_deref()
+            .is_some_and(|answer| answer.starts_with("HTTP/1.1 200")),
+        "/healthz: {health:?}"
+    );
+    let waiting = format!("/v1/jobs/{}", ids[2]);
+    let cancel = raw(&addr, "DELETE", &waiting, &auth, within);
+    assert!(
+        cancel
+            .as_deref()
+            .is_some_and(|answer| answer.starts_with("HTTP/1.1 200")),
+        "the cancel: {cancel:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let job = raw(&addr, "GET", &waiting, &auth, within).unwrap_or_default();
+        if job.contains("\"state\":\"cancelled\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancel never ended the job: {job}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(_release);
+    for reader in readers {
+        let answer = reader.join().unwrap();
+        assert!(
+            answer
+                .as_deref()
+                .is_some_and(|answer| answer.starts_with("HTTP/1.1 200")),
+            "a reader: {answer:?}"
+        );
+    }
     running.service.abort();
 }

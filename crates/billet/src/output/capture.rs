@@ -3,9 +3,7 @@
 //! file, opens the stream again from the file's end when it breaks, and is
 //! finished (read to its end, synced) before the instance is destroyed.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -88,15 +86,21 @@ impl OutputStore {
         job: u64,
         mut finishing: watch::Receiver<bool>,
     ) -> io::Result<Ended> {
-        if self.cut_path(job).exists() {
+        if tokio::fs::try_exists(self.cut_path(job))
+            .await
+            .unwrap_or(false)
+        {
             return Ok(Ended::Whole);
         }
-        let mut file = OpenOptions::new()
+        // Written, synced and cut on tokio's blocking threads, never on the
+        // runtime's workers (L22): a slow disk holds up no other task.
+        let mut file = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(self.path(job))?;
-        let mut written = file.metadata()?.len();
+            .open(self.path(job))
+            .await?;
+        let mut written = file.metadata().await?.len();
         let Some(output) = provider.output() else {
             return Ok(Ended::Whole);
         };
@@ -150,12 +154,12 @@ impl OutputStore {
                         let shared = self.total_limit.saturating_sub(self.total());
                         let room = own.min(shared);
                         let take = usize::try_from(room).unwrap_or(usize::MAX).min(bytes.len());
-                        if let Err(err) = file.write_all(&bytes[..take]) {
+                        if let Err(err) = write_through(&mut file, &bytes[..take]).await {
                             // L26: what part of it went in is dropped, and
                             // the output read again from there once a pause
                             // is over: a full disk loses nothing the backend
                             // still holds once space is freed.
-                            let _ = file.set_len(written);
+                            let _ = file.set_len(written).await;
                             tracing::warn!(
                                 job, instance = id.as_str(), error = %err,
                                 "writing the job's output failed; it is read again from byte {written} after a pause"
@@ -173,7 +177,7 @@ impl OutputStore {
                             } else {
                                 TOTAL_CUT_NOTICE
                             };
-                            self.end_cut(&mut file, id, job, written, notice);
+                            self.end_cut(&mut file, id, job, written, notice).await;
                             break 'reads Ended::Cut;
                         }
                     }
@@ -190,9 +194,10 @@ impl OutputStore {
         };
         if let Ended::Unwritten = ended {
             // The instance goes while the disk is still full.
-            self.end_cut(&mut file, id, job, written, UNWRITTEN_CUT_NOTICE);
+            self.end_cut(&mut file, id, job, written, UNWRITTEN_CUT_NOTICE)
+                .await;
         }
-        file.sync_all()?;
+        file.sync_all().await?;
         if let Ended::Broken(why) = &ended {
             tracing::warn!(job, instance = id.as_str(), error = %why, "output capture gave up: the backend's output stream kept breaking");
         }
@@ -205,45 +210,55 @@ impl OutputStore {
     /// says it was cut ([`cut`](Self::cut)); where the disk cannot take
     /// that, the notice is dropped and the cut said from memory
     /// (`output_truncated` until the service stops).
-    fn end_cut(
+    async fn end_cut(
         &self,
-        file: &mut std::fs::File,
+        file: &mut tokio::fs::File,
         id: &InstanceId,
         job: u64,
         written: u64,
         notice: &str,
     ) {
-        if let Err(err) = self.cut(file, job, written, notice) {
+        if let Err(err) = self.cut(file, job, written, notice).await {
             tracing::warn!(
                 job, instance = id.as_str(), error = %err,
                 "the job's output was cut, and the cut could not be said on disk: \
                  it shows output_truncated until the service stops"
             );
-            let _ = file.set_len(written);
+            let _ = file.set_len(written).await;
             self.unsaid.lock().insert(job, written);
         }
     }
 
     /// Ends job `job`'s output, `written` bytes kept, with `notice`, and
     /// says it was cut: the cut file holds the bytes kept.
-    fn cut(
+    async fn cut(
         &self,
-        file: &mut std::fs::File,
+        file: &mut tokio::fs::File,
         job: u64,
         written: u64,
         notice: &str,
     ) -> io::Result<()> {
-        file.write_all(notice.as_bytes())?;
+        write_through(file, notice.as_bytes()).await?;
         self.count(notice.len() as u64);
-        let mut cut = OpenOptions::new()
+        let mut cut = tokio::fs::OpenOptions::new()
             .create(true)
             .truncate(true)
             .write(true)
             .mode(0o600)
-            .open(self.cut_path(job))?;
-        cut.write_all(written.to_string().as_bytes())?;
-        cut.sync_all()
+            .open(self.cut_path(job))
+            .await?;
+        write_through(&mut cut, written.to_string().as_bytes()).await?;
+        cut.sync_all().await
     }
+}
+
+/// Writes `bytes` to `file` and waits for the write to be done: a tokio
+/// file tells a write's failure only at its next operation, so it is
+/// flushed before the answer.
+async fn write_through(file: &mut tokio::fs::File, bytes: &[u8]) -> io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    file.write_all(bytes).await?;
+    file.flush().await
 }
 
 /// Waits `pause` (doubled for next time, up to [`REOPEN_MAX`]) before a

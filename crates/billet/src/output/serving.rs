@@ -1,7 +1,6 @@
 //! Serving a job's kept output over HTTP (`GET /v1/jobs/{id}/output`), and
 //! following it while the job runs.
 
-use std::fs::File;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,8 +72,9 @@ struct Follower {
     /// Set for a follower: the slot it holds.
     follow: Option<FollowSlot>,
     /// Opened once the file is there (a capture makes it at its first
-    /// byte), and read on from where it is.
-    file: Option<File>,
+    /// byte), and read on from where it is; opened and read on tokio's
+    /// blocking threads, never on the runtime's workers (L22).
+    file: Option<tokio::fs::File>,
     /// Set once nothing more will come: what is read from here on is the
     /// last of it.
     last: bool,
@@ -82,10 +82,10 @@ struct Follower {
 
 impl Follower {
     async fn next(&mut self, ended: &(impl Fn() -> bool + Sync)) -> io::Result<Option<Vec<u8>>> {
-        use std::io::Read;
+        use tokio::io::AsyncReadExt;
         loop {
             if self.file.is_none() {
-                match File::open(self.store.path(self.job)) {
+                match tokio::fs::File::open(self.store.path(self.job)).await {
                     Ok(file) => self.file = Some(file),
                     Err(err) if err.kind() == io::ErrorKind::NotFound => {}
                     Err(err) => return Err(err),
@@ -93,7 +93,7 @@ impl Follower {
             }
             if let Some(file) = self.file.as_mut() {
                 let mut piece = vec![0; billet_provider::OUTPUT_CHUNK];
-                let n = file.read(&mut piece)?;
+                let n = file.read(&mut piece).await?;
                 if n > 0 {
                     piece.truncate(n);
                     return Ok(Some(piece));
