@@ -207,6 +207,13 @@ pub struct DockerSettings {
     /// [`DockerSettings::MIN_MEMORY`]. `None` means the job's own request
     /// (1 GiB unless it asks otherwise).
     pub memory: Option<NonZeroU64>,
+    /// The most bytes each container's writable layer may hold
+    /// (`storage: 10GiB`, L27): docker's `--storage-opt size=`. At least
+    /// [`DockerSettings::MIN_STORAGE`]; `None` means no bound. Engines bound
+    /// it only on some storage drivers (docker's overlay2 on xfs mounted with
+    /// `pquota`, btrfs, zfs; podman's overlay on xfs with quotas): `billet
+    /// serve` refuses at start a pool whose daemon cannot.
+    pub storage: Option<NonZeroU64>,
     /// The most processes and threads one container may hold at once
     /// (`pids_limit`); never zero. `None` means the backend's default.
     pub pids_limit: Option<NonZeroU32>,
@@ -251,6 +258,9 @@ impl DockerSettings {
     /// The least memory a pool may give a container: 6 MiB, the least docker's
     /// daemon accepts.
     pub const MIN_MEMORY: u64 = 6 << 20;
+
+    /// The least writable layer a pool may bound a container to: 1 MiB.
+    pub const MIN_STORAGE: u64 = 1 << 20;
 
     /// The CPUs each container may use, as the file wrote them (`1.5`).
     pub fn cpus(&self) -> Option<f64> {

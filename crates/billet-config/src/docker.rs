@@ -1,5 +1,5 @@
 //! The checks of a docker pool's confinement settings (D15): `cpus`,
-//! `memory`, `pids_limit`, `user`, `read_only` and `cap_add`, each refused
+//! `memory`, `storage`, `pids_limit`, `user`, `read_only` and `cap_add`, each refused
 //! with its location when it holds nonsense.
 
 use std::num::{NonZeroU32, NonZeroU64};
@@ -68,11 +68,16 @@ const MIN_CPUS: f64 = 0.01;
 /// without one space) by a unit in any case: `B`, binary `KiB` `MiB` `GiB`
 /// `TiB`, or decimal `KB` `MB` `GB` `TB`. `Err` says why not.
 pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    parse_size_of("memory", text)
+}
+
+/// [`parse_size`] of the setting `field`, which its errors name.
+fn parse_size_of(field: &str, text: &str) -> Result<u64, String> {
     let text = text.trim();
     let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
     let (number, unit) = text.split_at(digits);
     let malformed = || {
-        format!("`memory` must be a size such as 2GiB, 512MiB or a number of bytes, not {text:?}")
+        format!("`{field}` must be a size such as 2GiB, 512MiB or a number of bytes, not {text:?}")
     };
     let number: u64 = number.parse().map_err(|_| malformed())?;
     let unit = unit.strip_prefix(' ').unwrap_or(unit);
@@ -91,7 +96,25 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     number
         .checked_mul(scale)
         .filter(|bytes| i64::try_from(*bytes).is_ok())
-        .ok_or_else(|| format!("`memory` is too large: {text:?}"))
+        .ok_or_else(|| format!("`{field}` is too large: {text:?}"))
+}
+
+/// The bytes of a `storage:` value (L27): at least
+/// [`DockerSettings::MIN_STORAGE`], at most what docker's API counts.
+pub(crate) fn storage_bytes(size: &RawSize) -> Result<NonZeroU64, String> {
+    let bytes = match size {
+        RawSize::Bytes(bytes) if i64::try_from(*bytes).is_err() => {
+            return Err(format!("`storage` is too large: {bytes} bytes"));
+        }
+        RawSize::Bytes(bytes) => *bytes,
+        RawSize::Text(text) => parse_size_of("storage", text)?,
+    };
+    if bytes < DockerSettings::MIN_STORAGE {
+        return Err(format!(
+            "`storage` must be at least 1MiB (a container's writable layer), not {bytes} bytes"
+        ));
+    }
+    NonZeroU64::new(bytes).ok_or_else(|| "`storage` must be more than 0".to_owned())
 }
 
 /// The bytes of a `memory:` value, at least [`DockerSettings::MIN_MEMORY`].
@@ -176,6 +199,13 @@ pub(crate) fn check(
         ),
         None => None,
     };
+    let storage = match &raw.storage {
+        Some(storage) => Some(
+            storage_bytes(&storage.value)
+                .map_err(|reason| bad(at(storage, format!("{base}.storage")), reason))?,
+        ),
+        None => None,
+    };
     let pids_limit = match &raw.pids_limit {
         Some(limit) => Some(NonZeroU32::new(limit.value).ok_or_else(|| {
             bad(
@@ -218,6 +248,7 @@ pub(crate) fn check(
         network,
         nano_cpus,
         memory,
+        storage,
         pids_limit,
         user,
         read_only: raw.read_only.unwrap_or(false),

@@ -38,6 +38,11 @@
 //!                               # allowed, from 0.01 to 65536; default: the job's
 //!       memory: 2GiB            # optional: a size (B, KiB, MiB, GiB, TiB, KB,
 //!                               # MB, GB, TB, any case) or bytes; at least 6MiB
+//!       storage: 10GiB          # optional (L27): the most a container's writable
+//!                               # layer holds, at least 1MiB; only where the
+//!                               # daemon's storage driver bounds it (overlay2 on
+//!                               # xfs with pquota, btrfs, zfs): `serve` refuses
+//!                               # a pool whose daemon cannot; default: no bound
 //!       pids_limit: 1024        # optional: at least 1; default: the backend's
 //!       user: '1000:1000'       # optional: USER or USER:GROUP; default: the image's
 //!       read_only: false        # optional: a read-only root; default false

@@ -90,6 +90,8 @@ pub(crate) struct RawDocker {
     #[serde(default)]
     pub(crate) memory: Option<Spanned<RawSize>>,
     #[serde(default)]
+    pub(crate) storage: Option<Spanned<RawSize>>,
+    #[serde(default)]
     pub(crate) pids_limit: Option<Spanned<u32>>,
     #[serde(default)]
     pub(crate) user: Option<Spanned<String>>,

@@ -238,3 +238,49 @@ fn d15_foreign_block_is_refused_before_its_settings() {
         "{error}"
     );
 }
+
+// L27: `storage` bounds a container's writable layer: absent, no bound; read
+// by unit; refused with its location below 1 MiB, when malformed, or past
+// what docker's API counts.
+#[test]
+fn l27_storage_is_read_and_refused_with_location() {
+    assert_eq!(docker_settings(EXAMPLE).storage, None);
+    let read = |lines: &str| docker_settings(&with_docker_lines(lines)).storage;
+    assert_eq!(read("      storage: 10GiB\n"), NonZeroU64::new(10 << 30));
+    assert_eq!(read("      storage: 1048576\n"), NonZeroU64::new(1 << 20));
+    assert_eq!(
+        read("      storage: '2 GB'\n"),
+        NonZeroU64::new(2_000_000_000)
+    );
+    let cases: &[(&str, &str, &str)] = &[
+        ("      storage: 0\n", "storage: 0", "at least 1MiB"),
+        (
+            "      storage: 1048575\n",
+            "storage: 1048575",
+            "at least 1MiB",
+        ),
+        (
+            "      storage: 512KiB\n",
+            "storage: 512KiB",
+            "at least 1MiB",
+        ),
+        (
+            "      storage: lots\n",
+            "storage: lots",
+            "`storage` must be a size",
+        ),
+        (
+            "      storage: 9999999TiB\n",
+            "storage: 9999999TiB",
+            "`storage` is too large",
+        ),
+        (
+            "      storage: 9223372036854775808\n",
+            "storage: 9223372036854775808",
+            "`storage` is too large",
+        ),
+    ];
+    for (setting, needle, says) in cases {
+        assert_bad_docker_setting(&with_docker_lines(setting), needle, "storage", says);
+    }
+}

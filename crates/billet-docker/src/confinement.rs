@@ -87,6 +87,13 @@ pub struct Confinement {
     /// How many log files docker keeps per container (podman keeps one file,
     /// bounded by [`log_max_size`](Confinement::log_max_size)).
     pub log_max_files: u32,
+    /// The most bytes a container's writable layer may hold (docker's
+    /// `--storage-opt size=`, L27); `None`, no bound. Only some storage
+    /// drivers keep it: [`DockerProvider::check_storage`] finds out before
+    /// any job is placed.
+    ///
+    /// [`DockerProvider::check_storage`]: crate::DockerProvider::check_storage
+    pub storage: Option<u64>,
 }
 
 impl Default for Confinement {
@@ -100,6 +107,7 @@ impl Default for Confinement {
             cap_add: DEFAULT_CAPABILITIES.map(str::to_owned).to_vec(),
             log_max_size: DEFAULT_LOG_MAX_SIZE,
             log_max_files: DEFAULT_LOG_MAX_FILES,
+            storage: None,
         }
     }
 }
@@ -116,6 +124,14 @@ impl Confinement {
     #[must_use]
     pub fn with_memory(mut self, bytes: u64) -> Self {
         self.memory = Some(bytes);
+        self
+    }
+
+    /// Bounds every container's writable layer at `bytes` (L27): see
+    /// [`storage`](Confinement::storage).
+    #[must_use]
+    pub fn with_storage(mut self, bytes: u64) -> Self {
+        self.storage = Some(bytes);
         self
     }
 
@@ -247,6 +263,7 @@ impl Confinement {
             tmpfs: self
                 .read_only
                 .then(|| HashMap::from([("/tmp".to_owned(), "rw,nosuid,nodev".to_owned())])),
+            storage_opt: self.storage.map(crate::provider::storage_opt),
             log_config: Some(HostConfigLogConfig {
                 typ: Some("json-file".to_owned()),
                 config: Some(log),

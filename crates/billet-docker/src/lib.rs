@@ -86,7 +86,7 @@ pub use naming::{LAUNCH_LABEL, NAME_LABEL, NAME_PREFIX, OWNER_LABEL, container_n
 pub use provider::{
     Builder, DEFAULT_PULL_TIMEOUT, DEFAULT_TIMEOUT, DockerProvider, HINT_BACKOFF_FIRST,
     HINT_BACKOFF_MAX, HINT_BUFFER, INSPECT_PAUSE_FIRST, INSPECT_TRIES, LAUNCHES_AT_ONCE,
-    PullPolicy,
+    PullPolicy, STORAGE_CHECK_LABEL, StorageError,
 };
 pub use runtime::{HOST_KERNEL_RUNTIMES, RuntimeError, runs_on_host_kernel};
 pub use tls::{

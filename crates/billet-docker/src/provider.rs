@@ -54,11 +54,14 @@ mod ownership;
 mod removal;
 mod stale_launch;
 mod state;
+mod storage;
 
 use given_up::Abandoned;
 use ownership::Claim;
 
 pub use hints::{HINT_BACKOFF_FIRST, HINT_BACKOFF_MAX, HINT_BUFFER};
+pub(crate) use storage::storage_opt;
+pub use storage::{STORAGE_CHECK_LABEL, StorageError};
 
 /// The deadline of each provider call (`launch`, `list`, `find`, `destroy`)
 /// unless the builder sets another.

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use billet_docker::{
     Confinement, DEFAULT_CAPABILITIES, DEFAULT_PIDS_LIMIT, DockerProvider, NO_NEW_PRIVILEGES,
+    STORAGE_CHECK_LABEL, StorageError,
 };
 use billet_provider::{ErrorKind, Isolation, Provider, Resources, Spec, State, TrustClass};
 use bollard::Docker;
@@ -681,5 +682,54 @@ async fn d19_an_untrusted_job_behind_gvisor_sees_its_kernel_and_its_confinement(
     eprintln!("d19: ran behind gVisor on {ran_on} engine(s)");
     if std::env::var(RUNSC_REQUIRED_VAR).as_deref() == Ok("1") {
         assert!(ran_on > 0, "no engine ran a job behind gVisor");
+    }
+}
+
+// L27: a pool's `storage` bound. Where the engine keeps it, `check_storage`
+// answers `Ok` and a job's container carries it (read back from its
+// `HostConfig`); where it cannot (docker's overlay2 over ext4, as on CI's
+// machine; podman alike), the check says so before any job, naming the
+// bound, where engines keep one, and the daemon's own words. Either way
+// the check leaves no container, and a pool without a bound asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l27_a_storage_bound_is_kept_or_refused_before_any_job() {
+    for (engine, scope) in engines("l27storage") {
+        let provider = confined(&scope, Confinement::default().with_storage(64 << 20));
+        match provider.check_storage(TEST_IMAGE).await {
+            Ok(()) => {
+                let ran = run(&scope, &provider, "bounded", "true").await;
+                let size = ran
+                    .config
+                    .storage_opt
+                    .and_then(|opt| opt.get("size").cloned());
+                assert_eq!(size.as_deref(), Some("67108864"), "{engine}");
+                eprintln!("L27 on {engine}: the daemon keeps the bound");
+            }
+            Err(err @ (StorageError::Refused { .. } | StorageError::Ignored { .. })) => {
+                let said = err.to_string();
+                assert!(
+                    said.contains("`storage: 67108864`") && said.contains("storage drivers"),
+                    "{engine}: {said}"
+                );
+                eprintln!("L27 on {engine}: {said}");
+            }
+            Err(err) => panic!("{engine}: the daemon could not be asked: {err}"),
+        }
+        let unbounded = confined(&scope, Confinement::default());
+        unbounded
+            .check_storage("billet-no-such-image:never")
+            .await
+            .expect("no bound, nothing asked");
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{STORAGE_CHECK_LABEL}={}", provider.owner())],
+        )]);
+        let options = bollard::query_parameters::ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let left = scope.client().list_containers(Some(options)).await.unwrap();
+        assert!(left.is_empty(), "{engine}: the check left {left:?}");
+        nothing_left(engine, &scope);
     }
 }

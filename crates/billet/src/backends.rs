@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use billet_config::{Config, ConfigKind, Settings as PoolSettings};
 use billet_docker::{
-    ClientTls, Confinement, DEFAULT_LOG_MAX_SIZE, DockerProvider, RuntimeError, TlsError, TlsFiles,
+    ClientTls, Confinement, DEFAULT_LOG_MAX_SIZE, DockerProvider, RuntimeError, StorageError,
+    TlsError, TlsFiles,
 };
 use billet_provider::Provider;
 
@@ -20,6 +21,9 @@ pub struct Built {
     pub named: Vec<Named>,
     /// The docker pools that name a runtime (D19), by name.
     pub runtimes: Vec<(String, Arc<DockerProvider>)>,
+    /// The docker pools that bound a container's writable layer (L27), by
+    /// name, with their image ([`check_storage`]).
+    pub storages: Vec<(String, Arc<DockerProvider>, String)>,
 }
 
 /// A pool whose provider could not be built.
@@ -56,6 +60,14 @@ pub enum BackendError {
         /// What the daemon said, and what to do.
         reason: String,
     },
+    /// A docker pool's `storage` cannot be kept by its daemon (L27).
+    #[error("provider {provider:?}: {reason}")]
+    Storage {
+        /// The pool.
+        provider: String,
+        /// What the daemon said, and what to do.
+        reason: String,
+    },
     /// The backend refused its settings.
     #[error("provider {provider:?} ({kind}): {reason}")]
     Invalid {
@@ -84,6 +96,7 @@ pub fn build(
 ) -> Result<Built, BackendError> {
     let owner = config.deployment().id();
     let mut runtimes = Vec::new();
+    let mut storages = Vec::new();
     let named = config
         .providers()
         .iter()
@@ -124,6 +137,9 @@ pub fn build(
                     if docker.runtime.is_some() {
                         runtimes.push((name.clone(), Arc::clone(&provider)));
                     }
+                    if docker.storage.is_some() {
+                        storages.push((name.clone(), Arc::clone(&provider), docker.image.clone()));
+                    }
                     provider
                 }
                 _ => {
@@ -136,7 +152,11 @@ pub fn build(
             Ok((name, provider))
         })
         .collect::<Result<Vec<Named>, BackendError>>()?;
-    Ok(Built { named, runtimes })
+    Ok(Built {
+        named,
+        runtimes,
+        storages,
+    })
 }
 
 /// Asks each docker pool's daemon whether it can run the pool's runtime
@@ -163,6 +183,33 @@ pub async fn check_runtimes(pools: &[(String, Arc<DockerProvider>)]) -> Result<(
             ),
             Err(err) => {
                 return Err(BackendError::Runtime {
+                    provider: name.clone(),
+                    reason: err.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Asks each docker pool that bounds a container's writable layer whether its
+/// daemon keeps the bound (L27, [`DockerProvider::check_storage`]), one pool
+/// after another: a daemon that refuses such a container, or ignores the
+/// bound, stops the start naming the pool. A daemon that cannot be asked now
+/// is logged, as for [`check_runtimes`]; its launches then say what it does.
+pub async fn check_storage(
+    pools: &[(String, Arc<DockerProvider>, String)],
+) -> Result<(), BackendError> {
+    for (name, provider, image) in pools {
+        match provider.check_storage(image).await {
+            Ok(()) => tracing::info!(pool = %name, "the pool's daemon keeps its `storage` bound"),
+            Err(StorageError::Daemon(err)) => tracing::warn!(
+                pool = %name,
+                error = %err,
+                "cannot check the pool's `storage` bound now"
+            ),
+            Err(err) => {
+                return Err(BackendError::Storage {
                     provider: name.clone(),
                     reason: err.to_string(),
                 });
@@ -207,6 +254,9 @@ fn confinement(docker: &billet_config::DockerSettings, output_limit: Option<u64>
     }
     if let Some(limit) = docker.pids_limit {
         confinement = confinement.with_pids_limit(limit.get());
+    }
+    if let Some(storage) = docker.storage {
+        confinement = confinement.with_storage(storage.get());
     }
     if let Some(user) = &docker.user {
         confinement = confinement.with_user(user.clone());

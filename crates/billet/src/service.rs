@@ -512,6 +512,7 @@ pub async fn serve(
     let settings = scheduler_settings(&options)?;
     let built = backends::build(&config, options.call_timeout, Some(options.output_limit))?;
     backends::check_runtimes(&built.runtimes).await?;
+    backends::check_storage(&built.storages).await?;
     let providers = built.named;
     let deployment = config.deployment().id().to_owned();
     // Held until `serve` returns; the OS drops it if the process dies.

@@ -16,15 +16,14 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use support::{
-    BILLET, RUNSC, Service, TEST_IMAGE, containers_of, daemon, daemon_endpoint, daemon_socket,
-    engine_at, lists_runsc_at, podman_runsc_socket, runtime_at,
+    RUNSC, Service, TEST_IMAGE, containers_of, daemon, daemon_endpoint, daemon_socket, engine_at,
+    lists_runsc_at, podman_runsc_socket, runtime_at, serve_refused,
 };
 
 /// The bound on every wait for jobs to end.
@@ -319,43 +318,16 @@ fn d19_a_runtime_the_daemon_does_not_list_stops_the_start() {
     if !daemon("d19-unlisted") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("billet.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "deployment: {{id: d19-unlisted}}
+    let refused = serve_refused(&format!(
+        "deployment: {{id: d19-unlisted}}
 providers:
   - {{name: odd, kind: docker, capacity: 1, docker: {{image: \"{TEST_IMAGE}\", endpoint: \"{}\", runtime: billet-no-such-runtime, isolation: boundary}}}}
 routing: {{default_kind: docker, untrusted_kinds: [docker]}}
 ",
-            daemon_endpoint()
-        ),
-    )
-    .unwrap();
-    let state = dir.path().join("state");
-    let mut serve = Command::new(BILLET)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .arg("--state")
-        .arg(&state)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run billet serve");
-    // A start that is not refused serves until stopped: give it 30 s.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while serve.try_wait().expect("wait for serve").is_none() {
-        if Instant::now() > deadline {
-            let _ = serve.kill();
-            panic!("billet serve started on a pool whose runtime the daemon does not list");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = serve.wait_with_output().expect("serve's output");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+        daemon_endpoint()
+    ));
+    let stderr = &refused.stderr;
+    assert_eq!(refused.code, Some(2), "{stderr}");
     assert!(
         stderr.contains("provider \"odd\"")
             && stderr.contains("no runtime \"billet-no-such-runtime\"")
@@ -363,7 +335,7 @@ routing: {{default_kind: docker, untrusted_kinds: [docker]}}
         "{stderr}"
     );
     assert!(
-        !state.exists(),
+        !refused.state_made,
         "nothing is made before the pools are checked"
     );
 }

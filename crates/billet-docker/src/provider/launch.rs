@@ -418,7 +418,7 @@ impl DockerProvider {
 }
 
 /// The daemon's own message in a failure, or the whole failure.
-fn daemon_message(err: &DaemonError) -> String {
+pub(super) fn daemon_message(err: &DaemonError) -> String {
     match &err.failure {
         Failure::Status { message, .. } => message.clone(),
         _ => err.to_string(),

@@ -1575,3 +1575,47 @@ impl Drop for SocketProxy {
         self.close();
     }
 }
+
+/// How a `billet serve` that should not start ended ([`serve_refused`]).
+pub struct Refused {
+    /// Its exit status.
+    pub code: Option<i32>,
+    /// What it wrote on stderr.
+    pub stderr: String,
+    /// Whether its state directory was made.
+    pub state_made: bool,
+}
+
+/// Runs `billet serve` over the configuration `yaml` in a fresh directory,
+/// and waits for it to stop by itself: a start that is not refused serves
+/// until stopped, so one still running after 30 s fails the test.
+pub fn serve_refused(yaml: &str) -> Refused {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("billet.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    let state = dir.path().join("state");
+    let mut serve = Command::new(BILLET)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--state")
+        .arg(&state)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run billet serve");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serve.try_wait().expect("wait for serve").is_none() {
+        if Instant::now() > deadline {
+            let _ = serve.kill();
+            panic!("billet serve started, and should not have:\n{yaml}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = serve.wait_with_output().expect("serve's output");
+    Refused {
+        code: out.status.code(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        state_made: state.exists(),
+    }
+}
