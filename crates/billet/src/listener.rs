@@ -356,6 +356,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&more, b"again");
+        // The 30 s waited count against the connection's allowance: with
+        // it spent, the next write the peer does not take fails at once.
+        stalling.write_all(b"12345678").await.unwrap();
+        let started = tokio::time::Instant::now();
+        let err = stalling.write_all(b"more").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() < Duration::from_millis(5), "{:?}", started.elapsed());
     }
 
     // L23: a peer that takes a trickle whenever the stall is nearly up is
