@@ -362,7 +362,11 @@ mod tests {
         let started = tokio::time::Instant::now();
         let err = stalling.write_all(b"more").await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::TimedOut);
-        assert!(started.elapsed() < Duration::from_millis(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_millis(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     // L23: a peer that takes a trickle whenever the stall is nearly up is
