@@ -138,11 +138,19 @@ async fn l15_output_past_the_limit_is_cut_and_the_cut_is_said() {
         .map(|entry| entry.expect("an entry").path())
         .collect::<Vec<_>>();
     assert_eq!(own.len(), 1, "{own:?}");
-    let on_disk: u64 = std::fs::read_dir(&own[0])
-        .expect("the store's output directory")
-        .map(|entry| entry.expect("an entry").metadata().expect("metadata").len())
-        .sum();
-    assert_eq!(on_disk, limit + notice.len() as u64);
+    // The output file, and the cut file saying how much of it is kept (L26).
+    let mut on_disk = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&own[0]).expect("the store's output directory") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        on_disk.insert(name, std::fs::read(&path).expect("a file"));
+    }
+    assert_eq!(on_disk.len(), 2, "{:?}", on_disk.keys());
+    assert_eq!(
+        on_disk[&format!("{id}.out")].len() as u64,
+        limit + notice.len() as u64
+    );
+    assert_eq!(on_disk[&format!("{id}.cut")], limit.to_string().as_bytes());
     service.finish().await;
 }
 
