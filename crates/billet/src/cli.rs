@@ -1,4 +1,5 @@
-//! The command line (L1, L3): `billet validate FILE` and `billet serve`.
+//! The command line (L1, L3): `billet validate FILE`, `billet serve`, and
+//! the client (`billet jobs ...`, `billet pools`; see [`crate::client`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +32,23 @@ pub enum Command {
     /// Runs the scheduler as a service: jobs over HTTP, a durable store,
     /// the configured pools.
     Serve(Box<ServeArgs>),
+    /// Submits, lists, shows, follows and cancels jobs of a running
+    /// `billet serve` (exit statuses: usage 2, refused 3, unreachable 4;
+    /// with --wait, the job's exit code, or 1 when it failed).
+    Jobs {
+        /// Where and how to connect.
+        #[command(flatten)]
+        connection: crate::client::Connection,
+        /// What to do.
+        #[command(subcommand)]
+        command: crate::client::JobsCommand,
+    },
+    /// Shows the pools of a running `billet serve`.
+    Pools {
+        /// Where and how to connect.
+        #[command(flatten)]
+        connection: crate::client::Connection,
+    },
 }
 
 /// The flags of `billet serve`.
@@ -155,6 +173,11 @@ fn duration(text: &str) -> Result<Duration, String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Jobs {
+            connection,
+            command,
+        } => crate::client::main(connection, Some(command)),
+        Command::Pools { connection } => crate::client::main(connection, None),
         Command::Validate { file } => match billet_config::validate(&file) {
             Ok(summary) => {
                 println!("{summary}");

@@ -32,6 +32,7 @@
 pub mod api;
 pub mod backends;
 pub mod cli;
+pub mod client;
 mod commit;
 pub mod engine;
 pub mod http;
