@@ -287,8 +287,11 @@ impl Engine {
         state.restore(driver.core_mut(), now);
         // The restart's own changes all go in its first batch.
         driver.step(&mut state);
-        // The restart's own changes are committed before anything is served.
-        state.wait_committed(&mut driver).await?;
+        // The restart's own changes are committed before anything is served,
+        // or the store said it is full (L25): then the service answers while
+        // the commit waits for space, and the table shows the jobs as they
+        // were last committed.
+        state.wait_committed(&mut driver, true).await?;
         let task = tokio::spawn(async move {
             let mut result = driver.run(&mut state).await;
             if result.is_ok() {
@@ -296,7 +299,7 @@ impl Engine {
                 // changes held back with it.
                 state.flush = true;
                 state.send_gathered();
-                result = state.wait_committed(&mut driver).await;
+                result = state.wait_committed(&mut driver, false).await;
             }
             if let Some(writer) = state.writer.take() {
                 let _ = tokio::task::spawn_blocking(move || writer.finish()).await;

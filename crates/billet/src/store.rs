@@ -135,6 +135,19 @@ pub enum StoreError {
         /// The one the configuration names.
         configured: String,
     },
+    /// The store could not be opened for lack of space on its file system
+    /// (L25): SQLite cannot make the files it reads through. It was left
+    /// untouched, and is not damaged.
+    #[error(
+        "the store {path} cannot be opened: its file system has no space left ({source}); it was left untouched and is not damaged: free some space and start again"
+    )]
+    NoSpace {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
     /// SQLite failed while reading or writing.
     #[error("the store {path}: {source}")]
     Sqlite {
@@ -273,9 +286,21 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(source) => return Err(StoreError::Io { path, source }),
         };
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
+        // L25: an error while opening on a file system with no space left is
+        // said as such, never taken for damage.
+        let full = no_space(dir);
+        let sqlite = |source| {
+            if full {
+                StoreError::NoSpace {
+                    path: path.clone(),
+                    source,
+                }
+            } else {
+                StoreError::Sqlite {
+                    path: path.clone(),
+                    source,
+                }
+            }
         };
         let corrupt = |detail: String| StoreError::Corrupt {
             path: path.clone(),
@@ -284,8 +309,14 @@ impl Store {
         let conn = Connection::open(&path).map_err(sqlite)?;
         let version = if exists {
             // Read before writing anything: a damaged or foreign file fails
-            // here, and nothing has been written to it.
-            check(&conn).map_err(corrupt)?
+            // here, and nothing has been written to it. A read that fails
+            // (I/O, no space for SQLite's shared-memory file) says nothing of
+            // the file's content.
+            match check(&conn) {
+                Ok(version) => version,
+                Err(Checked::Unread(source)) => return Err(sqlite(source)),
+                Err(Checked::Damaged(detail)) => return Err(corrupt(detail)),
+            }
         } else {
             conn.execute_batch(SCHEMA).map_err(sqlite)?;
             0
@@ -626,20 +657,22 @@ fn identify(conn: &Connection, version: i64) -> rusqlite::Result<(String, Option
 /// Checks an existing file: SQLite reads it, finds it intact, and it holds
 /// this release's layout or the one before (which opening brings up to
 /// date). Answers the layout's version.
-fn check(conn: &Connection) -> Result<i64, String> {
+fn check(conn: &Connection) -> Result<i64, Checked> {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| e.to_string())?;
+        .map_err(Checked::of)?;
     let verdict: String = conn
         .query_row("PRAGMA quick_check", [], |row| row.get(0))
-        .map_err(|e| e.to_string())?;
+        .map_err(Checked::of)?;
     if verdict != "ok" {
-        return Err(format!("SQLite's quick_check says: {verdict}"));
+        return Err(Checked::Damaged(format!(
+            "SQLite's quick_check says: {verdict}"
+        )));
     }
     if !(1..=SCHEMA_VERSION).contains(&version) {
-        return Err(format!(
+        return Err(Checked::Damaged(format!(
             "layout version {version}, where this release reads 1 to {SCHEMA_VERSION}"
-        ));
+        )));
     }
     let table: Option<String> = conn
         .query_row(
@@ -648,11 +681,44 @@ fn check(conn: &Connection) -> Result<i64, String> {
             |row| row.get(0),
         )
         .optional()
-        .map_err(|e| e.to_string())?;
+        .map_err(Checked::of)?;
     if table.is_none() {
-        return Err("it has no jobs table".to_owned());
+        return Err(Checked::Damaged("it has no jobs table".to_owned()));
     }
     Ok(version)
+}
+
+/// Why [`check`] refused a file.
+enum Checked {
+    /// It could not be read (I/O, no space for SQLite's files): nothing is
+    /// known of its content.
+    Unread(rusqlite::Error),
+    /// It was read, and is not a billet store SQLite can read intact.
+    Damaged(String),
+}
+
+impl Checked {
+    /// A failed read: [`Checked::Unread`] when SQLite could not do the I/O
+    /// (or had no space), else what it read makes the file
+    /// [`Checked::Damaged`].
+    fn of(error: rusqlite::Error) -> Checked {
+        match error.sqlite_error_code() {
+            Some(
+                rusqlite::ErrorCode::SystemIoFailure
+                | rusqlite::ErrorCode::DiskFull
+                | rusqlite::ErrorCode::CannotOpen
+                | rusqlite::ErrorCode::DatabaseBusy
+                | rusqlite::ErrorCode::DatabaseLocked,
+            ) => Checked::Unread(error),
+            _ => Checked::Damaged(error.to_string()),
+        }
+    }
+}
+
+/// Whether `dir`'s file system has (next to) no space left for SQLite's
+/// files: less than 1 MiB free to this user.
+fn no_space(dir: &Path) -> bool {
+    rustix::fs::statvfs(dir).is_ok_and(|fs| fs.f_bavail.saturating_mul(fs.f_frsize) < 1 << 20)
 }
 
 fn millis(at: SystemTime) -> i64 {

@@ -388,3 +388,106 @@ async fn l22_an_output_file_that_never_answers_holds_up_no_one() {
     }
     running.service.abort();
 }
+
+// L25: a restart after a crash (`kill -9` leaves SQLite's `-wal` and `-shm`
+// files) on a full disk serves. Its store holds a job that was running, which
+// the restart requeues: that commit meets the full disk, and the service
+// answers meanwhile (`/healthz` says `store_full`, a submission is `507`, the
+// job reads as last committed, `running`); once space is freed the job runs
+// to its end and new work is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l25_a_start_on_a_full_disk_serves_and_recovers() {
+    let Some(fs) = Tmpfs::mount("2m", "l25_a_start_on_a_full_disk_serves_and_recovers") else {
+        return;
+    };
+    let state = fs.private("state");
+    {
+        let (mut store, _) = billet::Store::open(&state).unwrap();
+        let job = billet::record::NewJob {
+            command: run_for(Duration::from_secs(1)),
+            labels: Vec::new(),
+            trust: billet_provider::TrustClass::Trusted,
+            timeout: None,
+            key: None,
+        };
+        let record = billet::record::JobRecord::accepted(1, job, std::time::SystemTime::now());
+        let placed = billet::record::Change::Placed {
+            id: 1,
+            pool: "linux".to_owned(),
+            at: std::time::SystemTime::now(),
+        };
+        store
+            .commit(&[billet::record::Change::Accepted(Box::new(record)), placed])
+            .unwrap();
+        // A crash: the connection is never closed, SQLite's files stay.
+        std::mem::forget(store);
+    }
+    let filler = fs.fill();
+    let host = Host::new();
+    let running = tokio::time::timeout(
+        Duration::from_secs(15),
+        start(&host, Some(&state), Limits::default()),
+    )
+    .await
+    .expect("a start on a full disk serves");
+    let auth = format!("Bearer {ALL}");
+    let (_, health) = until(&running, "", "/healthz", |status, health| {
+        status == StatusCode::SERVICE_UNAVAILABLE && health["store_full"].is_string()
+    })
+    .await;
+    assert!(
+        health["store_full"].as_str().unwrap().contains("full"),
+        "{health}"
+    );
+    let hour = json!({"command": run_for(Duration::from_secs(3600)), "trust": "trusted"});
+    let (status, refused) = running
+        .call(&auth, "POST", "/v1/jobs", Some(hour.clone()))
+        .await;
+    assert_eq!(status, StatusCode::INSUFFICIENT_STORAGE, "{refused}");
+    let (status, job) = running.call(&auth, "GET", "/v1/jobs/1", None).await;
+    assert_eq!(
+        (status, job["state"].as_str()),
+        (StatusCode::OK, Some("running")),
+        "{job}"
+    );
+
+    std::fs::remove_file(filler).unwrap();
+    let ended = running.until_ended(1).await;
+    assert_eq!(ended["state"], "finished", "{ended}");
+    until(&running, "", "/healthz", |status, _| {
+        status == StatusCode::OK
+    })
+    .await;
+    let (status, job) = running.call(&auth, "POST", "/v1/jobs", Some(hour)).await;
+    assert_eq!(status, StatusCode::CREATED, "{job}");
+    running.service.abort();
+}
+
+// L25: a store whose file system has no space left to open it (after a clean
+// stop SQLite must make its `-shm` file again) is said to be so, and never
+// taken for a damaged one (whose error says to move the file aside).
+#[test]
+fn l25_a_store_a_full_disk_cannot_open_is_not_called_damaged() {
+    let Some(fs) = Tmpfs::mount(
+        "1m",
+        "l25_a_store_a_full_disk_cannot_open_is_not_called_damaged",
+    ) else {
+        return;
+    };
+    let state = fs.private("state");
+    drop(billet::Store::open(&state).unwrap());
+    let filler = fs.fill();
+    let error = billet::Store::open(&state).unwrap_err();
+    assert!(
+        matches!(error, billet::store::StoreError::NoSpace { .. }),
+        "{error}"
+    );
+    let said = error.to_string();
+    assert!(
+        said.contains("no space left") && said.contains("not damaged"),
+        "{said}"
+    );
+    assert!(!said.contains("move it aside"), "{said}");
+    std::fs::remove_file(filler).unwrap();
+    billet::Store::open(&state).expect("opens once space is freed");
+}

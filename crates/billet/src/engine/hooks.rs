@@ -180,21 +180,23 @@ impl EngineHooks {
 
     /// Waits until every batch sent is committed, releasing the calls each
     /// commit lets go; a store that answers no commit for [`COMMIT_WAIT`]
-    /// is an error, but for one that said it is full (L25): that one is
-    /// waited for until space is freed.
-    pub(super) async fn wait_committed(&mut self, driver: &mut Driver) -> Result<(), EngineError> {
+    /// is an error. With `or_full`, a store that says it is full (L25) ends
+    /// the wait at once: the engine's loop goes on waiting for that commit
+    /// while the service answers (`507` to new work), as at a start on a
+    /// full disk.
+    pub(super) async fn wait_committed(
+        &mut self,
+        driver: &mut Driver,
+        or_full: bool,
+    ) -> Result<(), EngineError> {
         while self.committed < self.sent {
-            let full = self.shared.store_full.lock().is_some();
-            let written = if full {
-                self.written.recv().await
-            } else {
-                let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await
-                else {
-                    return Err(EngineError::Writer(format!(
-                        "no commit answered within {COMMIT_WAIT:?}"
-                    )));
-                };
-                written
+            if or_full && self.shared.store_full.lock().is_some() {
+                return Ok(());
+            }
+            let Ok(written) = tokio::time::timeout(COMMIT_WAIT, self.written.recv()).await else {
+                return Err(EngineError::Writer(format!(
+                    "no commit answered within {COMMIT_WAIT:?}"
+                )));
             };
             let through = self.on_written(written)?;
             driver.release(through, self);
