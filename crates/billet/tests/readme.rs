@@ -695,6 +695,21 @@ async fn d19_readme_gvisor_section() {
         String::from_utf8_lossy(&validated.stderr)
     );
     service.start().await;
+    // The README shows the job `running` at once: the gvisor pool has read
+    // its first inventory by then, as `serve` says in its log. A podman
+    // service on runsc can take longer than `/healthz` to answer that.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !service
+        .last_log()
+        .contains("first inventory read; placing from now on pool=gvisor")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the gvisor pool's inventory was never read:\n{}",
+            service.last_log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let api = service.api();
     assert_eq!(readme.session.len(), 2, "{:?}", readme.session);
     for (command, expected) in &readme.session {
