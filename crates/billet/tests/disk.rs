@@ -491,3 +491,24 @@ fn l25_a_store_a_full_disk_cannot_open_is_not_called_damaged() {
     std::fs::remove_file(filler).unwrap();
     billet::Store::open(&state).expect("opens once space is freed");
 }
+
+// L25: a store SQLite cannot read for another reason than space (here its
+// file is a directory) is neither said to lack space nor called damaged:
+// the error is SQLite's own, and nothing is moved.
+#[test]
+fn l25_a_store_that_cannot_be_read_is_not_said_full_nor_damaged() {
+    let state = private_dir();
+    std::fs::create_dir(state.path().join("billet.db")).unwrap();
+    std::fs::write(state.path().join("billet.db").join("x"), "x").unwrap();
+    let error = billet::Store::open(state.path()).unwrap_err();
+    assert!(
+        matches!(error, billet::store::StoreError::Sqlite { .. }),
+        "{error}"
+    );
+    let said = error.to_string();
+    assert!(
+        !said.contains("no space") && !said.contains("move it aside"),
+        "{said}"
+    );
+    assert!(state.path().join("billet.db").join("x").exists());
+}
