@@ -1958,3 +1958,43 @@ async fn d16_b12_a_burst_of_launches_takes_turns_at_the_daemon() {
     let listed = provider.list().await.unwrap();
     assert_eq!(listed.len(), 6);
 }
+
+// P2 (G5): the spec's environment reaches the container's process as written;
+// an environment no process can hold is refused before the daemon is asked,
+// naming the variable and never its value, and leaves nothing.
+#[tokio::test]
+async fn p2_the_environment_reaches_the_container_and_a_bad_one_is_refused() {
+    let Some(scope) = daemon("p2env") else { return };
+    let blue = scope.provider("blue");
+    let env: billet_provider::Environment = [
+        ("ACTIONS_RUNNER_INPUT_JITCONFIG", "eyJzZWNyZXQiOiJ5ZXMifQ=="),
+        ("SPACED", "a b=c"),
+    ]
+    .into_iter()
+    .collect();
+    let launched = blue
+        .launch(sleeper("with-env").with_env(env))
+        .await
+        .unwrap();
+    let raw = inspect(launched.id.as_str());
+    let held = raw.config.as_ref().unwrap().env.clone().unwrap_or_default();
+    assert!(
+        held.contains(&"ACTIONS_RUNNER_INPUT_JITCONFIG=eyJzZWNyZXQiOiJ5ZXMifQ==".to_owned()),
+        "{held:?}"
+    );
+    assert!(held.contains(&"SPACED=a b=c".to_owned()), "{held:?}");
+
+    let bad: billet_provider::Environment = [("SECRET", "s3cr3t\0tail")].into_iter().collect();
+    let err = blue
+        .launch(sleeper("bad-env").with_env(bad))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidSpec);
+    assert!(err.to_string().contains("SECRET"), "{err}");
+    assert!(!err.to_string().contains("s3cr3t"), "{err}");
+    assert_eq!(blue.find("bad-env").await.unwrap(), None);
+    assert_eq!(
+        names(&blue.list().await.unwrap()),
+        BTreeSet::from(["with-env".to_owned()])
+    );
+}

@@ -17,6 +17,7 @@
 #![warn(unreachable_pub)]
 
 mod capability;
+mod environment;
 mod error;
 mod instance;
 mod kind;
@@ -25,6 +26,7 @@ mod spec;
 mod trust;
 
 pub use capability::{Hint, HintKind, HintStream, Hints, OUTPUT_CHUNK, Output, OutputStream};
+pub use environment::Environment;
 pub use error::{Cause, Error, ErrorKind};
 pub use instance::{Instance, InstanceId, State, Teardown};
 pub use kind::{ProviderKind, UnknownKind};

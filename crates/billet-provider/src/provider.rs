@@ -48,7 +48,12 @@ use crate::{Error, Hints, Instance, InstanceId, Output, ProviderKind, Spec, Tear
 /// * Trust is checked first; a refused spec records nothing.
 /// * An invalid spec (an empty name, a command the backend cannot run) is
 ///   [`Error::InvalidSpec`] with the reason and the expected form; nothing is
-///   recorded.
+///   recorded. An environment [`Environment::check`](crate::Environment::check)
+///   refuses is one.
+/// * The spec's environment (P2) is given to the instance as its process
+///   environment, on top of the image's. Its values are secrets: never logged,
+///   never part of an answer or an error, forgotten when the instance is
+///   destroyed.
 /// * A name this deployment already holds, running or stopped, is
 ///   [`Error::Conflict`]; the held instance is untouched. The same name held by
 ///   another deployment is allowed and stays invisible.

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::Environment;
+
 /// How far the work in a [`Spec`] has been established as safe to run.
 ///
 /// The default is [`TrustClass::Unknown`]: a job nobody classified has not been
@@ -79,11 +81,15 @@ pub struct Spec {
     pub trust: TrustClass,
     /// The compute to give the instance.
     pub resources: Resources,
+    /// The environment to give the instance, on top of its image's (P2).
+    /// Its values are secrets: [`Environment`]'s `Debug` never prints them
+    /// and backends never log them.
+    pub env: Environment,
 }
 
 impl Spec {
     /// A spec with a name and a command, an empty image, `TrustClass::Unknown`
-    /// and default resources.
+    /// default resources and an empty environment.
     pub fn new<N, C, S>(name: N, command: C) -> Self
     where
         N: Into<String>,
@@ -96,6 +102,7 @@ impl Spec {
             command: command.into_iter().map(Into::into).collect(),
             trust: TrustClass::default(),
             resources: Resources::default(),
+            env: Environment::new(),
         }
     }
 
@@ -110,6 +117,13 @@ impl Spec {
     #[must_use]
     pub fn with_trust(mut self, trust: TrustClass) -> Self {
         self.trust = trust;
+        self
+    }
+
+    /// The same spec with this environment.
+    #[must_use]
+    pub fn with_env(mut self, env: Environment) -> Self {
+        self.env = env;
         self
     }
 
@@ -134,7 +148,7 @@ mod tests {
         assert_eq!(names, ["unknown", "untrusted", "trusted"]);
     }
 
-    // P2: a spec carries name, image, argv, trust and resources, set by its builder.
+    // P2: a spec carries name, image, argv, trust, resources and environment, set by its builder.
     #[test]
     fn p2_spec_builder_sets_every_field() {
         let spec = Spec::new("job-1", ["sh", "-c", "make test"])
@@ -143,13 +157,17 @@ mod tests {
             .with_resources(Resources {
                 cpus: 4,
                 memory_mib: 8192,
-            });
+            })
+            .with_env([("K", "v")].into_iter().collect());
         assert_eq!(spec.name, "job-1");
         assert_eq!(spec.image, "ubuntu:24.04");
         assert_eq!(spec.command, ["sh", "-c", "make test"]);
         assert_eq!(spec.trust, TrustClass::Trusted);
         assert_eq!(spec.resources.cpus, 4);
         assert_eq!(spec.resources.memory_mib, 8192);
+        assert_eq!(spec.env.get("K"), Some("v"));
+        assert!(!format!("{spec:?}").contains("\"v\""));
         assert_eq!(Resources::default().cpus, 1);
+        assert!(Spec::new("a", ["true"]).env.is_empty());
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Weak};
 use std::task::Waker;
 use std::time::SystemTime;
 
-use billet_provider::{Hint, Instance, InstanceId, ProviderKind, State};
+use billet_provider::{Environment, Hint, Instance, InstanceId, ProviderKind, State};
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
@@ -52,6 +52,18 @@ impl Host {
         self.len() == 0
     }
 
+    /// The environment the deployment `owner`'s instance named exactly `name`
+    /// was launched with (P2), while the host holds it: what a real backend
+    /// would have handed the instance's process (a runner reads its
+    /// just-in-time configuration there, G5). `None` once it is destroyed,
+    /// which forgets it.
+    pub fn environment_of(&self, owner: &str, name: &str) -> Option<Environment> {
+        let store = self.store.lock();
+        store
+            .find(owner, name)
+            .map(|(_, record)| record.env.clone())
+    }
+
     pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, Store> {
         self.store.lock()
     }
@@ -82,6 +94,9 @@ pub(crate) struct Record {
     /// How many bytes of output it writes over its run (see
     /// [`run_for_writing`](crate::run_for_writing)).
     pub(crate) writes: u64,
+    /// The environment it was launched with (P2); never printed, and kept
+    /// only while the record is.
+    pub(crate) env: Environment,
 }
 
 impl Record {
@@ -327,6 +342,7 @@ impl Store {
         started_at: SystemTime,
         stops_at: Option<SystemTime>,
         writes: u64,
+        env: Environment,
     ) -> Option<(u64, &Record)> {
         let (shelf, is_new) = match self.shelf_of.get(&**owner) {
             Some(k) => (*k, false),
@@ -359,6 +375,7 @@ impl Store {
             started_at,
             stops_at,
             writes,
+            env,
         };
         Some((id, shelf.records.entry(id).insert_entry(record).into_mut()))
     }
@@ -483,16 +500,37 @@ mod tests {
         let blue: Arc<str> = Arc::from("blue");
         let green: Arc<str> = Arc::from("green");
         let a = store
-            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
+            .insert(
+                &blue,
+                Arc::from("a"),
+                SystemTime::UNIX_EPOCH,
+                None,
+                0,
+                Environment::new(),
+            )
             .unwrap()
             .0;
         assert!(matches!(store.take("blue", a), Removal::Removed(_)));
         let b = store
-            .insert(&blue, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
+            .insert(
+                &blue,
+                Arc::from("a"),
+                SystemTime::UNIX_EPOCH,
+                None,
+                0,
+                Environment::new(),
+            )
             .unwrap()
             .0;
         let g = store
-            .insert(&green, Arc::from("a"), SystemTime::UNIX_EPOCH, None, 0)
+            .insert(
+                &green,
+                Arc::from("a"),
+                SystemTime::UNIX_EPOCH,
+                None,
+                0,
+                Environment::new(),
+            )
             .unwrap()
             .0;
         assert!(a != b && b != g && a != g);
@@ -524,19 +562,40 @@ mod tests {
         // the id itself.
         assert_eq!(
             store
-                .insert(&blue, Arc::from("x"), SystemTime::UNIX_EPOCH, None, 0)
+                .insert(
+                    &blue,
+                    Arc::from("x"),
+                    SystemTime::UNIX_EPOCH,
+                    None,
+                    0,
+                    Environment::new()
+                )
                 .map(|(id, _)| id),
             Some((1 << 40) - 1)
         );
         assert_eq!(
             store
-                .insert(&blue, Arc::from("y"), SystemTime::UNIX_EPOCH, None, 0)
+                .insert(
+                    &blue,
+                    Arc::from("y"),
+                    SystemTime::UNIX_EPOCH,
+                    None,
+                    0,
+                    Environment::new()
+                )
                 .map(|(id, _)| id),
             None
         );
         assert_eq!(
             store
-                .insert(&green, Arc::from("z"), SystemTime::UNIX_EPOCH, None, 0)
+                .insert(
+                    &green,
+                    Arc::from("z"),
+                    SystemTime::UNIX_EPOCH,
+                    None,
+                    0,
+                    Environment::new()
+                )
                 .map(|(id, _)| id),
             None
         );

@@ -210,6 +210,9 @@ impl Provider for SimulatedProvider {
             Ok(parsed) => parsed,
             Err(err) => return Err(self.refuse(&spec.name, err)),
         };
+        if let Err(err) = spec.env.check() {
+            return Err(self.refuse(&spec.name, err));
+        }
         let now = self.clock.now();
         let mut store = self.host.lock();
         if store.find(&self.owner, &spec.name).is_some() {
@@ -221,7 +224,8 @@ impl Provider for SimulatedProvider {
         }
         let stops_at = now.checked_add(run_time);
         let name = Arc::from(spec.name.as_str());
-        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at, writes) else {
+        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at, writes, spec.env)
+        else {
             drop(store);
             let err = Error::unavailable("the simulated host has issued every instance id it can");
             return Err(self.refuse(&spec.name, err));

@@ -468,3 +468,35 @@ async fn s12_concurrent_launches_and_destroys_lose_nothing() {
     }
     assert_eq!(host.len(), kept.values().map(BTreeMap::len).sum::<usize>());
 }
+
+// P2: the simulated backend keeps a spec's environment with its instance, as a
+// real one hands it to the process, and forgets it when the instance is
+// destroyed; an environment no process could hold is refused like on docker,
+// recording nothing.
+#[tokio::test]
+async fn p2_the_environment_is_kept_while_the_instance_is_and_checked() {
+    let (blue, green, _clock, host) = pair();
+    let env: billet_provider::Environment = [("ACTIONS_RUNNER_INPUT_JITCONFIG", "jit-secret")]
+        .into_iter()
+        .collect();
+    let launched = blue
+        .launch(job("runner", 60).with_env(env.clone()))
+        .await
+        .unwrap();
+    green.launch(job("runner", 60)).await.unwrap();
+    assert_eq!(host.environment_of("blue", "runner"), Some(env));
+    assert_eq!(
+        host.environment_of("green", "runner"),
+        Some(billet_provider::Environment::new())
+    );
+    assert_eq!(host.environment_of("blue", "other"), None);
+    assert!(!format!("{launched:?}").contains("jit-secret"));
+
+    blue.destroy(&launched.id).await.unwrap();
+    assert_eq!(host.environment_of("blue", "runner"), None);
+
+    let bad: billet_provider::Environment = [("A=B", "v")].into_iter().collect();
+    let err = blue.launch(job("bad", 60).with_env(bad)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidSpec);
+    assert_eq!(host.instances_of("blue"), 0);
+}

@@ -75,7 +75,7 @@ impl DockerProvider {
                 "the command is empty: a docker spec's command is an argv whose first element is the program to run",
             ));
         }
-        Ok(())
+        spec.env.check()
     }
 
     fn create_body(&self, spec: &Spec, mark: &str) -> ContainerCreateBody {
@@ -88,6 +88,14 @@ impl DockerProvider {
             image: Some(spec.image.clone()),
             entrypoint: Some(spec.command[..1].to_vec()),
             cmd: Some(spec.command[1..].to_vec()),
+            // P2: the spec's environment, as docker's `NAME=value`; the body
+            // is never logged (its values are secrets, G5).
+            env: (!spec.env.is_empty()).then(|| {
+                spec.env
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect()
+            }),
             labels: Some(labels),
             user: self.confinement.user.clone(),
             host_config: Some(HostConfig {

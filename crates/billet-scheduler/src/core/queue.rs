@@ -292,5 +292,6 @@ pub(super) fn spec_for(info: &PoolInfo, identity: Option<&Identity>, id: JobId, 
         command: job.command.clone(),
         trust: job.trust,
         resources: info.resources,
+        env: billet_provider::Environment::new(),
     }
 }
