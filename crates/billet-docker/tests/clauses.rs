@@ -1959,7 +1959,7 @@ async fn d16_b12_a_burst_of_launches_takes_turns_at_the_daemon() {
     assert_eq!(listed.len(), 6);
 }
 
-// P2 (G5): the spec's environment reaches the container's process as written;
+// P2: the spec's environment reaches the container's process as written;
 // an environment no process can hold is refused before the daemon is asked,
 // naming the variable and never its value, and leaves nothing.
 #[tokio::test]

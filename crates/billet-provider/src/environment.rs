@@ -1,6 +1,6 @@
 //! [`Environment`]: the names and values a backend passes to an instance,
 //! whose values are secrets (a GitHub runner's just-in-time configuration,
-//! G5) and are never printed.
+//! say) and are never printed.
 
 use std::fmt;
 

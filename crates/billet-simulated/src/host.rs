@@ -55,7 +55,7 @@ impl Host {
     /// The environment the deployment `owner`'s instance named exactly `name`
     /// was launched with (P2), while the host holds it: what a real backend
     /// would have handed the instance's process (a runner reads its
-    /// just-in-time configuration there, G5). `None` once it is destroyed,
+    /// just-in-time configuration there). `None` once it is destroyed,
     /// which forgets it.
     pub fn environment_of(&self, owner: &str, name: &str) -> Option<Environment> {
         let store = self.store.lock();

@@ -89,7 +89,7 @@ impl DockerProvider {
             entrypoint: Some(spec.command[..1].to_vec()),
             cmd: Some(spec.command[1..].to_vec()),
             // P2: the spec's environment, as docker's `NAME=value`; the body
-            // is never logged (its values are secrets, G5).
+            // is never logged (its values are secrets).
             env: (!spec.env.is_empty()).then(|| {
                 spec.env
                     .iter()
