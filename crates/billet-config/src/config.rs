@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use billet_provider::Isolation;
 use serde::Deserialize;
 
+use crate::github::GithubSettings;
 use crate::kind::ConfigKind;
 
 /// One scheduler deployment's configuration, as loaded from `billet.yaml`.
@@ -20,6 +21,7 @@ pub struct Config {
     pub(crate) deployment: Deployment,
     pub(crate) providers: Vec<Provider>,
     pub(crate) routing: Routing,
+    pub(crate) github: Option<GithubSettings>,
 }
 
 impl Config {
@@ -35,6 +37,9 @@ impl Config {
                     }
                 }
             }
+        }
+        if let Some(github) = &mut self.github {
+            github.rebase(dir);
         }
     }
 
@@ -56,6 +61,11 @@ impl Config {
     /// How jobs are routed to providers.
     pub fn routing(&self) -> &Routing {
         &self.routing
+    }
+
+    /// GitHub Actions as an intake (the `github:` section, G1), if configured.
+    pub fn github(&self) -> Option<&GithubSettings> {
+        self.github.as_ref()
     }
 
     /// The sum of every provider's capacity: the most leases this deployment

@@ -326,6 +326,17 @@ pub enum ConfigError {
         given: String,
     },
 
+    /// The `github:` section (G1) holds something billet cannot use: no
+    /// credential or two, a scope or pool named twice, a pool that is no
+    /// configured provider, no label, a malformed URL or duration.
+    #[error("{location}: github: {reason}")]
+    BadGithub {
+        /// The value at fault.
+        location: Box<Location>,
+        /// What is wrong with it and what would be right.
+        reason: String,
+    },
+
     /// Routing sends no job anywhere: there is no route and no default kind.
     #[error("{location}: routing sends no job anywhere: add a route or a `default_kind`")]
     NoRoutes {
@@ -362,6 +373,7 @@ macro_rules! location_of {
             | ConfigError::NoProviderOfKind { location, .. }
             | ConfigError::BadSetting { location, .. }
             | ConfigError::UnknownCapability { location, .. }
+            | ConfigError::BadGithub { location, .. }
             | ConfigError::NoRoutes { location } => location,
         }
     };

@@ -9,7 +9,7 @@
 //!
 //! # The schema
 //!
-//! One YAML document, a mapping with three keys. Every mapping refuses keys
+//! One YAML document, a mapping with three keys and an optional fourth. Every mapping refuses keys
 //! it does not know, and every key is required unless marked optional.
 //! `examples/billet.yaml` in this crate is a complete, realistic file.
 //!
@@ -83,6 +83,31 @@
 //!   default_kind: docker        # optional: where jobs no route matches go
 //!   untrusted_kinds: [firecracker]  # optional: kinds that may run untrusted
 //!                               # and unclassified jobs (default: none)
+//!
+//! github:                       # optional (G1): GitHub Actions as an intake
+//!   api_url: https://api.github.com   # optional, the default; a GitHub
+//!                               # Enterprise Server's https://HOST/api/v3;
+//!                               # http:// only to a loopback address
+//!   app:                        # a GitHub App; or `token_file: PATH`, not both
+//!     id: 123456
+//!     private_key_file: /etc/billet/app.pem
+//!     installation_id: 789      # optional: found from a scope when left out
+//!   webhook_secret_file: /etc/billet/webhook-secret
+//!                               # files: relative paths are the file's
+//!                               # directory's; `serve` refuses one others can read
+//!   scopes:                     # at least one; none twice (case aside), and
+//!                               # no repository inside an org also named
+//!     - org: example-org        # or `repository: OWNER/NAME`
+//!       runner_group_id: 1      # optional, org scopes only; default 1
+//!       trust: trusted          # optional: trusted or untrusted (the default),
+//!                               # the most trust a job from here may have
+//!   pools:                      # at least one; the first that fits takes a job
+//!     - pool: linux-docker      # a configured provider, named once
+//!       labels: [self-hosted, linux]   # 1 to 100, none blank or repeated
+//!   runner:                     # optional
+//!     command: [/home/runner/run.sh]   # optional, the default
+//!     idle_timeout: 10m         # optional, the default; not zero
+//!   reconcile_every: 60s        # optional, the default; at least 1s
 //! ```
 //!
 //! Routing must send jobs somewhere: at least one route or a `default_kind`.
@@ -127,6 +152,7 @@
 mod config;
 mod docker;
 mod error;
+mod github;
 mod kind;
 mod load;
 mod raw;
@@ -136,6 +162,11 @@ pub use config::{
     Settings, TartSettings,
 };
 pub use error::{ConfigError, Location};
+pub use github::{
+    DEFAULT_API_URL, DEFAULT_IDLE_TIMEOUT, DEFAULT_RECONCILE_EVERY, DEFAULT_RUNNER_COMMAND,
+    GithubCredential, GithubPool, GithubScope, GithubSettings, MAX_LABELS, MIN_RECONCILE_EVERY,
+    RunnerSettings, ScopeTarget,
+};
 pub use kind::{ConfigKind, KindError};
 
 /// What the `validate` example does with one file: `Ok` holds the line it

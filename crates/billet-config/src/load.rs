@@ -14,6 +14,7 @@ use serde_saphyr::{Error as YamlError, MessageFormatter as _, NonFiniteFloatPoli
 use crate::config::{Config, Deployment, Provider, Route, Routing, Settings};
 use crate::docker;
 use crate::error::{ConfigError, Location};
+use crate::github;
 use crate::kind::{self, ConfigKind, KindError};
 use crate::raw::{RawConfig, RawProvider, RawRouting, at};
 
@@ -382,10 +383,15 @@ fn check(raw: RawConfig) -> Result<Config, ConfigError> {
     }
 
     let routing = check_routing(&raw.routing, &providers)?;
+    let github = match &raw.github {
+        Some(section) => Some(github::check(section, &providers)?),
+        None => None,
+    };
     Ok(Config {
         deployment,
         providers,
         routing,
+        github,
     })
 }
 

@@ -21,6 +21,8 @@ pub(crate) struct RawConfig {
     pub(crate) deployment: RawDeployment,
     pub(crate) providers: Spanned<Vec<Spanned<RawProvider>>>,
     pub(crate) routing: Spanned<RawRouting>,
+    #[serde(default)]
+    pub(crate) github: Option<Spanned<crate::github::RawGithub>>,
 }
 
 /// `deployment:`.
