@@ -20,11 +20,16 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod api;
 mod delivery;
 mod labels;
 mod signature;
 mod trust;
 
+pub use api::{
+    API_VERSION, Api, ApiError, CALL_TIMEOUT, Credential, DEFAULT_BACKOFF, JitConfig, JobStatus,
+    MAX_BACKOFF, MAX_PAGES, Removed, Runner, Scope, TOKEN_RENEWAL, WorkflowRun,
+};
 pub use delivery::{
     Action, Delivery, DeliveryError, Organization, Repository, WorkflowJob, WorkflowJobEvent,
 };

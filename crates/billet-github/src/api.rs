@@ -1,0 +1,851 @@
+//! The client of GitHub's REST API: the calls billet makes (JIT configs,
+//! runners, jobs, runs, an App's installation tokens), each bounded in time,
+//! authenticated by a token or a GitHub App, and backing off while GitHub
+//! says its rate limit is spent.
+//!
+//! A rate limit answer (`403` or `429` with `Retry-After`, or with
+//! `X-RateLimit-Remaining: 0` and `X-RateLimit-Reset`) blocks every call
+//! until the time it names: a call made before then answers
+//! [`ApiError::RateLimited`] at once, without a request.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use billet_clock::Clock;
+use parking_lot::Mutex;
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderMap, USER_AGENT};
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::trust::RunFacts;
+
+/// How long one call may take, connection included, before it is
+/// [`ApiError::Unavailable`].
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long before an App's installation token expires billet makes a new
+/// one (they last an hour).
+pub const TOKEN_RENEWAL: Duration = Duration::from_secs(5 * 60);
+/// The most pages of 100 one listing reads (runners, runs, a run's jobs): a
+/// listing past that is an error, not a short answer.
+pub const MAX_PAGES: u32 = 10;
+/// How long a rate limit answer without a time to wait blocks calls.
+pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
+/// The longest a rate limit answer may block calls, whatever it says.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+/// The API version billet speaks (`X-GitHub-Api-Version`).
+pub const API_VERSION: &str = "2022-11-28";
+
+/// Where runners are registered: an organization or a repository.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    /// An organization, by login.
+    Org(String),
+    /// A repository.
+    Repository {
+        /// The owner's login.
+        owner: String,
+        /// The repository's name.
+        name: String,
+    },
+}
+
+impl Scope {
+    /// The path of the scope's API: `/orgs/NAME` or `/repos/OWNER/NAME`.
+    fn path(&self) -> String {
+        match self {
+            Scope::Org(org) => format!("/orgs/{}", segment(org)),
+            Scope::Repository { owner, name } => {
+                format!("/repos/{}/{}", segment(owner), segment(name))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scope::Org(org) => write!(f, "org {org}"),
+            Scope::Repository { owner, name } => write!(f, "repository {owner}/{name}"),
+        }
+    }
+}
+
+/// A path segment, percent-encoded.
+fn segment(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// How billet authenticates to the API.
+pub enum Credential {
+    /// A token (a fine-grained or classic personal access token, or any
+    /// token the operator makes).
+    Token(String),
+    /// A GitHub App: its id and private key (PEM); the installation's id,
+    /// when known (else discovered from the first scope asked of it).
+    App {
+        /// The App's id.
+        id: u64,
+        /// Its private key, PEM.
+        private_key_pem: Vec<u8>,
+        /// The installation's id, if known.
+        installation_id: Option<u64>,
+    },
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credential::Token(_) => f.write_str("Token(<redacted>)"),
+            Credential::App {
+                id,
+                installation_id,
+                ..
+            } => f
+                .debug_struct("App")
+                .field("id", id)
+                .field("installation_id", installation_id)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// Why a call did not give its answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// GitHub's rate limit is spent: no call is made until `retry_after`
+    /// has passed.
+    #[error("GitHub's rate limit is spent: calls resume in {}s", retry_after.as_secs())]
+    RateLimited {
+        /// How long until calls resume.
+        retry_after: Duration,
+    },
+    /// The thing asked for does not exist (`404`), or this credential may
+    /// not see it.
+    #[error("GitHub answered 404: {what} is not found (or this credential may not see it)")]
+    NotFound {
+        /// What was asked for.
+        what: String,
+    },
+    /// GitHub refused the call (a `4xx` other than a rate limit or `404`):
+    /// its status and message.
+    #[error("GitHub refused {what}: {status} {message}")]
+    Refused {
+        /// What was asked.
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// GitHub's `message`, or the answer's start.
+        message: String,
+    },
+    /// GitHub could not be reached or did not answer in time, or answered
+    /// `5xx`.
+    #[error("GitHub's API is unavailable for {what}: {reason}")]
+    Unavailable {
+        /// What was asked.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// The answer is not what GitHub documents, or the credential cannot be
+    /// used (a private key that is not RSA PEM).
+    #[error("GitHub's answer to {what} cannot be read: {reason}")]
+    Malformed {
+        /// What was asked.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A runner's just-in-time configuration: a single-use registration. Its
+/// encoded form holds the runner's credentials: `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JitConfig {
+    /// The runner's id on GitHub.
+    pub runner_id: u64,
+    /// Its name, as registered.
+    pub runner_name: String,
+    /// Its labels as GitHub registered them (read back, never assumed).
+    pub labels: Vec<String>,
+    encoded: String,
+}
+
+impl JitConfig {
+    /// The encoded configuration to hand the runner
+    /// (`ACTIONS_RUNNER_INPUT_JITCONFIG`): a secret.
+    pub fn encoded(&self) -> &str {
+        &self.encoded
+    }
+}
+
+impl fmt::Debug for JitConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JitConfig")
+            .field("runner_id", &self.runner_id)
+            .field("runner_name", &self.runner_name)
+            .field("labels", &self.labels)
+            .field("encoded", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A self-hosted runner, as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Runner {
+    /// Its id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// `online` or `offline`.
+    pub status: String,
+    /// Whether it runs a job now.
+    pub busy: bool,
+}
+
+/// A job, as `GET .../actions/jobs/{id}` or a run's listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JobStatus {
+    /// Its id.
+    pub id: u64,
+    /// Its run.
+    pub run_id: u64,
+    /// `queued`, `in_progress`, `completed`, `waiting`, ...
+    pub status: String,
+    /// How it ended, once completed.
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    /// The runner that took it, once one did.
+    #[serde(default)]
+    pub runner_name: Option<String>,
+    /// Its labels.
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// A workflow run, as `GET .../actions/runs/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowRun {
+    /// Its id.
+    pub id: u64,
+    /// `queued`, `in_progress`, `completed`, ...
+    pub status: Option<String>,
+    /// How it ended (`startup_failure` among others), once it did.
+    pub conclusion: Option<String>,
+    /// Where its code comes from, or why that cannot be read.
+    pub facts: Result<RunFacts, String>,
+}
+
+/// What a runner's removal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    /// This call removed it.
+    Removed,
+    /// GitHub holds no such runner (already gone).
+    Absent,
+}
+
+/// An App's installation token and when it expires.
+struct InstallationToken {
+    token: String,
+    expires_at: SystemTime,
+}
+
+/// The App's side of a client: its key and its installation's token.
+struct App {
+    id: u64,
+    key: jsonwebtoken::EncodingKey,
+    installation_id: Mutex<Option<u64>>,
+    token: tokio::sync::Mutex<Option<InstallationToken>>,
+}
+
+/// The client of GitHub's REST API. Cheap to share (`Arc` inside).
+#[derive(Clone)]
+pub struct Api {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    app: Option<App>,
+    clock: Arc<dyn Clock>,
+    /// No call before this (a rate limit answer said so).
+    blocked_until: Mutex<Option<SystemTime>>,
+    /// Answers by status (`transport` for none), for the metrics.
+    answers: Mutex<BTreeMap<String, u64>>,
+    /// The last `X-RateLimit-Remaining` GitHub sent.
+    remaining: Mutex<Option<u64>>,
+}
+
+impl fmt::Debug for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Api")
+            .field("base", &self.inner.base)
+            .field("app", &self.inner.app.as_ref().map(|app| app.id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The JWT claims an App signs (RS256).
+#[derive(serde::Serialize)]
+struct Claims {
+    iat: u64,
+    exp: u64,
+    iss: String,
+}
+
+/// A GitHub error answer's message.
+#[derive(Deserialize)]
+struct Message {
+    message: String,
+}
+
+impl Api {
+    /// A client of the API at `base` (such as `https://api.github.com`, no
+    /// trailing slash), authenticated by `credential`, timed by `clock` (an
+    /// App's JWT and token renewal, backoff).
+    pub fn new(base: &str, credential: Credential, clock: Arc<dyn Clock>) -> Result<Api, ApiError> {
+        let http = reqwest::Client::builder()
+            .timeout(CALL_TIMEOUT)
+            .connect_timeout(CALL_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|error| ApiError::Unavailable {
+                what: "the HTTP client".to_owned(),
+                reason: error.to_string(),
+            })?;
+        let (token, app) = match credential {
+            Credential::Token(token) => (Some(token), None),
+            Credential::App {
+                id,
+                private_key_pem,
+                installation_id,
+            } => {
+                let key =
+                    jsonwebtoken::EncodingKey::from_rsa_pem(&private_key_pem).map_err(|error| {
+                        ApiError::Malformed {
+                            what: format!("GitHub App {id}'s private key"),
+                            reason: format!("not an RSA private key in PEM: {error}"),
+                        }
+                    })?;
+                let app = App {
+                    id,
+                    key,
+                    installation_id: Mutex::new(installation_id),
+                    token: tokio::sync::Mutex::new(None),
+                };
+                (None, Some(app))
+            }
+        };
+        Ok(Api {
+            inner: Arc::new(Inner {
+                http,
+                base: base.trim_end_matches('/').to_owned(),
+                token,
+                app,
+                clock,
+                blocked_until: Mutex::new(None),
+                answers: Mutex::new(BTreeMap::new()),
+                remaining: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// How many answers of each status this client has had (`transport`
+    /// for calls that had none), for `billet_github_api_requests_total`.
+    pub fn answers(&self) -> BTreeMap<String, u64> {
+        self.inner.answers.lock().clone()
+    }
+
+    /// The last `X-RateLimit-Remaining` GitHub sent, if any.
+    pub fn rate_limit_remaining(&self) -> Option<u64> {
+        *self.inner.remaining.lock()
+    }
+
+    /// Asks GitHub for a just-in-time runner configuration at `scope`: a
+    /// runner named `name` with `labels`, in runner group `runner_group_id`
+    /// (1, the default group, for a repository).
+    pub async fn generate_jitconfig(
+        &self,
+        scope: &Scope,
+        name: &str,
+        runner_group_id: u64,
+        labels: &[String],
+    ) -> Result<JitConfig, ApiError> {
+        #[derive(Deserialize)]
+        struct Label {
+            name: String,
+        }
+        #[derive(Deserialize)]
+        struct Registered {
+            id: u64,
+            name: String,
+            labels: Vec<Label>,
+        }
+        #[derive(Deserialize)]
+        struct Answer {
+            runner: Registered,
+            encoded_jit_config: String,
+        }
+        let what = format!("a JIT config for runner {name:?} at {scope}");
+        let body = json!({
+            "name": name,
+            "runner_group_id": runner_group_id,
+            "labels": labels,
+        });
+        let path = format!("{}/actions/runners/generate-jitconfig", scope.path());
+        let answer: Answer = self
+            .call(Method::POST, &path, &[], Some(body), scope, &what)
+            .await?;
+        Ok(JitConfig {
+            runner_id: answer.runner.id,
+            runner_name: answer.runner.name,
+            labels: answer.runner.labels.into_iter().map(|l| l.name).collect(),
+            encoded: answer.encoded_jit_config,
+        })
+    }
+
+    /// The runners registered at `scope`, every page (at most
+    /// [`MAX_PAGES`] of 100), optionally only those named `name`.
+    pub async fn runners(
+        &self,
+        scope: &Scope,
+        name: Option<&str>,
+    ) -> Result<Vec<Runner>, ApiError> {
+        #[derive(Deserialize)]
+        struct Page {
+            total_count: u64,
+            runners: Vec<Runner>,
+        }
+        let what = format!("the runners of {scope}");
+        let path = format!("{}/actions/runners", scope.path());
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let mut query = vec![("per_page", "100".to_owned()), ("page", page.to_string())];
+            if let Some(name) = name {
+                query.push(("name", name.to_owned()));
+            }
+            let answer: Page = self
+                .call(Method::GET, &path, &query, None, scope, &what)
+                .await?;
+            let last = answer.runners.len() < 100;
+            all.extend(answer.runners);
+            if last || all.len() as u64 >= answer.total_count {
+                return Ok(all);
+            }
+        }
+        Err(ApiError::Malformed {
+            what,
+            reason: format!("more than {MAX_PAGES} pages of 100 runners"),
+        })
+    }
+
+    /// Removes runner `id` from `scope`; [`Removed::Absent`] when GitHub
+    /// holds no such runner.
+    pub async fn delete_runner(&self, scope: &Scope, id: u64) -> Result<Removed, ApiError> {
+        let what = format!("the removal of runner {id} from {scope}");
+        let path = format!("{}/actions/runners/{id}", scope.path());
+        match self
+            .call_raw(Method::DELETE, &path, &[], None, scope, &what)
+            .await
+        {
+            Ok(_) => Ok(Removed::Removed),
+            Err(ApiError::NotFound { .. }) => Ok(Removed::Absent),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Job `job_id` of repository `owner/repo`.
+    pub async fn job(&self, owner: &str, repo: &str, job_id: u64) -> Result<JobStatus, ApiError> {
+        let scope = repository(owner, repo);
+        let what = format!("job {job_id} of {owner}/{repo}");
+        let path = format!("{}/actions/jobs/{job_id}", scope.path());
+        self.call(Method::GET, &path, &[], None, &scope, &what)
+            .await
+    }
+
+    /// Workflow run `run_id` of repository `owner/repo`, with the facts
+    /// its jobs' trust is lowered by (G4).
+    pub async fn run(&self, owner: &str, repo: &str, run_id: u64) -> Result<WorkflowRun, ApiError> {
+        #[derive(Deserialize)]
+        struct Head {
+            id: u64,
+            #[serde(default)]
+            status: Option<String>,
+            #[serde(default)]
+            conclusion: Option<String>,
+        }
+        let scope = repository(owner, repo);
+        let what = format!("run {run_id} of {owner}/{repo}");
+        let path = format!("{}/actions/runs/{run_id}", scope.path());
+        let bytes = self
+            .call_raw(Method::GET, &path, &[], None, &scope, &what)
+            .await?;
+        let head: Head = serde_json::from_slice(&bytes).map_err(|error| ApiError::Malformed {
+            what: what.clone(),
+            reason: error.to_string(),
+        })?;
+        Ok(WorkflowRun {
+            id: head.id,
+            status: head.status,
+            conclusion: head.conclusion,
+            facts: RunFacts::from_run(&bytes),
+        })
+    }
+
+    /// The ids of `owner/repo`'s runs whose status is `status` (`queued` or
+    /// `in_progress`), newest first, at most [`MAX_PAGES`] pages of 100.
+    pub async fn runs(&self, owner: &str, repo: &str, status: &str) -> Result<Vec<u64>, ApiError> {
+        #[derive(Deserialize)]
+        struct Id {
+            id: u64,
+        }
+        #[derive(Deserialize)]
+        struct Page {
+            total_count: u64,
+            workflow_runs: Vec<Id>,
+        }
+        let scope = repository(owner, repo);
+        let what = format!("the {status} runs of {owner}/{repo}");
+        let path = format!("{}/actions/runs", scope.path());
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let query = [
+                ("status", status.to_owned()),
+                ("per_page", "100".to_owned()),
+                ("page", page.to_string()),
+            ];
+            let answer: Page = self
+                .call(Method::GET, &path, &query, None, &scope, &what)
+                .await?;
+            let last = answer.workflow_runs.len() < 100;
+            all.extend(answer.workflow_runs.into_iter().map(|run| run.id));
+            if last || all.len() as u64 >= answer.total_count {
+                return Ok(all);
+            }
+        }
+        Err(ApiError::Malformed {
+            what,
+            reason: format!("more than {MAX_PAGES} pages of 100 runs"),
+        })
+    }
+
+    /// The jobs of run `run_id` of `owner/repo` (its latest attempt), at
+    /// most [`MAX_PAGES`] pages of 100.
+    pub async fn run_jobs(
+        &self,
+        owner: &str,
+        repo: &str,
+        run_id: u64,
+    ) -> Result<Vec<JobStatus>, ApiError> {
+        #[derive(Deserialize)]
+        struct Page {
+            total_count: u64,
+            jobs: Vec<JobStatus>,
+        }
+        let scope = repository(owner, repo);
+        let what = format!("the jobs of run {run_id} of {owner}/{repo}");
+        let path = format!("{}/actions/runs/{run_id}/jobs", scope.path());
+        let mut all = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let query = [("per_page", "100".to_owned()), ("page", page.to_string())];
+            let answer: Page = self
+                .call(Method::GET, &path, &query, None, &scope, &what)
+                .await?;
+            let last = answer.jobs.len() < 100;
+            all.extend(answer.jobs);
+            if last || all.len() as u64 >= answer.total_count {
+                return Ok(all);
+            }
+        }
+        Err(ApiError::Malformed {
+            what,
+            reason: format!("more than {MAX_PAGES} pages of 100 jobs"),
+        })
+    }
+
+    /// A call whose answer is JSON of type `T`.
+    async fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        scope: &Scope,
+        what: &str,
+    ) -> Result<T, ApiError> {
+        let bytes = self
+            .call_raw(method, path, query, body, scope, what)
+            .await?;
+        serde_json::from_slice(&bytes).map_err(|error| ApiError::Malformed {
+            what: what.to_owned(),
+            reason: error.to_string(),
+        })
+    }
+
+    /// A call, authenticated as the installation (or by the token), whose
+    /// answer's body is answered on a `2xx`.
+    async fn call_raw(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        scope: &Scope,
+        what: &str,
+    ) -> Result<Vec<u8>, ApiError> {
+        let auth = match &self.inner.token {
+            Some(token) => format!("Bearer {token}"),
+            None => format!("Bearer {}", self.installation_token(scope).await?),
+        };
+        self.send(method, path, query, body, &auth, what).await
+    }
+
+    /// One request, with the rate limit's block kept.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        auth: &str,
+        what: &str,
+    ) -> Result<Vec<u8>, ApiError> {
+        let now = self.inner.clock.now();
+        if let Some(until) = *self.inner.blocked_until.lock()
+            && let Ok(left) = until.duration_since(now)
+            && !left.is_zero()
+        {
+            return Err(ApiError::RateLimited { retry_after: left });
+        }
+        let mut request = self
+            .inner
+            .http
+            .request(method, format!("{}{path}", self.inner.base))
+            .header(ACCEPT, "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .header(USER_AGENT, concat!("billet/", env!("CARGO_PKG_VERSION")))
+            .header(AUTHORIZATION, auth);
+        if !query.is_empty() {
+            request = request.query(query);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let answer = match request.send().await {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.count("transport");
+                return Err(ApiError::Unavailable {
+                    what: what.to_owned(),
+                    reason: error_text(&error),
+                });
+            }
+        };
+        let status = answer.status();
+        self.count(status.as_str());
+        let headers = answer.headers().clone();
+        if let Some(remaining) = header_number(&headers, "x-ratelimit-remaining") {
+            *self.inner.remaining.lock() = Some(remaining);
+        }
+        let bytes = answer
+            .bytes()
+            .await
+            .map_err(|error| ApiError::Unavailable {
+                what: what.to_owned(),
+                reason: error_text(&error),
+            })?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        if let Some(wait) = rate_limited(status, &headers, now) {
+            *self.inner.blocked_until.lock() = now.checked_add(wait);
+            return Err(ApiError::RateLimited { retry_after: wait });
+        }
+        let message = serde_json::from_slice::<Message>(&bytes)
+            .map(|m| m.message)
+            .unwrap_or_else(|_| {
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned()
+            });
+        Err(match status {
+            StatusCode::NOT_FOUND => ApiError::NotFound {
+                what: what.to_owned(),
+            },
+            status if status.is_server_error() => ApiError::Unavailable {
+                what: what.to_owned(),
+                reason: format!("{} {message}", status.as_u16()),
+            },
+            status => ApiError::Refused {
+                what: what.to_owned(),
+                status: status.as_u16(),
+                message,
+            },
+        })
+    }
+
+    fn count(&self, status: &str) {
+        *self
+            .inner
+            .answers
+            .lock()
+            .entry(status.to_owned())
+            .or_insert(0) += 1;
+    }
+
+    /// The App's installation token, made or renewed when it is missing or
+    /// expires within [`TOKEN_RENEWAL`]. The installation's id, when not
+    /// configured, is asked of `scope`.
+    async fn installation_token(&self, scope: &Scope) -> Result<String, ApiError> {
+        let Some(app) = &self.inner.app else {
+            unreachable!("a client without a token has an App");
+        };
+        let mut held = app.token.lock().await;
+        let now = self.inner.clock.now();
+        if let Some(token) = held.as_ref()
+            && token
+                .expires_at
+                .duration_since(now)
+                .is_ok_and(|left| left > TOKEN_RENEWAL)
+        {
+            return Ok(token.token.clone());
+        }
+        let jwt = format!("Bearer {}", self.jwt(app)?);
+        let configured = *app.installation_id.lock();
+        let installation = match configured {
+            Some(id) => id,
+            None => {
+                #[derive(Deserialize)]
+                struct Installation {
+                    id: u64,
+                }
+                let what = format!("GitHub App {}'s installation on {scope}", app.id);
+                let bytes = self
+                    .send(
+                        Method::GET,
+                        &format!("{}/installation", scope.path()),
+                        &[],
+                        None,
+                        &jwt,
+                        &what,
+                    )
+                    .await?;
+                let found: Installation =
+                    serde_json::from_slice(&bytes).map_err(|error| ApiError::Malformed {
+                        what,
+                        reason: error.to_string(),
+                    })?;
+                *app.installation_id.lock() = Some(found.id);
+                found.id
+            }
+        };
+        #[derive(Deserialize)]
+        struct Token {
+            token: String,
+            expires_at: String,
+        }
+        let what = format!("an installation token of GitHub App {}", app.id);
+        let path = format!("/app/installations/{installation}/access_tokens");
+        let bytes = self
+            .send(Method::POST, &path, &[], None, &jwt, &what)
+            .await?;
+        let token: Token = serde_json::from_slice(&bytes).map_err(|error| ApiError::Malformed {
+            what: what.clone(),
+            reason: error.to_string(),
+        })?;
+        let expires_at = humantime::parse_rfc3339_weak(&token.expires_at).map_err(|error| {
+            ApiError::Malformed {
+                what,
+                reason: format!("expires_at {:?}: {error}", token.expires_at),
+            }
+        })?;
+        let value = token.token.clone();
+        *held = Some(InstallationToken {
+            token: token.token,
+            expires_at,
+        });
+        Ok(value)
+    }
+
+    /// The App's JWT: issued a minute ago (clock skew), good for nine
+    /// minutes more (GitHub allows ten).
+    fn jwt(&self, app: &App) -> Result<String, ApiError> {
+        let now = self
+            .inner
+            .clock
+            .now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let claims = Claims {
+            iat: now.saturating_sub(60),
+            exp: now + 9 * 60,
+            iss: app.id.to_string(),
+        };
+        let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        jsonwebtoken::encode(&header, &claims, &app.key).map_err(|error| ApiError::Malformed {
+            what: format!("GitHub App {}'s JWT", app.id),
+            reason: error.to_string(),
+        })
+    }
+}
+
+/// The repository scope `owner/repo`.
+fn repository(owner: &str, repo: &str) -> Scope {
+    Scope::Repository {
+        owner: owner.to_owned(),
+        name: repo.to_owned(),
+    }
+}
+
+/// A transport error's text with its causes (the URL it names holds the
+/// path and query alone: credentials travel in headers).
+fn error_text(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// A header's value as a whole number.
+fn header_number(headers: &HeaderMap, name: &str) -> Option<u64> {
+    headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// How long to wait, when `status` and `headers` say the rate limit is
+/// spent: a `403` or `429` with `Retry-After` (seconds), or with
+/// `X-RateLimit-Remaining: 0` and `X-RateLimit-Reset` (epoch seconds); a
+/// `429` without either waits [`DEFAULT_BACKOFF`]. At most [`MAX_BACKOFF`].
+pub(crate) fn rate_limited(
+    status: StatusCode,
+    headers: &HeaderMap,
+    now: SystemTime,
+) -> Option<Duration> {
+    if status != StatusCode::FORBIDDEN && status != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let wait = if let Some(seconds) = header_number(headers, "retry-after") {
+        Duration::from_secs(seconds)
+    } else if header_number(headers, "x-ratelimit-remaining") == Some(0) {
+        let reset = header_number(headers, "x-ratelimit-reset")
+            .map(|at| SystemTime::UNIX_EPOCH + Duration::from_secs(at));
+        match reset {
+            Some(reset) => reset.duration_since(now).unwrap_or(Duration::from_secs(1)),
+            None => DEFAULT_BACKOFF,
+        }
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
+        DEFAULT_BACKOFF
+    } else {
+        // A plain 403: a permission refused, not a rate limit.
+        return None;
+    };
+    Some(wait.clamp(Duration::from_secs(1), MAX_BACKOFF))
+}
