@@ -73,9 +73,14 @@ impl fmt::Display for Scope {
     }
 }
 
-/// A path segment, percent-encoded.
+/// A path segment, percent-encoded: every byte but ASCII letters, digits,
+/// `-`, `_` and `.`.
 fn segment(text: &str) -> String {
-    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.');
+    percent_encoding::utf8_percent_encode(text, KEEP).to_string()
 }
 
 /// How billet authenticates to the API.
@@ -848,4 +853,112 @@ pub(crate) fn rate_limited(
         return None;
     };
     Some(wait.clamp(Duration::from_secs(1), MAX_BACKOFF))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A scope's path encodes what is not a plain name; it prints as people
+    // name it.
+    #[test]
+    fn scopes_name_their_api_path() {
+        let repo = Scope::Repository {
+            owner: "octo-org".to_owned(),
+            name: "a b/c.d_e".to_owned(),
+        };
+        assert_eq!(repo.path(), "/repos/octo-org/a%20b%2Fc.d_e");
+        assert_eq!(repo.to_string(), "repository octo-org/a b/c.d_e");
+        let org = Scope::Org("octo-org".to_owned());
+        assert_eq!(org.path(), "/orgs/octo-org");
+        assert_eq!(org.to_string(), "org octo-org");
+    }
+
+    // Secrets are never printed: a token, a private key, a JIT config.
+    #[test]
+    fn debug_never_prints_a_secret() {
+        let token = format!("{:?}", Credential::Token("ghp_secret".to_owned()));
+        assert_eq!(token, "Token(<redacted>)");
+        let app = Credential::App {
+            id: 7,
+            private_key_pem: b"-----BEGIN PRIVATE KEY-----".to_vec(),
+            installation_id: Some(9),
+        };
+        assert_eq!(
+            format!("{app:?}"),
+            "App { id: 7, installation_id: Some(9), .. }"
+        );
+        let jit = JitConfig {
+            runner_id: 3,
+            runner_name: "r".to_owned(),
+            labels: vec!["x".to_owned()],
+            encoded: "secret".to_owned(),
+        };
+        assert_eq!(
+            format!("{jit:?}"),
+            r#"JitConfig { runner_id: 3, runner_name: "r", labels: ["x"], encoded: "<redacted>" }"#
+        );
+        let api = Api::new(
+            "http://127.0.0.1:9/",
+            Credential::Token("ghp_secret".to_owned()),
+            Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH)),
+        )
+        .unwrap();
+        assert_eq!(
+            format!("{api:?}"),
+            r#"Api { base: "http://127.0.0.1:9", app: None, .. }"#
+        );
+    }
+
+    // G7: a wait is at least a second and at most an hour, whatever the
+    // answer says; a plain 403 is no rate limit.
+    #[test]
+    fn g7_rate_limit_waits_are_bounded() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        let forbidden = StatusCode::FORBIDDEN;
+        let many = StatusCode::TOO_MANY_REQUESTS;
+        assert_eq!(
+            rate_limited(forbidden, &headers(&[("retry-after", "7200")]), now),
+            Some(MAX_BACKOFF)
+        );
+        assert_eq!(MAX_BACKOFF, Duration::from_secs(3600));
+        assert_eq!(
+            rate_limited(many, &headers(&[("retry-after", "0")]), now),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            rate_limited(many, &headers(&[]), now),
+            Some(DEFAULT_BACKOFF)
+        );
+        assert_eq!(rate_limited(forbidden, &headers(&[]), now), None);
+        assert_eq!(
+            rate_limited(StatusCode::OK, &headers(&[("retry-after", "5")]), now),
+            None
+        );
+        let spent = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1000030"),
+        ]);
+        assert_eq!(
+            rate_limited(forbidden, &spent, now),
+            Some(Duration::from_secs(30))
+        );
+        let no_reset = headers(&[("x-ratelimit-remaining", "0")]);
+        assert_eq!(
+            rate_limited(forbidden, &no_reset, now),
+            Some(DEFAULT_BACKOFF)
+        );
+        let past = headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "10")]);
+        assert_eq!(
+            rate_limited(forbidden, &past, now),
+            Some(Duration::from_secs(1))
+        );
+    }
 }
