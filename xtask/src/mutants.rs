@@ -84,6 +84,7 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/output/serving.rs",
         "crates/billet/src/output/tests.rs",
         "crates/billet/src/metrics.rs",
+        "crates/billet/src/github/demand.rs",
     ],
     tests: &[
         "--lib",

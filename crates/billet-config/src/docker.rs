@@ -9,7 +9,8 @@ use serde_saphyr::Spanned;
 
 use crate::config::{DockerSettings, DockerTls};
 use crate::error::ConfigError;
-use crate::raw::{RawDocker, RawSize, at};
+use crate::error::at;
+use crate::raw::{RawDocker, RawSize};
 
 /// Every Linux capability, by its name without the `CAP_` prefix, in the
 /// kernel's order (`CAP_CHOWN` is 0, `CAP_CHECKPOINT_RESTORE` 40).

@@ -4,8 +4,18 @@ use std::fmt;
 use std::path::PathBuf;
 
 use billet_provider::ProviderKind;
+use serde_saphyr::Spanned;
 
 use crate::kind::valid_kinds;
+
+/// Where a positioned value is, at `path`.
+pub(crate) fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
+    Box::new(
+        Location::at_path(path)
+            .with_position(value.referenced.line(), value.referenced.column())
+            .with_definition(value.defined.line(), value.defined.column()),
+    )
+}
 
 /// Where in a configuration something is: the file, the line and column, and
 /// the path inside the document.

@@ -9,9 +9,8 @@ use billet_provider::TrustClass;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::config::Provider;
 use crate::error::ConfigError;
-use crate::raw::at;
+use crate::error::at;
 
 /// The API GitHub.com serves; a GitHub Enterprise Server's is
 /// `https://HOST/api/v3`.
@@ -217,7 +216,7 @@ fn bad<T>(value: &Spanned<T>, path: impl Into<String>, reason: impl Into<String>
 /// The checks of `github:`, given the configured providers.
 pub(crate) fn check(
     raw: &Spanned<RawGithub>,
-    providers: &[Provider],
+    providers: &[&str],
 ) -> Result<GithubSettings, ConfigError> {
     let github = &raw.value;
     let api_url = match &github.api_url {
@@ -504,7 +503,7 @@ fn is_repository_name(name: &str) -> bool {
 /// with 1 to [`MAX_LABELS`] labels, none blank or repeated.
 fn check_pools(
     raw: &Spanned<Vec<Spanned<RawPool>>>,
-    providers: &[Provider],
+    providers: &[&str],
 ) -> Result<Vec<GithubPool>, ConfigError> {
     if raw.value.is_empty() {
         return Err(bad(
@@ -517,21 +516,14 @@ fn check_pools(
     for (index, entry) in raw.value.iter().enumerate() {
         let base = format!("github.pools[{index}]");
         let pool = &entry.value.pool;
-        if !providers
-            .iter()
-            .any(|provider| provider.name() == pool.value)
-        {
+        if !providers.iter().any(|provider| *provider == pool.value) {
             return Err(bad(
                 pool,
                 format!("{base}.pool"),
                 format!(
                     "{:?} is no configured provider (configured: {})",
                     pool.value,
-                    providers
-                        .iter()
-                        .map(Provider::name)
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    providers.join(", ")
                 ),
             ));
         }

@@ -13,10 +13,11 @@ use serde_saphyr::{Error as YamlError, MessageFormatter as _, NonFiniteFloatPoli
 
 use crate::config::{Config, Deployment, Provider, Route, Routing, Settings};
 use crate::docker;
+use crate::error::at;
 use crate::error::{ConfigError, Location};
 use crate::github;
 use crate::kind::{self, ConfigKind, KindError};
-use crate::raw::{RawConfig, RawProvider, RawRouting, at};
+use crate::raw::{RawConfig, RawProvider, RawRouting};
 
 impl Config {
     /// Loads the configuration in the file at `path`.
@@ -384,7 +385,10 @@ fn check(raw: RawConfig) -> Result<Config, ConfigError> {
 
     let routing = check_routing(&raw.routing, &providers)?;
     let github = match &raw.github {
-        Some(section) => Some(github::check(section, &providers)?),
+        Some(section) => {
+            let names: Vec<&str> = providers.iter().map(Provider::name).collect();
+            Some(github::check(section, &names)?)
+        }
         None => None,
     };
     Ok(Config {

@@ -11,7 +11,6 @@ use serde::de::{self, Visitor};
 use serde_saphyr::Spanned;
 
 use crate::config::{FirecrackerSettings, TartSettings};
-use crate::error::Location;
 use crate::kind::ConfigKind;
 
 /// The whole file.
@@ -114,15 +113,6 @@ pub(crate) struct RawTls {
     pub(crate) ca: Spanned<String>,
     pub(crate) cert: Spanned<String>,
     pub(crate) key: Spanned<String>,
-}
-
-/// Where a positioned value is, at `path`.
-pub(crate) fn at<T>(value: &Spanned<T>, path: impl Into<String>) -> Box<Location> {
-    Box::new(
-        Location::at_path(path)
-            .with_position(value.referenced.line(), value.referenced.column())
-            .with_definition(value.defined.line(), value.defined.column()),
-    )
 }
 
 /// A `memory:` value as written: a number of bytes, or text such as `2GiB`

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::Not as _;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -35,6 +36,8 @@ pub const MAX_PAGES: u32 = 10;
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
 /// The longest a rate limit answer may block calls, whatever it says.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
+/// How many items a listing's page asks for (GitHub's most).
+pub const PER_PAGE: usize = 100;
 /// The API version billet speaks (`X-GitHub-Api-Version`).
 pub const API_VERSION: &str = "2022-11-28";
 
@@ -429,25 +432,14 @@ impl Api {
         }
         let what = format!("the runners of {scope}");
         let path = format!("{}/actions/runners", scope.path());
-        let mut all = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let mut query = vec![("per_page", "100".to_owned()), ("page", page.to_string())];
-            if let Some(name) = name {
-                query.push(("name", name.to_owned()));
-            }
-            let answer: Page = self
-                .call(Method::GET, &path, &query, None, scope, &what)
-                .await?;
-            let last = answer.runners.len() < 100;
-            all.extend(answer.runners);
-            if last || all.len() as u64 >= answer.total_count {
-                return Ok(all);
-            }
-        }
-        Err(ApiError::Malformed {
-            what,
-            reason: format!("more than {MAX_PAGES} pages of 100 runners"),
+        let query: Vec<(&str, String)> = name
+            .map(|name| ("name", name.to_owned()))
+            .into_iter()
+            .collect();
+        self.paged(&path, &query, scope, &what, |page: Page| {
+            (page.total_count, page.runners)
         })
+        .await
     }
 
     /// Removes runner `id` from `scope`; [`Removed::Absent`] when GitHub
@@ -518,26 +510,13 @@ impl Api {
         let scope = repository(owner, repo);
         let what = format!("the {status} runs of {owner}/{repo}");
         let path = format!("{}/actions/runs", scope.path());
-        let mut all = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let query = [
-                ("status", status.to_owned()),
-                ("per_page", "100".to_owned()),
-                ("page", page.to_string()),
-            ];
-            let answer: Page = self
-                .call(Method::GET, &path, &query, None, &scope, &what)
-                .await?;
-            let last = answer.workflow_runs.len() < 100;
-            all.extend(answer.workflow_runs.into_iter().map(|run| run.id));
-            if last || all.len() as u64 >= answer.total_count {
-                return Ok(all);
-            }
-        }
-        Err(ApiError::Malformed {
-            what,
-            reason: format!("more than {MAX_PAGES} pages of 100 runs"),
-        })
+        let query = [("status", status.to_owned())];
+        let runs = self
+            .paged(&path, &query, &scope, &what, |page: Page| {
+                (page.total_count, page.workflow_runs)
+            })
+            .await?;
+        Ok(runs.into_iter().map(|run| run.id).collect())
     }
 
     /// The jobs of run `run_id` of `owner/repo` (its latest attempt), at
@@ -556,21 +535,44 @@ impl Api {
         let scope = repository(owner, repo);
         let what = format!("the jobs of run {run_id} of {owner}/{repo}");
         let path = format!("{}/actions/runs/{run_id}/jobs", scope.path());
+        self.paged(&path, &[], &scope, &what, |page: Page| {
+            (page.total_count, page.jobs)
+        })
+        .await
+    }
+
+    /// Every item of a listing, page by page of [`PER_PAGE`] (`query` and
+    /// the page's number), until a short page or the total the answer gives;
+    /// past [`MAX_PAGES`] pages, an error rather than a short answer.
+    async fn paged<P, T>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        scope: &Scope,
+        what: &str,
+        items: impl Fn(P) -> (u64, Vec<T>),
+    ) -> Result<Vec<T>, ApiError>
+    where
+        P: serde::de::DeserializeOwned,
+    {
         let mut all = Vec::new();
         for page in 1..=MAX_PAGES {
-            let query = [("per_page", "100".to_owned()), ("page", page.to_string())];
-            let answer: Page = self
-                .call(Method::GET, &path, &query, None, &scope, &what)
-                .await?;
-            let last = answer.jobs.len() < 100;
-            all.extend(answer.jobs);
-            if last || all.len() as u64 >= answer.total_count {
+            let mut asked = query.to_vec();
+            asked.push(("per_page", PER_PAGE.to_string()));
+            asked.push(("page", page.to_string()));
+            let (total, found) = items(
+                self.call(Method::GET, path, &asked, None, scope, what)
+                    .await?,
+            );
+            let short = found.len() < PER_PAGE;
+            all.extend(found);
+            if short || all.len() as u64 >= total {
                 return Ok(all);
             }
         }
         Err(ApiError::Malformed {
-            what,
-            reason: format!("more than {MAX_PAGES} pages of 100 jobs"),
+            what: what.to_owned(),
+            reason: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
         })
     }
 
@@ -712,10 +714,7 @@ impl Api {
         let mut held = app.token.lock().await;
         let now = self.inner.clock.now();
         if let Some(token) = held.as_ref()
-            && token
-                .expires_at
-                .duration_since(now)
-                .is_ok_and(|left| left > TOKEN_RENEWAL)
+            && !needs_renewal(token.expires_at, now)
         {
             return Ok(token.token.clone());
         }
@@ -786,17 +785,33 @@ impl Api {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        let claims = Claims {
-            iat: now.saturating_sub(60),
-            exp: now + 9 * 60,
-            iss: app.id.to_string(),
-        };
+        let claims = claims(app.id, now);
         let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
         jsonwebtoken::encode(&header, &claims, &app.key).map_err(|error| ApiError::Malformed {
             what: format!("GitHub App {}'s JWT", app.id),
             reason: error.to_string(),
         })
     }
+}
+
+/// An App's JWT claims at `now` (seconds since the epoch): issued a
+/// minute back (clock skew), expiring nine minutes on (GitHub allows ten
+/// after issue).
+fn claims(app: u64, now: u64) -> Claims {
+    Claims {
+        iat: now.saturating_sub(60),
+        exp: now + 9 * 60,
+        iss: app.to_string(),
+    }
+}
+
+/// Whether an installation token expiring at `expires_at` is to be made
+/// anew at `now`: it has [`TOKEN_RENEWAL`] or less left.
+fn needs_renewal(expires_at: SystemTime, now: SystemTime) -> bool {
+    expires_at
+        .duration_since(now)
+        .is_ok_and(|left| left > TOKEN_RENEWAL)
+        .not()
 }
 
 /// The repository scope `owner/repo`.
@@ -908,6 +923,25 @@ mod tests {
             format!("{api:?}"),
             r#"Api { base: "http://127.0.0.1:9", app: None, .. }"#
         );
+    }
+
+    // G7: the JWT lives ten minutes from its issue, issued a minute back;
+    // a token is renewed once five minutes or less are left.
+    #[test]
+    fn g7_jwt_claims_and_token_renewal() {
+        let claims = claims(42, 10_000);
+        assert_eq!(
+            (claims.iat, claims.exp, claims.iss.as_str()),
+            (9_940, 10_540, "42")
+        );
+        assert_eq!(super::claims(1, 30).iat, 0);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(100_000);
+        let at = |secs: u64| now + Duration::from_secs(secs);
+        assert!(!needs_renewal(at(301), now));
+        assert!(needs_renewal(at(300), now));
+        assert!(needs_renewal(at(10), now));
+        assert!(needs_renewal(now - Duration::from_secs(1), now));
+        assert_eq!(TOKEN_RENEWAL, Duration::from_secs(300));
     }
 
     // G7: a wait is at least a second and at most an hour, whatever the

@@ -28,7 +28,7 @@ mod trust;
 
 pub use api::{
     API_VERSION, Api, ApiError, CALL_TIMEOUT, Credential, DEFAULT_BACKOFF, JitConfig, JobStatus,
-    MAX_BACKOFF, MAX_PAGES, Removed, Runner, Scope, TOKEN_RENEWAL, WorkflowRun,
+    MAX_BACKOFF, MAX_PAGES, PER_PAGE, Removed, Runner, Scope, TOKEN_RENEWAL, WorkflowRun,
 };
 pub use delivery::{
     Action, Delivery, DeliveryError, Organization, Repository, WorkflowJob, WorkflowJobEvent,

@@ -300,5 +300,50 @@ async fn g7_rate_limits_block_calls_until_they_pass() {
     .unwrap();
     let error = gone.runners(&repo(), None).await.unwrap_err();
     assert!(matches!(error, ApiError::Unavailable { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("onnect"),
+        "the cause is said: {error}"
+    );
     assert_eq!(gone.answers().get("transport"), Some(&1));
+}
+
+// G7: a listing is read page by page to its end; one longer than the pages
+// billet reads is an error, never a short answer.
+#[tokio::test]
+async fn g7_listings_are_read_whole_or_refused() {
+    let (standin, api, _clock) = token_client().await;
+    {
+        let mut state = standin.state.lock();
+        for id in 0..250 {
+            state
+                .runners
+                .insert(1_000 + id, (format!("r{id}"), vec!["x".to_owned()], false));
+        }
+    }
+    assert_eq!(api.runners(&repo(), None).await.unwrap().len(), 250);
+    assert_eq!(standin.operations_called().len(), 3);
+    // A count ahead of the items: the short page ends the listing.
+    standin.state.lock().total_bias = 5;
+    assert_eq!(api.runners(&repo(), None).await.unwrap().len(), 250);
+    let pages = standin.operations_called().len();
+    assert_eq!(pages, 6);
+    standin.state.lock().total_bias = 0;
+    {
+        let mut state = standin.state.lock();
+        for id in 250..1_000 {
+            state
+                .runners
+                .insert(1_000 + id, (format!("r{id}"), vec!["x".to_owned()], false));
+        }
+    }
+    assert_eq!(api.runners(&repo(), None).await.unwrap().len(), 1_000);
+    assert_eq!(standin.operations_called().len(), pages + 10);
+    standin
+        .state
+        .lock()
+        .runners
+        .insert(5_000, ("one-more".to_owned(), vec![], false));
+    let error = api.runners(&repo(), None).await.unwrap_err();
+    assert!(matches!(error, ApiError::Malformed { .. }), "{error:?}");
+    standin.assert_no_violation();
 }

@@ -48,8 +48,8 @@ use crate::{Error, Hints, Instance, InstanceId, Output, ProviderKind, Spec, Tear
 /// * Trust is checked first; a refused spec records nothing.
 /// * An invalid spec (an empty name, a command the backend cannot run) is
 ///   [`Error::InvalidSpec`] with the reason and the expected form; nothing is
-///   recorded. An environment [`Environment::check`](crate::Environment::check)
-///   refuses is one.
+///   recorded. An environment [`Environment::problem`](crate::Environment::problem)
+///   finds wrong is one.
 /// * The spec's environment (P2) is given to the instance as its process
 ///   environment, on top of the image's. Its values are secrets: never logged,
 ///   never part of an answer or an error, forgotten when the instance is

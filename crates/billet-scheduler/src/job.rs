@@ -159,6 +159,11 @@ pub struct Job {
     /// When set, a job holding its lease longer than this is stopped and ends
     /// failed ([`FailReason::TimedOut`]). Measured from placement.
     pub timeout: Option<Duration>,
+    /// When set, the job runs in the pool of this name and no other (a
+    /// GitHub runner must run where its labels are offered): routing's
+    /// routes and fallbacks are not asked, and trust still narrows it
+    /// (B3). A name no pool has is refused.
+    pub pool: Option<String>,
 }
 
 impl Job {
@@ -174,6 +179,7 @@ impl Job {
             trust: TrustClass::default(),
             command: command.into_iter().map(Into::into).collect(),
             timeout: None,
+            pool: None,
         }
     }
 
@@ -199,6 +205,13 @@ impl Job {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Job {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// The same job, to run in the pool named `pool` only.
+    #[must_use]
+    pub fn in_pool(mut self, pool: impl Into<String>) -> Job {
+        self.pool = Some(pool.into());
         self
     }
 }

@@ -123,6 +123,13 @@ pub enum Refusal {
         /// The pools routing allowed, by name.
         pools: Vec<String>,
     },
+    /// The job is pinned to a pool ([`Job::pool`](crate::Job::pool)) that
+    /// no configured provider is.
+    #[error("no pool is named {pool:?}")]
+    NoPool {
+        /// The name the job gave.
+        pool: String,
+    },
     /// A job with this id is already known and has not ended.
     #[error("job {id} is already accepted and has not ended")]
     Duplicate {
@@ -152,8 +159,16 @@ pub(crate) fn target(config: &Config, pools: &[PoolInfo], job: &Job) -> Result<T
             .filter(move |&i| pools[i].kind == kind && Some(i) != except)
             .collect::<Vec<_>>()
     };
-    let (primary, others) = match config.routing().route_for(&job.labels) {
-        Some(route) => {
+    let (primary, others) = match (&job.pool, config.routing().route_for(&job.labels)) {
+        (Some(pinned), _) => match index_of(pinned) {
+            Some(index) => (Some(index), Vec::new()),
+            None => {
+                return Err(Refusal::NoPool {
+                    pool: pinned.clone(),
+                });
+            }
+        },
+        (None, Some(route)) => {
             let primary = index_of(route.provider());
             let others = match route.fallback_kind() {
                 Some(kind) => of_kind(kind.get(), primary),
@@ -161,7 +176,7 @@ pub(crate) fn target(config: &Config, pools: &[PoolInfo], job: &Job) -> Result<T
             };
             (primary, others)
         }
-        None => match config.routing().default_kind() {
+        (None, None) => match config.routing().default_kind() {
             Some(kind) => (None, of_kind(kind.get(), None)),
             None => {
                 return Err(Refusal::NoRoute {
@@ -300,6 +315,37 @@ routing:
         no_trusted[1].accepts = [false, false, false];
         let refused = target(&config, &no_trusted, &job(&["macos"], TrustClass::Trusted));
         assert!(matches!(refused, Err(Refusal::Trust { .. })));
+    }
+
+    // B3: a job pinned to a pool goes there and nowhere else, whatever its
+    // labels say; trust still narrows it; a pool no provider is, is refused.
+    #[test]
+    fn b3_a_job_pinned_to_a_pool_goes_there_alone() {
+        let config = Config::from_yaml_str(YAML).unwrap();
+        let pools = infos(&config, true);
+        let pinned = |labels: &[&str], trust, pool: &str| {
+            target(&config, &pools, &job(labels, trust).in_pool(pool))
+        };
+        let mac = pinned(&["linux"], TrustClass::Trusted, "mac").unwrap();
+        assert_eq!((mac.primary, mac.others), (Some(PoolId(1)), vec![]));
+        let vm = pinned(&[], TrustClass::Untrusted, "vm-2").unwrap();
+        assert_eq!((vm.primary, vm.others), (Some(PoolId(4)), vec![]));
+        let refused = pinned(&["linux"], TrustClass::Untrusted, "mac").unwrap_err();
+        assert_eq!(
+            refused,
+            Refusal::Trust {
+                trust: TrustClass::Untrusted,
+                pools: vec!["mac".into()]
+            }
+        );
+        let unknown = pinned(&["linux"], TrustClass::Trusted, "nowhere").unwrap_err();
+        assert_eq!(
+            unknown,
+            Refusal::NoPool {
+                pool: "nowhere".into()
+            }
+        );
+        assert_eq!(unknown.to_string(), "no pool is named \"nowhere\"");
     }
 
     #[test]

@@ -210,8 +210,8 @@ impl Provider for SimulatedProvider {
             Ok(parsed) => parsed,
             Err(err) => return Err(self.refuse(&spec.name, err)),
         };
-        if let Err(err) = spec.env.check() {
-            return Err(self.refuse(&spec.name, err));
+        if let Some(problem) = spec.env.problem() {
+            return Err(self.refuse(&spec.name, Error::invalid_spec(problem)));
         }
         let now = self.clock.now();
         let mut store = self.host.lock();

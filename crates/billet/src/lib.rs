@@ -35,6 +35,7 @@ pub mod cli;
 pub mod client;
 mod commit;
 pub mod engine;
+pub mod github;
 pub mod http;
 pub mod jobs;
 pub mod listener;

@@ -75,7 +75,10 @@ impl DockerProvider {
                 "the command is empty: a docker spec's command is an argv whose first element is the program to run",
             ));
         }
-        spec.env.check()
+        match spec.env.problem() {
+            Some(problem) => Err(Error::invalid_spec(problem)),
+            None => Ok(()),
+        }
     }
 
     fn create_body(&self, spec: &Spec, mark: &str) -> ContainerCreateBody {

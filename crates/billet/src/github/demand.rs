@@ -1,0 +1,466 @@
+//! Runners by demand (G6): which runners billet should have, given what
+//! GitHub has said of the jobs billet took. A core that decides without
+//! I/O: it is told facts (a job queued in a pool, a job taken by a runner,
+//! a job completed, a runner gone) and answers what to do (launch a runner
+//! in a pool, retire one).
+//!
+//! GitHub, not billet, decides which runner takes which job: the runner
+//! made for one job may take another whose labels fit. So billet accounts by
+//! demand: in each pool it keeps exactly one runner that no job has taken
+//! yet for each job it took there that no runner has taken yet. A runner
+//! that took a job is busy and counts for nothing; a runner whose job was
+//! taken by another runner, or completed, serves another waiting job of its
+//! pool if there is one, and is retired if not.
+//!
+//! Facts only move forward (a job's state never goes back, a runner that
+//! took a job stays busy), and [`Demand::settle`] decides from the facts
+//! alone, never from the order they came in: deliveries in any order,
+//! repeated or late, give the same runners.
+
+use std::collections::BTreeMap;
+
+/// A runner billet made, by the number it was given. Its billet job and
+/// instance are named from it by the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunnerId(pub u64);
+
+/// Where a GitHub job billet took stands, as GitHub said. Ordered: a job
+/// only moves forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobStage {
+    /// Waiting for a runner.
+    Queued,
+    /// A runner took it.
+    InProgress,
+    /// It ended.
+    Completed,
+}
+
+/// A GitHub job billet took, or heard of before it took it (a late
+/// `queued` after its `completed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TakenJob {
+    /// The pool that took it; `None` while only its later stages are known.
+    pool: Option<String>,
+    stage: JobStage,
+}
+
+/// A runner billet made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Runner {
+    pool: String,
+    /// The waiting job it is kept for, while no job has taken it.
+    kept_for: Option<u64>,
+    /// The job it took, once GitHub said so.
+    took: Option<u64>,
+    /// It was retired, or its instance ended: it takes nothing more.
+    gone: bool,
+}
+
+/// What billet should do for its runners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// Launch a new runner in `pool`, kept for GitHub job `for_job`.
+    Launch {
+        /// The runner's number.
+        runner: RunnerId,
+        /// The pool.
+        pool: String,
+        /// The job it is made for.
+        for_job: u64,
+    },
+    /// Retire a runner no waiting job needs: cancel it if it has not
+    /// started, else remove its registration (which GitHub refuses while it
+    /// runs a job) and destroy it.
+    Retire {
+        /// The runner.
+        runner: RunnerId,
+    },
+}
+
+/// The runners billet keeps for the GitHub jobs it took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Demand {
+    jobs: BTreeMap<u64, TakenJob>,
+    runners: BTreeMap<RunnerId, Runner>,
+    next_runner: u64,
+}
+
+impl Demand {
+    /// No job taken, no runner made; the next runner is numbered `first`.
+    pub fn new(first: u64) -> Demand {
+        Demand {
+            next_runner: first,
+            ..Demand::default()
+        }
+    }
+
+    /// GitHub job `job` was taken into `pool` (its `queued` delivery, or
+    /// the reconcile's finding). Taking a job twice changes nothing; its
+    /// pool is the first one given. A job already said to be further on
+    /// stays there.
+    pub fn taken(&mut self, job: u64, pool: &str) {
+        let taken = self.jobs.entry(job).or_insert(TakenJob {
+            pool: None,
+            stage: JobStage::Queued,
+        });
+        taken.pool.get_or_insert_with(|| pool.to_owned());
+    }
+
+    /// GitHub said job `job` reached `stage` (a delivery or the API). A
+    /// stage behind the known one changes nothing; a job not taken yet is
+    /// remembered at that stage, so that a `queued` arriving late cannot
+    /// make it wait again.
+    pub fn reached(&mut self, job: u64, stage: JobStage) {
+        let taken = self
+            .jobs
+            .entry(job)
+            .or_insert(TakenJob { pool: None, stage });
+        taken.stage = taken.stage.max(stage);
+    }
+
+    /// GitHub said runner `runner` took job `job` (`in_progress`). The
+    /// first job a runner is said to take is the one it took.
+    pub fn took(&mut self, runner: RunnerId, job: u64) {
+        if let Some(held) = self.runners.get_mut(&runner) {
+            held.took.get_or_insert(job);
+            held.kept_for = None;
+        }
+        self.reached(job, JobStage::InProgress);
+    }
+
+    /// Runner `runner` is gone: its instance ended, or it was retired.
+    pub fn gone(&mut self, runner: RunnerId) {
+        if let Some(held) = self.runners.get_mut(&runner) {
+            held.gone = true;
+            held.kept_for = None;
+        }
+    }
+
+    /// A runner billet made before a restart, with what it was kept for and
+    /// what it took: keeps its number from being given again.
+    pub fn restore(
+        &mut self,
+        runner: RunnerId,
+        pool: &str,
+        kept_for: Option<u64>,
+        took: Option<u64>,
+    ) {
+        self.next_runner = self.next_runner.max(runner.0 + 1);
+        self.runners.insert(
+            runner,
+            Runner {
+                pool: pool.to_owned(),
+                kept_for: kept_for.filter(|_| took.is_none()),
+                took,
+                gone: false,
+            },
+        );
+    }
+
+    /// Forgets job `job` once it completed and no runner is kept for it:
+    /// what a table of taken jobs is bounded by.
+    pub fn forget(&mut self, job: u64) {
+        let completed = self
+            .jobs
+            .get(&job)
+            .is_some_and(|taken| taken.stage == JobStage::Completed);
+        let kept = self.runners.values().any(|r| r.kept_for == Some(job));
+        if completed && !kept {
+            self.jobs.remove(&job);
+        }
+    }
+
+    /// Forgets runner `runner` once it is gone.
+    pub fn forget_runner(&mut self, runner: RunnerId) {
+        if self.runners.get(&runner).is_some_and(|held| held.gone) {
+            self.runners.remove(&runner);
+        }
+    }
+
+    /// What to do now so that each pool keeps exactly one untaken runner for
+    /// each of its waiting jobs: a runner whose job no longer waits is kept
+    /// for another waiting job of its pool (the oldest, by GitHub's id), or
+    /// retired; a waiting job with no runner kept for it gets a new one.
+    pub fn settle(&mut self) -> Vec<Act> {
+        let mut acts = Vec::new();
+        // Runners whose job no longer waits are free.
+        let mut free: Vec<RunnerId> = Vec::new();
+        for (&id, runner) in &mut self.runners {
+            if runner.gone || runner.took.is_some() {
+                runner.kept_for = None;
+                continue;
+            }
+            let waits = runner
+                .kept_for
+                .and_then(|job| self.jobs.get(&job))
+                .is_some_and(|job| job.stage == JobStage::Queued);
+            if !waits {
+                runner.kept_for = None;
+                free.push(id);
+            }
+        }
+        // Waiting jobs without a runner, oldest first.
+        let kept: std::collections::BTreeSet<u64> =
+            self.runners.values().filter_map(|r| r.kept_for).collect();
+        let waiting: Vec<(u64, String)> = self
+            .jobs
+            .iter()
+            .filter(|(id, job)| job.stage == JobStage::Queued && !kept.contains(id))
+            .filter_map(|(id, job)| Some((*id, job.pool.clone()?)))
+            .collect();
+        for (job, pool) in waiting {
+            let spare = free
+                .iter()
+                .position(|id| self.runners.get(id).is_some_and(|r| r.pool == pool));
+            match spare {
+                Some(at) => {
+                    let id = free.remove(at);
+                    if let Some(runner) = self.runners.get_mut(&id) {
+                        runner.kept_for = Some(job);
+                    }
+                }
+                None => {
+                    let runner = RunnerId(self.next_runner);
+                    self.next_runner += 1;
+                    self.runners.insert(
+                        runner,
+                        Runner {
+                            pool: pool.clone(),
+                            kept_for: Some(job),
+                            took: None,
+                            gone: false,
+                        },
+                    );
+                    acts.push(Act::Launch {
+                        runner,
+                        pool,
+                        for_job: job,
+                    });
+                }
+            }
+        }
+        for runner in free {
+            if let Some(held) = self.runners.get_mut(&runner) {
+                held.gone = true;
+            }
+            acts.push(Act::Retire { runner });
+        }
+        acts
+    }
+
+    /// How many runners of `pool` no job has taken and that are not gone:
+    /// starting or idle.
+    pub fn untaken_runners(&self, pool: &str) -> usize {
+        self.runners
+            .values()
+            .filter(|r| r.pool == pool && !r.gone && r.took.is_none())
+            .count()
+    }
+
+    /// How many jobs billet took in `pool` that no runner has taken yet.
+    pub fn waiting_jobs(&self, pool: &str) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.pool.as_deref() == Some(pool) && j.stage == JobStage::Queued)
+            .count()
+    }
+
+    /// The job runner `runner` is kept for, and the one it took.
+    pub fn runner(&self, runner: RunnerId) -> Option<(Option<u64>, Option<u64>)> {
+        self.runners.get(&runner).map(|r| (r.kept_for, r.took))
+    }
+
+    /// Where job `job` stands, if billet took it.
+    pub fn stage(&self, job: u64) -> Option<JobStage> {
+        self.jobs.get(&job).map(|j| j.stage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn launch(runner: u64, pool: &str, for_job: u64) -> Act {
+        Act::Launch {
+            runner: RunnerId(runner),
+            pool: pool.to_owned(),
+            for_job,
+        }
+    }
+
+    // G6: a runner for each waiting job; a runner made for one job that takes
+    // another leaves its runner to the first; a completed job's runner is
+    // retired; a busy runner counts for nothing.
+    #[test]
+    fn g6_runners_follow_demand_not_identity() {
+        let mut demand = Demand::new(1);
+        demand.taken(10, "linux");
+        demand.taken(11, "linux");
+        demand.taken(20, "gpu");
+        assert_eq!(
+            demand.settle(),
+            [
+                launch(1, "linux", 10),
+                launch(2, "linux", 11),
+                launch(3, "gpu", 20)
+            ]
+        );
+        assert_eq!(demand.settle(), [], "settled: nothing more");
+        assert_eq!(demand.untaken_runners("linux"), 2);
+        assert_eq!(demand.waiting_jobs("linux"), 2);
+
+        // Runner 1 (made for 10) takes 11: runner 2 (made for 11) is kept
+        // for 10 now; nothing is launched or retired.
+        demand.took(RunnerId(1), 11);
+        assert_eq!(demand.settle(), []);
+        assert_eq!(demand.runner(RunnerId(2)), Some((Some(10), None)));
+        assert_eq!(demand.runner(RunnerId(1)), Some((None, Some(11))));
+        assert_eq!(
+            (
+                demand.untaken_runners("linux"),
+                demand.waiting_jobs("linux")
+            ),
+            (1, 1)
+        );
+
+        // Job 20 completes before any runner takes it: its runner retires.
+        demand.reached(20, JobStage::Completed);
+        assert_eq!(
+            demand.settle(),
+            [Act::Retire {
+                runner: RunnerId(3)
+            }]
+        );
+        assert_eq!(demand.untaken_runners("gpu"), 0);
+
+        // A runner of billet's takes a job billet never took (its delivery
+        // was lost): the job it was kept for gets a new runner.
+        demand.took(RunnerId(2), 99);
+        assert_eq!(demand.settle(), [launch(4, "linux", 10)]);
+
+        // A runner that dies before taking anything is replaced.
+        demand.gone(RunnerId(4));
+        assert_eq!(demand.settle(), [launch(5, "linux", 10)]);
+        demand.forget_runner(RunnerId(4));
+        assert_eq!(demand.runner(RunnerId(4)), None);
+        demand.forget_runner(RunnerId(5));
+        assert!(demand.runner(RunnerId(5)).is_some(), "not gone: kept");
+
+        // Completed jobs with no runner kept for them are forgotten.
+        demand.reached(10, JobStage::Completed);
+        assert_eq!(
+            demand.settle(),
+            [Act::Retire {
+                runner: RunnerId(5)
+            }]
+        );
+        demand.forget(10);
+        demand.forget(11);
+        assert_eq!(demand.stage(10), None);
+        assert_eq!(
+            demand.stage(11),
+            Some(JobStage::InProgress),
+            "not completed: kept"
+        );
+    }
+
+    // G6: a stage behind the known one, a job taken twice, a runner said to
+    // take a second job, and facts about jobs billet never took change nothing.
+    #[test]
+    fn g6_facts_only_move_forward() {
+        let mut demand = Demand::new(1);
+        demand.taken(1, "linux");
+        demand.reached(1, JobStage::Completed);
+        demand.reached(1, JobStage::Queued);
+        demand.taken(1, "gpu");
+        assert_eq!(demand.stage(1), Some(JobStage::Completed));
+        assert_eq!(demand.settle(), []);
+        // A job heard of only as taken is remembered so; queued late, it
+        // does not wait again.
+        demand.reached(2, JobStage::InProgress);
+        assert_eq!(demand.stage(2), Some(JobStage::InProgress));
+        demand.taken(2, "linux");
+        assert_eq!(demand.stage(2), Some(JobStage::InProgress));
+        assert_eq!(demand.waiting_jobs("linux"), 0);
+        assert_eq!(demand.settle(), []);
+
+        let mut demand = Demand::new(7);
+        demand.taken(5, "linux");
+        assert_eq!(demand.settle(), [launch(7, "linux", 5)]);
+        demand.took(RunnerId(7), 5);
+        demand.took(RunnerId(7), 6);
+        assert_eq!(demand.runner(RunnerId(7)), Some((None, Some(5))));
+        demand.took(RunnerId(99), 5);
+        assert_eq!(demand.runner(RunnerId(99)), None);
+        demand.reached(5, JobStage::Queued);
+        assert_eq!(demand.stage(5), Some(JobStage::InProgress));
+
+        // A restored runner keeps its number from being given again, and is
+        // kept for its job only while nothing took it.
+        let mut demand = Demand::new(1);
+        demand.taken(3, "linux");
+        demand.restore(RunnerId(40), "linux", Some(3), None);
+        demand.restore(RunnerId(41), "linux", Some(3), Some(8));
+        assert_eq!(demand.runner(RunnerId(41)), Some((None, Some(8))));
+        assert_eq!(demand.settle(), []);
+        demand.taken(4, "linux");
+        assert_eq!(demand.settle(), [launch(42, "linux", 4)]);
+    }
+
+    /// One GitHub job's deliveries, as they may arrive.
+    #[derive(Debug, Clone, Copy)]
+    enum Delivery {
+        Queued,
+        InProgress(u64),
+        Completed,
+    }
+
+    fn apply(demand: &mut Demand, job: u64, delivery: Delivery) -> Vec<Act> {
+        match delivery {
+            Delivery::Queued => demand.taken(job, "linux"),
+            Delivery::InProgress(runner) => demand.took(RunnerId(runner), job),
+            Delivery::Completed => demand.reached(job, JobStage::Completed),
+        }
+        demand.settle()
+    }
+
+    proptest! {
+        // G6: the deliveries of two jobs, in any order, each repeated any
+        // number of times, always give the same end (both jobs completed,
+        // no job waiting, every runner busy or retired), and at no step are
+        // there more untaken runners than waiting jobs.
+        #[test]
+        fn g6_any_order_and_repetition_gives_the_same_end(
+            order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle(),
+            repeats in proptest::collection::vec(0..6usize, 0..6),
+        ) {
+            // In order: both jobs queued, runner 1 takes job 2 and runner 2
+            // job 1, both complete.
+            let script = [
+                (1, Delivery::Queued),
+                (2, Delivery::Queued),
+                (2, Delivery::InProgress(1)),
+                (1, Delivery::InProgress(2)),
+                (1, Delivery::Completed),
+                (2, Delivery::Completed),
+            ];
+            let mut shuffled: Vec<(u64, Delivery)> = order.iter().map(|&i| script[i]).collect();
+            for &r in &repeats {
+                let at = r % (shuffled.len() + 1);
+                shuffled.insert(at, script[r]);
+            }
+            let mut demand = Demand::new(1);
+            for (job, delivery) in shuffled {
+                apply(&mut demand, job, delivery);
+                prop_assert!(demand.untaken_runners("linux") <= demand.waiting_jobs("linux"));
+            }
+            prop_assert_eq!(demand.waiting_jobs("linux"), 0);
+            prop_assert_eq!(demand.untaken_runners("linux"), 0);
+            prop_assert_eq!(demand.stage(1), Some(JobStage::Completed));
+            prop_assert_eq!(demand.stage(2), Some(JobStage::Completed));
+            prop_assert!(demand.runners.values().all(|r| r.gone || r.took.is_some()));
+        }
+    }
+}
