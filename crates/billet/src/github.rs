@@ -1,6 +1,8 @@
-//! The GitHub Actions intake's decisions in the service (the G clauses):
-//! which runners billet keeps for the GitHub jobs it took
-//! ([`demand`]). GitHub's side (deliveries, signatures, the API) is the
-//! `billet-github` crate's.
+//! The GitHub Actions intake in the service (the G clauses): the webhook
+//! and the deliveries it commits ([`webhook`], [`deliveries`]), and which
+//! runners billet keeps for the GitHub jobs it took ([`demand`]). GitHub's
+//! side (payloads, signatures, the API) is the `billet-github` crate's.
 
+pub mod deliveries;
 pub mod demand;
+pub mod webhook;

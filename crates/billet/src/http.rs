@@ -19,6 +19,7 @@ use serde_json::json;
 
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
+use crate::github::webhook::{self, Received, Webhook};
 use crate::output::OutputStore;
 use crate::store::StoreError;
 use crate::token::{Caller, Credentials, Grant, Grants};
@@ -50,6 +51,8 @@ pub struct AppState {
     pub limits: JobLimits,
     /// Where jobs' output is kept (L15), if anywhere.
     pub output: Option<Arc<OutputStore>>,
+    /// GitHub's webhook (G2), if `billet.yaml` configures the intake.
+    pub github: Option<Arc<Webhook>>,
     /// Set on the routes of a connection past `--max-connections` (L12):
     /// every request but `/healthz` answers `503` with `Retry-After`.
     pub overflow: bool,
@@ -90,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(get_job).delete(cancel))
         .route("/v1/jobs/{id}/output", get(job_output))
         .route("/v1/pools", get(pools))
+        .route("/v1/github/webhook", axum::routing::post(github_webhook))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .fallback(not_found)
@@ -207,6 +211,10 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return response;
+        }
+        // G2: GitHub signs its deliveries; it holds no token of billet's.
+        if app.github.is_some() && request.uri().path() == WEBHOOK_PATH {
+            return next.run(request).await;
         }
         let caller = request
             .headers()
@@ -514,6 +522,82 @@ async fn metrics(State(app): State<AppState>, Extension(grants): Extension<Grant
         app.shared.metrics.render(),
     )
         .into_response()
+}
+
+/// The path GitHub's deliveries are posted to (G2).
+pub const WEBHOOK_PATH: &str = "/v1/github/webhook";
+
+/// `POST /v1/github/webhook` (G2): no bearer token; the delivery's
+/// signature is checked over its raw body before anything is read; a body
+/// over [`webhook::MAX_DELIVERY_BYTES`] answers `413`. Answers `{"result":
+/// ...}` (and `error` when refused) with [`Received::status`], and counts it.
+async fn github_webhook(State(app): State<AppState>, request: Request) -> Response {
+    let Some(hook) = app.github.clone() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("no such path: {WEBHOOK_PATH} (billet.yaml has no `github:` section)"),
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let header_text = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let event = header_text("x-github-event");
+    let delivery = header_text("x-github-delivery");
+    let signature = header_text(billet_github::SIGNATURE_HEADER);
+    let bytes = match tokio::time::timeout(
+        BODY_TIMEOUT,
+        axum::body::to_bytes(body, webhook::MAX_DELIVERY_BYTES),
+    )
+    .await
+    {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            app.shared.metrics.delivery("unverified", "too_large");
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the delivery is larger than the {} bytes allowed",
+                    webhook::MAX_DELIVERY_BYTES
+                ),
+            );
+        }
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {}s", BODY_TIMEOUT.as_secs()),
+            );
+        }
+    };
+    let now = app.shared.now();
+    let (received, event) = tokio::task::spawn_blocking(move || {
+        let received = hook.receive(
+            event.as_deref(),
+            delivery.as_deref(),
+            signature.as_deref(),
+            &bytes,
+            now,
+        );
+        let label = webhook::event_label(event.as_deref(), &received);
+        (received, label)
+    })
+    .await
+    .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()));
+    app.shared.metrics.delivery(&event, received.result());
+    let status =
+        StatusCode::from_u16(received.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = match &received {
+        Received::Unsigned(why) => json!({ "result": received.result(), "error": why.to_string() }),
+        Received::Unreadable(why) | Received::Unwritten(why) => {
+            json!({ "result": received.result(), "error": why })
+        }
+        _ => json!({ "result": received.result() }),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 /// `200 {"status": "ok"}`, or `503 {"status": "degraded", "unreadable":

@@ -23,6 +23,12 @@ struct ForeignLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabel {
+    event: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: String,
 }
@@ -41,6 +47,7 @@ pub struct Metrics {
     contested: Family<PoolLabel, Gauge>,
     unsettled: Family<PoolLabel, Gauge>,
     foreign: Family<ForeignLabel, Counter>,
+    deliveries: Family<DeliveryLabel, Counter>,
     /// Each configured pool's gauges, in the order the pools were named:
     /// handles on the families' own series, so that `observe` (once per
     /// engine step) sets them without a label's hash and lookup.
@@ -74,6 +81,12 @@ impl Metrics {
         let contested = Family::<PoolLabel, Gauge>::default();
         let unsettled = Family::<PoolLabel, Gauge>::default();
         let foreign = Family::<ForeignLabel, Counter>::default();
+        let deliveries = Family::<DeliveryLabel, Counter>::default();
+        registry.register(
+            "billet_github_deliveries",
+            "GitHub webhook deliveries, by event and by what they were answered",
+            deliveries.clone(),
+        );
         registry.register(
             "billet_pool_contested",
             "Instances another live store launched into a pool, in its last inventory (L10)",
@@ -158,6 +171,7 @@ impl Metrics {
             contested,
             unsettled,
             foreign,
+            deliveries,
             pools: gauges,
         }
     }
@@ -220,6 +234,17 @@ impl Metrics {
         self.inventory_errors
             .get_or_create(&PoolLabel {
                 pool: pool.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a GitHub delivery of `event` answered `result`: the
+    /// caller bounds both to a few names.
+    pub fn delivery(&self, event: &str, result: &str) {
+        self.deliveries
+            .get_or_create(&DeliveryLabel {
+                event: event.to_owned(),
+                result: result.to_owned(),
             })
             .inc();
     }

@@ -17,6 +17,8 @@ use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
 use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
+use crate::github::deliveries::Deliveries;
+use crate::github::webhook::Webhook;
 use crate::http::{AppState, JobLimits, router};
 use crate::listener;
 use crate::output::{Capturing, OutputStore};
@@ -94,6 +96,9 @@ pub struct Limits {
     /// Where jobs' output is captured (L15); `None`, the default: nowhere,
     /// and `GET /v1/jobs/{id}/output` answers `404`.
     pub output: Option<Arc<OutputStore>>,
+    /// GitHub's webhook (G2), when `billet.yaml` has a `github:` section;
+    /// `None`, the default: `POST /v1/github/webhook` answers `404`.
+    pub github: Option<Arc<Webhook>>,
 }
 
 impl Default for Limits {
@@ -104,6 +109,7 @@ impl Default for Limits {
             max_connections_per_peer: listener::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             engine: Bounds::default(),
             output: None,
+            github: None,
         }
     }
 }
@@ -136,6 +142,11 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// The GitHub intake could not start: its webhook secret file cannot be
+    /// read, is empty, or others may read it (L13); or its deliveries'
+    /// database cannot be opened.
+    #[error("github: {0}")]
+    Github(String),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -248,6 +259,7 @@ impl Service {
             credentials: Arc::new(credentials),
             limits: limits.jobs,
             output: limits.output.clone(),
+            github: limits.github.clone(),
             overflow: false,
         };
         let routes = router(state.clone());
@@ -534,6 +546,19 @@ pub async fn serve(
             path: options.state.join("output"),
             source,
         })?;
+    let github = match config.github() {
+        Some(settings) => {
+            let secret = read_secret(&settings.webhook_secret_file)?;
+            let deliveries = Deliveries::open(&options.state)?;
+            tracing::info!(
+                scopes = settings.scopes.len(),
+                pools = settings.pools.len(),
+                "GitHub's webhook is served at POST /v1/github/webhook (runners are not started yet: this release records deliveries)"
+            );
+            Some(Arc::new(Webhook::new(secret, deliveries)))
+        }
+        None => None,
+    };
     let mut builder = Pools::builder(config).settings(settings);
     for (name, provider) in providers {
         let capturing: Arc<dyn billet_provider::Provider> =
@@ -589,6 +614,7 @@ pub async fn serve(
                 ..Bounds::default()
             },
             output: Some(output),
+            github,
         },
     )
     .await?;
@@ -599,9 +625,76 @@ pub async fn serve(
     result
 }
 
+/// The webhook's secret from `path`, its trailing line end dropped: refused
+/// when others may read or write the file (L13), or when it is empty.
+fn read_secret(path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
+    let shown = path.display();
+    let refuse =
+        |why: String| ServeError::Github(format!("the webhook secret file {shown}: {why}"));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|error| refuse(error.to_string()))?
+            .permissions()
+            .mode()
+            & 0o7777;
+        if mode & 0o066 != 0 {
+            return Err(refuse(format!(
+                "mode {mode:04o}: group and others must not read or write it (chmod 600 {shown})"
+            )));
+        }
+    }
+    let mut secret = std::fs::read(path).map_err(|error| refuse(error.to_string()))?;
+    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        secret.pop();
+    }
+    if secret.is_empty() {
+        return Err(refuse(
+            "it is empty: write the secret GitHub's webhook is given".to_owned(),
+        ));
+    }
+    Ok(secret)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // G1, L13: the webhook's secret is read without its line end; a file
+    // others may read or write, an empty one and a missing one are refused,
+    // each saying so.
+    #[test]
+    fn g1_the_webhook_secret_is_read_private_and_not_empty() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::store::private_tempdir();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "s3cret\r\n").unwrap();
+        for mode in [0o600, 0o400] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(read_secret(&path).unwrap(), b"s3cret");
+        }
+        for mode in [0o640, 0o604, 0o620, 0o602] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let error = read_secret(&path).unwrap_err().to_string();
+            assert!(error.contains(&format!("mode 0{mode:o}")), "{error}");
+            assert!(error.contains("chmod 600"), "{error}");
+        }
+        std::fs::write(&path, "\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(
+            read_secret(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        let missing = read_secret(&dir.path().join("none")).unwrap_err();
+        assert!(
+            missing.to_string().contains("webhook secret file"),
+            "{missing}"
+        );
+        assert_eq!(missing.exit_code(), 2);
+    }
 
     fn options() -> ServeOptions {
         let secs = Duration::from_secs;

@@ -592,7 +592,7 @@ fn exposure(dir: &Path, is_dir: bool, mode: u32, owner: u32, user: u32) -> Resul
 
 /// Leaves `path` readable and writable by its owner only; nothing when it
 /// does not exist (SQLite's `-shm` may not, yet).
-fn private_file(path: &Path) -> Result<(), StoreError> {
+pub(crate) fn private_file(path: &Path) -> Result<(), StoreError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

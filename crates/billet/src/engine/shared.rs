@@ -116,6 +116,11 @@ pub struct Health {
 }
 
 impl Shared {
+    /// The time by the service's clock.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
     /// Every pool as the engine's last step left it (what `GET /v1/pools`
     /// answers), in configuration order.
     pub fn pools(&self) -> Vec<PoolView> {

@@ -1,0 +1,224 @@
+//! The deliveries GitHub sent and what they said of each GitHub job, kept
+//! in their own SQLite database (`DIR/github.db`, mode 0600 like the
+//! store), so that a delivery is committed before it is answered and a
+//! redelivery is known after a restart (G2).
+//!
+//! Bounded: a delivery is kept [`KEEP`] (GitHub lets an operator redeliver
+//! the last three days' deliveries), and a GitHub job as long after it
+//! completed; both are removed as new deliveries are committed.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use billet_github::{Action, WorkflowJobEvent};
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::store::{StoreError, private_file};
+
+/// How long a delivery's id, and a completed job, are kept.
+pub const KEEP: Duration = Duration::from_secs(3 * 24 * 60 * 60);
+
+/// The database file's name inside the state directory.
+pub const DATABASE_FILE: &str = "github.db";
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS deliveries (
+    id TEXT PRIMARY KEY,
+    received_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS deliveries_by_age ON deliveries (received_at);
+CREATE TABLE IF NOT EXISTS github_jobs (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    repository TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    stage INTEGER NOT NULL,
+    runner TEXT,
+    conclusion TEXT,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS github_jobs_completed ON github_jobs (updated_at) WHERE stage = 3;
+";
+
+/// A GitHub job as the deliveries left it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFacts {
+    /// GitHub's job id.
+    pub id: u64,
+    /// Its run.
+    pub run_id: u64,
+    /// `OWNER/NAME`.
+    pub repository: String,
+    /// Its `runs-on` labels.
+    pub labels: Vec<String>,
+    /// The furthest action any delivery said.
+    pub action: Action,
+    /// The runner that took it, once one did.
+    pub runner: Option<String>,
+    /// How it ended, once it did.
+    pub conclusion: Option<String>,
+}
+
+/// What committing a delivery found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Committed {
+    /// A delivery not seen before: committed.
+    New,
+    /// Its id was committed before (a redelivery): nothing changed.
+    Repeated,
+}
+
+/// The deliveries' database.
+#[derive(Debug)]
+pub struct Deliveries {
+    conn: Connection,
+}
+
+/// How far an action goes, as stored: forward only.
+fn rank(action: Action) -> i64 {
+    match action {
+        Action::Waiting => 0,
+        Action::Queued => 1,
+        Action::InProgress => 2,
+        Action::Completed => 3,
+        Action::Unknown => -1,
+    }
+}
+
+fn action_of(rank: i64) -> Action {
+    match rank {
+        0 => Action::Waiting,
+        1 => Action::Queued,
+        2 => Action::InProgress,
+        3 => Action::Completed,
+        _ => Action::Unknown,
+    }
+}
+
+fn millis(at: SystemTime) -> i64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Deliveries {
+    /// Opens (or makes) `DIR/github.db` and its journal, private to their
+    /// owner (L13).
+    pub fn open(dir: &Path) -> Result<Deliveries, StoreError> {
+        let path = dir.join(DATABASE_FILE);
+        let corrupt = |error: rusqlite::Error| StoreError::Corrupt {
+            path: path.clone(),
+            detail: error.to_string(),
+        };
+        let conn = Connection::open(&path).map_err(corrupt)?;
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+            .map_err(corrupt)?;
+        let deliveries = Deliveries::with(conn).map_err(corrupt)?;
+        for suffix in ["", "-wal", "-shm"] {
+            private_file(&dir.join(format!("{DATABASE_FILE}{suffix}")))?;
+        }
+        Ok(deliveries)
+    }
+
+    /// A database in memory, kept for the service's life alone.
+    pub fn memory() -> rusqlite::Result<Deliveries> {
+        Deliveries::with(Connection::open_in_memory()?)
+    }
+
+    fn with(conn: Connection) -> rusqlite::Result<Deliveries> {
+        conn.execute_batch(SCHEMA)?;
+        Ok(Deliveries { conn })
+    }
+
+    /// Commits delivery `id` at `now`, and what `event` says of its job
+    /// (forward only: an action behind the one kept changes nothing but
+    /// what only it says). A delivery id committed before changes nothing.
+    /// Deliveries and completed jobs older than [`KEEP`] are removed in the
+    /// same transaction.
+    pub fn commit(
+        &mut self,
+        id: &str,
+        event: Option<&WorkflowJobEvent>,
+        now: SystemTime,
+    ) -> rusqlite::Result<Committed> {
+        let at = millis(now);
+        let cutoff = millis(now.checked_sub(KEEP).unwrap_or(SystemTime::UNIX_EPOCH));
+        let tx = self.conn.transaction()?;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO deliveries (id, received_at) VALUES (?1, ?2)",
+            params![id, at],
+        )?;
+        if inserted == 0 {
+            return Ok(Committed::Repeated);
+        }
+        if let Some(event) = event {
+            let job = &event.workflow_job;
+            let labels = serde_json::to_string(&job.labels).unwrap_or_else(|_| "[]".to_owned());
+            let runner = (event.action >= Action::InProgress)
+                .then(|| job.runner_name.clone())
+                .flatten();
+            let conclusion = (event.action == Action::Completed)
+                .then(|| job.conclusion.clone())
+                .flatten();
+            tx.execute(
+                "INSERT INTO github_jobs (id, run_id, repository, labels, stage, runner, conclusion, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (id) DO UPDATE SET
+                   stage = MAX(stage, excluded.stage),
+                   runner = COALESCE(runner, excluded.runner),
+                   conclusion = COALESCE(conclusion, excluded.conclusion),
+                   updated_at = excluded.updated_at",
+                params![
+                    i64::try_from(job.id).unwrap_or(i64::MAX),
+                    i64::try_from(job.run_id).unwrap_or(i64::MAX),
+                    event.repository.full_name,
+                    labels,
+                    rank(event.action),
+                    runner,
+                    conclusion,
+                    at,
+                ],
+            )?;
+        }
+        tx.execute(
+            "DELETE FROM deliveries WHERE received_at < ?1",
+            params![cutoff],
+        )?;
+        tx.execute(
+            "DELETE FROM github_jobs WHERE stage = 3 AND updated_at < ?1",
+            params![cutoff],
+        )?;
+        tx.commit()?;
+        Ok(Committed::New)
+    }
+
+    /// What the deliveries said of GitHub job `id`, if any was kept.
+    pub fn job(&self, id: u64) -> rusqlite::Result<Option<JobFacts>> {
+        self.conn
+            .query_row(
+                "SELECT id, run_id, repository, labels, stage, runner, conclusion FROM github_jobs WHERE id = ?1",
+                params![i64::try_from(id).unwrap_or(i64::MAX)],
+                |row| {
+                    let labels: String = row.get(3)?;
+                    Ok(JobFacts {
+                        id: row.get::<_, i64>(0)? as u64,
+                        run_id: row.get::<_, i64>(1)? as u64,
+                        repository: row.get(2)?,
+                        labels: serde_json::from_str(&labels).unwrap_or_default(),
+                        action: action_of(row.get(4)?),
+                        runner: row.get(5)?,
+                        conclusion: row.get(6)?,
+                    })
+                },
+            )
+            .optional()
+    }
+
+    /// How many delivery ids are kept.
+    pub fn kept(&self) -> rusqlite::Result<u64> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM deliveries", [], |row| {
+                row.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+    }
+}

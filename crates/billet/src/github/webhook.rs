@@ -1,0 +1,160 @@
+//! `POST /v1/github/webhook` (G2): what a delivery is answered, decided
+//! before anything is parsed by its signature, and committed before it is
+//! answered `202`.
+
+use std::time::SystemTime;
+
+use billet_github::{Delivery, SignatureError, verify_signature};
+use parking_lot::Mutex;
+
+use super::deliveries::{Committed, Deliveries};
+
+/// The longest body a delivery may have: `413` past it. GitHub caps its
+/// payloads at 25 MB, but a `workflow_job` delivery is some kilobytes (its
+/// example payloads are 7 to 12 KB); a megabyte leaves room for a job of a
+/// thousand steps.
+pub const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
+
+/// The longest `X-GitHub-Delivery` taken (GitHub sends a 36-character GUID).
+pub const MAX_DELIVERY_ID: usize = 128;
+
+/// What a delivery was answered, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// `ping`: `200`.
+    Pong,
+    /// An event billet does not act on: `202`, counted, nothing else.
+    Counted,
+    /// A `workflow_job` delivery, committed: `202`.
+    Accepted,
+    /// A delivery id committed before (a redelivery): `200`, nothing changed.
+    Repeated,
+    /// The signature is missing, malformed or wrong: `401`, nothing recorded.
+    Unsigned(SignatureError),
+    /// Signed, but not a delivery billet can read (no event or delivery id,
+    /// a body that is not the documented event): `400`, nothing recorded.
+    Unreadable(String),
+    /// It could not be committed: `503`, nothing recorded; GitHub's
+    /// operator may redeliver it.
+    Unwritten(String),
+}
+
+impl Received {
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Received::Pong | Received::Repeated => 200,
+            Received::Counted | Received::Accepted => 202,
+            Received::Unsigned(_) => 401,
+            Received::Unreadable(_) => 400,
+            Received::Unwritten(_) => 503,
+        }
+    }
+
+    /// The `result` label of `billet_github_deliveries_total`.
+    pub fn result(&self) -> &'static str {
+        match self {
+            Received::Pong => "pong",
+            Received::Counted => "counted",
+            Received::Accepted => "accepted",
+            Received::Repeated => "repeated",
+            Received::Unsigned(_) => "unsigned",
+            Received::Unreadable(_) => "unreadable",
+            Received::Unwritten(_) => "unwritten",
+        }
+    }
+}
+
+/// The webhook: its secret, and where deliveries are committed.
+pub struct Webhook {
+    secret: Vec<u8>,
+    deliveries: Mutex<Deliveries>,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook").finish_non_exhaustive()
+    }
+}
+
+/// The `event` label a delivery is counted under: GitHub's event name when
+/// it is one (lower-case letters and `_`, at most 40), else `other`, so
+/// that no sender can grow the metric's series; `unverified` before its
+/// signature is checked.
+pub fn event_label(event: Option<&str>, received: &Received) -> String {
+    if matches!(received, Received::Unsigned(_)) {
+        return "unverified".to_owned();
+    }
+    match event {
+        Some(name)
+            if (1..=40).contains(&name.len())
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
+        {
+            name.to_owned()
+        }
+        _ => "other".to_owned(),
+    }
+}
+
+impl Webhook {
+    /// A webhook checking deliveries against `secret` and committing them to
+    /// `deliveries`.
+    pub fn new(secret: Vec<u8>, deliveries: Deliveries) -> Webhook {
+        Webhook {
+            secret,
+            deliveries: Mutex::new(deliveries),
+        }
+    }
+
+    /// Receives one delivery: its `X-GitHub-Event`, `X-GitHub-Delivery` and
+    /// `X-Hub-Signature-256` headers, and its raw body, at `now`. The
+    /// signature is checked first, over the raw bytes; nothing is read or
+    /// recorded before it holds. Blocks on the database: call it off the
+    /// runtime's workers.
+    pub fn receive(
+        &self,
+        event: Option<&str>,
+        delivery: Option<&str>,
+        signature: Option<&str>,
+        body: &[u8],
+        now: SystemTime,
+    ) -> Received {
+        if let Err(refused) = verify_signature(&self.secret, body, signature) {
+            return Received::Unsigned(refused);
+        }
+        let Some(event) = event else {
+            return Received::Unreadable("header `X-GitHub-Event` is missing".to_owned());
+        };
+        let event = match Delivery::parse(event, body) {
+            Ok(Delivery::Ping) => return Received::Pong,
+            Ok(Delivery::Other { .. }) => return Received::Counted,
+            Ok(Delivery::WorkflowJob(event)) => event,
+            Err(error) => return Received::Unreadable(error.to_string()),
+        };
+        let id = match delivery {
+            Some(id)
+                if (1..=MAX_DELIVERY_ID).contains(&id.len())
+                    && id.bytes().all(|b| b.is_ascii_graphic()) =>
+            {
+                id
+            }
+            _ => {
+                return Received::Unreadable(format!(
+                    "header `X-GitHub-Delivery` is missing, or not 1 to {MAX_DELIVERY_ID} visible characters"
+                ));
+            }
+        };
+        match self.deliveries.lock().commit(id, Some(&event), now) {
+            Ok(Committed::New) => Received::Accepted,
+            Ok(Committed::Repeated) => Received::Repeated,
+            Err(error) => {
+                Received::Unwritten(format!("the delivery could not be committed: {error}"))
+            }
+        }
+    }
+
+    /// What the deliveries said of GitHub job `id`.
+    pub fn job(&self, id: u64) -> Option<super::deliveries::JobFacts> {
+        self.deliveries.lock().job(id).ok().flatten()
+    }
+}
