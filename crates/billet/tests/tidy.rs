@@ -45,3 +45,54 @@ fn l1_the_service_is_a_production_crate_that_never_reaches_simulated() {
         );
     }
 }
+
+/// Crates that would hand the `log` facade's records to an output. bollard
+/// logs every request body it sends at `debug` through `log`, and a
+/// container's body holds its environment: a runner's JIT config (P2).
+const LOG_FORWARDERS: &[&str] = &[
+    "tracing-log",
+    "env_logger",
+    "pretty_env_logger",
+    "log4rs",
+    "fern",
+    "flexi_logger",
+    "simple_logger",
+    "simplelog",
+    "stderrlog",
+    "syslog",
+];
+
+/// The forwarders `lock` (a Cargo.lock's text) holds.
+fn forwarders_in(lock: &str) -> Vec<&str> {
+    lock.lines()
+        .filter_map(|line| line.strip_prefix("name = \""))
+        .filter_map(|rest| rest.strip_suffix('"'))
+        .filter(|name| LOG_FORWARDERS.contains(name))
+        .collect()
+}
+
+// P2: nothing in the build forwards the `log` facade's records anywhere, so
+// what bollard logs of a container's create body (its environment, a
+// runner's secrets) is dropped; and the check finds a forwarder planted in
+// a lock file.
+#[test]
+fn p2_no_logger_receives_the_log_facades_records() {
+    let lock =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock"))
+            .expect("Cargo.lock is committed");
+    assert_eq!(forwarders_in(&lock), Vec::<&str>::new());
+    let planted = format!("{lock}\n[[package]]\nname = \"tracing-log\"\nversion = \"0.2.0\"\n");
+    assert_eq!(forwarders_in(&planted), ["tracing-log"]);
+    for file in [
+        "src/logging.rs",
+        "src/main.rs",
+        "src/cli.rs",
+        "src/service.rs",
+    ] {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+        for call in ["set_logger", "set_boxed_logger", "LogTracer"] {
+            assert!(!text.contains(call), "{file} calls {call}");
+        }
+    }
+}
