@@ -85,6 +85,9 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/output/tests.rs",
         "crates/billet/src/metrics.rs",
         "crates/billet/src/github/demand.rs",
+        "crates/billet/src/github/take.rs",
+        "crates/billet/src/github/webhook.rs",
+        "crates/billet/src/github/deliveries.rs",
     ],
     tests: &[
         "--lib",
@@ -94,6 +97,7 @@ pub const ONLY: &[Only] = &[Only {
         "--test=limits",
         "--test=quiescence",
         "--test=disk",
+        "--test=github_webhook",
     ],
 }];
 

@@ -5,4 +5,5 @@
 
 pub mod deliveries;
 pub mod demand;
+pub mod take;
 pub mod webhook;
