@@ -123,6 +123,7 @@ fn lone_commit(n: usize) -> (Duration, Duration) {
             trust: TrustClass::Trusted,
             timeout: None,
             key: None,
+            pinned: None,
         };
         let change = Change::Accepted(Box::new(JobRecord::accepted(id, job, SystemTime::now())));
         let started = Instant::now();

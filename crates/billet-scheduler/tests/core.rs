@@ -104,6 +104,35 @@ fn b3_specs_carry_the_pool_settings() {
     assert_eq!(world.core.settings().orphan_grace, secs(30));
 }
 
+// B3: a pinned job is routed to its pool whatever its labels, each time,
+// also after jobs of the same labels were routed elsewhere or refused; its
+// launch is in that pool.
+#[test]
+fn b3_a_pinned_job_is_placed_in_its_pool_whatever_its_labels() {
+    let mut world = World::new(config(THREE));
+    world.settle();
+    let linux = || job(1, 1, 0).with_labels(["linux"]);
+    assert_eq!(world.core.would_take(&linux()), Ok(()));
+    assert_eq!(
+        world.core.would_take(&linux().in_pool("nowhere")),
+        Err(Refusal::NoPool {
+            pool: "nowhere".into()
+        })
+    );
+    world.submit(linux().in_pool("vm-a")).unwrap();
+    world
+        .submit(job(2, 1, 0).with_labels(["linux"]).in_pool("vm-a"))
+        .unwrap();
+    world.collect();
+    let pools: Vec<PoolId> = world
+        .calls()
+        .into_iter()
+        .filter(|a| matches!(a.call, Call::Launch(_)))
+        .map(|a| a.pool)
+        .collect();
+    assert_eq!(pools, [PoolId(2), PoolId(2)]);
+}
+
 // B3: a job no pool could ever take is refused at submission with the
 // reason, and nothing is recorded.
 #[test]

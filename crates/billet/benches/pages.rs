@@ -87,6 +87,7 @@ fn fill(store: &mut Store, from: u64, to: u64) {
                     trust: TrustClass::Trusted,
                     timeout: Some(Duration::from_secs(3600)),
                     key: None,
+                    pinned: None,
                 },
                 at(job),
             );

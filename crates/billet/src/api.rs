@@ -235,6 +235,7 @@ fn check_job(raw: RawJob) -> Result<NewJob, BadRequest> {
         trust: raw.trust.map_or(TrustClass::Unknown, TrustClass::from),
         timeout,
         key: raw.key,
+        pinned: None,
     })
 }
 

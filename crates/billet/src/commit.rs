@@ -321,6 +321,7 @@ mod tests {
                 trust: billet_provider::TrustClass::Trusted,
                 timeout: None,
                 key: None,
+                pinned: None,
             },
             SystemTime::UNIX_EPOCH,
         )))

@@ -732,7 +732,31 @@ mod tests {
             trust: TrustClass::Trusted,
             timeout: None,
             key: None,
+            pinned: None,
         }
+    }
+
+    // B3: a job pinned to a pool runs there; one pinned to a pool that is
+    // not configured is refused at submission with the reason; the pin is
+    // what the scheduler is given, also for a job read back at a restart.
+    #[tokio::test]
+    async fn b3_a_pinned_job_runs_in_its_pool_or_is_refused() {
+        let engine = engine().await;
+        let pinned = |pool: &str| NewJob {
+            pinned: Some(pool.to_owned()),
+            ..job()
+        };
+        let answer = within(engine.handle.submit(pinned("nowhere"))).await;
+        match answer {
+            Ok(Submitted::Refused(why)) => assert!(why.contains("no pool is named"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let answer = within(engine.handle.submit(pinned("linux"))).await;
+        assert!(matches!(answer, Ok(Submitted::Created(_))), "{answer:?}");
+        let record = JobRecord::accepted(9, pinned("linux"), SystemTime::UNIX_EPOCH);
+        assert_eq!(hooks::to_job(&record).pool.as_deref(), Some("linux"));
+        let unpinned = JobRecord::accepted(9, job(), SystemTime::UNIX_EPOCH);
+        assert_eq!(hooks::to_job(&unpinned).pool, None);
     }
 
     // L7: a request the engine no longer answers says why: an engine that

@@ -133,6 +133,7 @@ mod tests {
             trust: TrustClass::Trusted,
             timeout: None,
             key: key.map(str::to_owned),
+            pinned: None,
         }
     }
 

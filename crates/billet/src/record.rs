@@ -26,6 +26,9 @@ pub struct NewJob {
     pub timeout: Option<Duration>,
     /// The idempotency key: a second request with it answers the first job.
     pub key: Option<String>,
+    /// The pool it must run in, and no other (a GitHub runner, B3); `None`
+    /// for every job submitted over HTTP, which routing places.
+    pub pinned: Option<String>,
 }
 
 /// Where a job is (L4). `running` means it holds a lease.
@@ -159,6 +162,8 @@ pub struct JobRecord {
     pub trust: TrustClass,
     /// Its timeout, if bounded.
     pub timeout: Option<Duration>,
+    /// The pool it must run in, if pinned to one (B3).
+    pub pinned: Option<String>,
     /// Where it is.
     pub state: JobState,
     /// The pool holding (or that held) its lease.
@@ -190,6 +195,7 @@ impl JobRecord {
             labels: job.labels,
             trust: job.trust,
             timeout: job.timeout,
+            pinned: job.pinned,
             state: JobState::Queued,
             pool: None,
             instance: None,
@@ -202,13 +208,14 @@ impl JobRecord {
     }
 
     /// Whether `job` asks for what this job was accepted for: the same
-    /// command, labels, trust and timeout (its key aside). A key repeated
+    /// command, labels, trust, timeout and pool (its key aside). A key repeated
     /// with another request is refused (L18).
     pub fn asked_as(&self, job: &NewJob) -> bool {
         self.command == job.command
             && self.labels == job.labels
             && self.trust == job.trust
             && self.timeout == job.timeout
+            && self.pinned == job.pinned
     }
 
     /// How it ended, once it has: its exit code or the reason it failed.

@@ -740,6 +740,7 @@ mod tests {
                     trust: billet_provider::TrustClass::Trusted,
                     timeout: None,
                     key: None,
+                    pinned: None,
                 },
                 std::time::SystemTime::UNIX_EPOCH,
             );

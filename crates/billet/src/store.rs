@@ -38,7 +38,13 @@ pub const DATABASE_FILE: &str = "billet.db";
 pub const LOCK_FILE: &str = "lock";
 
 /// The layout this release writes, kept in SQLite's `user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
+
+/// The layout that added the store's identity (L10).
+const IDENTITY_VERSION: i64 = 2;
+
+/// What version 3 adds to version 2: the pool a job is pinned to (B3).
+const PINNED: &str = "ALTER TABLE jobs ADD COLUMN pinned TEXT;";
 
 /// What version 2 adds to version 1: the store's identity (L10).
 const META: &str = "
@@ -67,7 +73,8 @@ CREATE TABLE jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     ending_state TEXT,
     ending_exit_code INTEGER,
-    ending_reason TEXT
+    ending_reason TEXT,
+    pinned TEXT
 );
 ";
 
@@ -616,7 +623,16 @@ pub(crate) fn private_file(path: &Path) -> Result<(), StoreError> {
 /// 0), or one of layout 1, which also learns its last job then (its
 /// instances carry no identity). Answers the identity and that job.
 fn identify(conn: &Connection, version: i64) -> rusqlite::Result<(String, Option<JobId>)> {
-    if version < SCHEMA_VERSION {
+    if (1..SCHEMA_VERSION).contains(&version) {
+        // Layouts 1 and 2 lack the pinned pool: none of their jobs has one.
+        let tx = conn.unchecked_transaction()?;
+        tx.execute_batch(PINNED)?;
+        if version >= IDENTITY_VERSION {
+            tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION};"))?;
+        }
+        tx.commit()?;
+    }
+    if version < IDENTITY_VERSION {
         let mut bytes = [0u8; 8];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
         let identity: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -745,8 +761,8 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
     match change {
         Change::Accepted(record) => {
             tx.prepare_cached(
-                "INSERT INTO jobs (id, key, command, labels, trust, timeout_secs, state, submitted_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO jobs (id, key, command, labels, trust, timeout_secs, state, submitted_at, pinned)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 id(record.id),
@@ -757,6 +773,7 @@ fn write(tx: &rusqlite::Transaction<'_>, change: &Change) -> rusqlite::Result<()
                 record.timeout.map(|t| id(t.as_secs())),
                 record.state.as_str(),
                 millis(record.submitted_at),
+                record.pinned,
             ])?;
         }
         Change::Requeued { id: job } => {
@@ -851,6 +868,7 @@ mod tests {
                 trust: TrustClass::Trusted,
                 timeout: Some(Duration::from_secs(30)),
                 key: key.map(str::to_owned),
+                pinned: None,
             },
             SystemTime::UNIX_EPOCH + Duration::from_millis(1_234),
         )
@@ -1072,7 +1090,9 @@ mod tests {
     fn layout_one(dir: &Path, jobs: u64) {
         let conn = Connection::open(dir.join(DATABASE_FILE)).unwrap();
         conn.execute_batch(SCHEMA).unwrap();
-        conn.execute_batch("PRAGMA user_version = 1;").unwrap();
+        // Layout 1's jobs table: without the pinned pool of layout 3.
+        conn.execute_batch("ALTER TABLE jobs DROP COLUMN pinned; PRAGMA user_version = 1;")
+            .unwrap();
         for id in 1..=jobs {
             conn.execute(
                 "INSERT INTO jobs (id, command, labels, trust, state, submitted_at)
@@ -1107,10 +1127,50 @@ mod tests {
         let newer = crate::store::private_tempdir();
         layout_one(newer.path(), 0);
         let conn = Connection::open(newer.path().join(DATABASE_FILE)).unwrap();
-        conn.execute_batch("PRAGMA user_version = 3;").unwrap();
+        conn.execute_batch("PRAGMA user_version = 4;").unwrap();
         drop(conn);
         let error = Store::open(newer.path()).unwrap_err();
-        assert!(error.to_string().contains("layout version 3"), "{error}");
+        assert!(error.to_string().contains("layout version 4"), "{error}");
+        assert!(error.to_string().contains("reads 1 to 3"), "{error}");
+    }
+
+    // B3, L10: a job's pinned pool is kept and read back; a store of layout
+    // 2 is brought up to date when opened, keeping its identity and its
+    // jobs (none of which is pinned).
+    #[test]
+    fn b3_a_pinned_pool_is_kept_and_layout_two_is_brought_up_to_date() {
+        let dir = crate::store::private_tempdir();
+        let (mut store, _) = Store::open(dir.path()).unwrap();
+        let identity = store.identity().cloned().unwrap();
+        let mut pinned = record(1, None);
+        pinned.pinned = Some("gvisor".to_owned());
+        store
+            .commit(&[
+                Change::Accepted(Box::new(pinned.clone())),
+                Change::Accepted(Box::new(record(2, None))),
+            ])
+            .unwrap();
+        drop(store);
+        let (store, records) = Store::open(dir.path()).unwrap();
+        assert_eq!(records, [pinned, record(2, None)]);
+        drop(store);
+
+        // Make it layout 2 again: no `pinned` column, version 2.
+        let conn = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
+        conn.execute_batch("ALTER TABLE jobs DROP COLUMN pinned; PRAGMA user_version = 2;")
+            .unwrap();
+        drop(conn);
+        let (store, records) = Store::open(dir.path()).unwrap();
+        assert_eq!(store.identity(), Some(&identity));
+        assert_eq!(records.len(), 2);
+        assert!(records.iter().all(|r| r.pinned.is_none()));
+        drop(store);
+        let conn = Connection::open(dir.path().join(DATABASE_FILE)).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 3);
     }
 
     // L13: the directory 0700 and the store's files 0600, whatever the

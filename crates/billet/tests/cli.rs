@@ -288,6 +288,7 @@ fn l21_a_lost_pool_or_a_changed_deployment_stops_the_start() {
             trust: billet_provider::TrustClass::Trusted,
             timeout: None,
             key: None,
+            pinned: None,
         };
         let now = std::time::SystemTime::now();
         store

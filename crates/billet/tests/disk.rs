@@ -409,6 +409,7 @@ async fn l25_a_start_on_a_full_disk_serves_and_recovers() {
             trust: billet_provider::TrustClass::Trusted,
             timeout: None,
             key: None,
+            pinned: None,
         };
         let record = billet::record::JobRecord::accepted(1, job, std::time::SystemTime::now());
         let placed = billet::record::Change::Placed {

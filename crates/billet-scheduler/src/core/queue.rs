@@ -100,6 +100,11 @@ impl Core {
     }
 
     fn route(&mut self, job: &Job) -> Result<usize, Refusal> {
+        // A pinned job's target is its pool's, whatever its labels: not
+        // cached by labels (pins are few: GitHub's runners).
+        if job.pool.is_some() {
+            return target(&self.config, &self.infos, job).map(|t| self.class_for(t));
+        }
         let trust = trust_index(job.trust);
         if let Some(known) = self
             .routes

@@ -72,6 +72,10 @@ pub(super) fn to_job(record: &JobRecord) -> Job {
     let job = Job::new(JobId(record.id), record.command.clone())
         .with_labels(record.labels.clone())
         .with_trust(record.trust);
+    let job = match &record.pinned {
+        Some(pool) => job.in_pool(pool.clone()),
+        None => job,
+    };
     match record.timeout {
         Some(timeout) => job.with_timeout(timeout),
         None => job,

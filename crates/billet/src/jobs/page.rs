@@ -193,6 +193,7 @@ mod tests {
             trust: TrustClass::Trusted,
             timeout: None,
             key: Some(format!("key-{id}")),
+            pinned: None,
         };
         table
             .write()
@@ -288,6 +289,7 @@ mod tests {
                     trust: TrustClass::Trusted,
                     timeout: None,
                     key: None,
+                    pinned: None,
                 },
                 t(id),
             );
@@ -379,6 +381,7 @@ mod tests {
                 trust: TrustClass::Trusted,
                 timeout: None,
                 key: None,
+                pinned: None,
             },
             t(1),
         );

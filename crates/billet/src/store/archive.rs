@@ -260,6 +260,7 @@ mod tests {
                 trust: TrustClass::Trusted,
                 timeout: None,
                 key: Some(format!("key-{id}")),
+                pinned: None,
             },
             t(id),
         )))

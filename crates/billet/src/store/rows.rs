@@ -13,7 +13,7 @@ use crate::record::{JobState, trust_from_name};
 /// The columns [`record`] reads, in its order, for a `SELECT` on `jobs`.
 pub(super) const COLUMNS: &str = "id, key, command, labels, trust, timeout_secs, state, pool, \
      instance, exit_code, reason, submitted_at, started_at, ended_at, cancel_requested, \
-     ending_state, ending_exit_code, ending_reason";
+     ending_state, ending_exit_code, ending_reason, pinned";
 
 /// The record a row of [`COLUMNS`] holds; an error naming the column that
 /// does not read as what this release wrote.
@@ -53,6 +53,7 @@ pub(super) fn record(row: &Row<'_>) -> rusqlite::Result<JobRecord> {
         labels: list(3, "labels")?,
         trust: trust_from_name(&trust).ok_or_else(|| bad("trust", &trust))?,
         timeout: timeout.map(|secs| Duration::from_secs(u64::try_from(secs).unwrap_or(0))),
+        pinned: row.get(18)?,
         state: job_state,
         pool: row.get(7)?,
         instance: row.get(8)?,
