@@ -12,7 +12,7 @@ use std::fmt;
 /// only (`{JITCONFIG: <redacted>}`), so a spec logged with `?spec` says which
 /// variables it sets and never what they hold. A backend passes the values to
 /// the instance and never logs them, never reports them in an
-/// [`Instance`](crate::Instance) or an [`Error`], and forgets them when the
+/// [`Instance`](crate::Instance) or an [`Error`](crate::Error), and forgets them when the
 /// instance is destroyed.
 ///
 /// An environment may hold anything; [`Environment::problem`] says whether a
