@@ -5,5 +5,7 @@
 
 pub mod deliveries;
 pub mod demand;
+pub mod intake;
+pub mod registering;
 pub mod take;
 pub mod webhook;

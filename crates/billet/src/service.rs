@@ -284,6 +284,12 @@ impl Service {
         })
     }
 
+    /// The engine's handle and the table it keeps: what the GitHub intake
+    /// submits runners' jobs through and watches them end in.
+    pub fn engine_parts(&self) -> (crate::engine::EngineHandle, Arc<crate::engine::Shared>) {
+        (self.engine.handle.clone(), Arc::clone(&self.engine.shared))
+    }
+
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr

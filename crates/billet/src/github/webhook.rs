@@ -69,6 +69,8 @@ impl Received {
 pub struct Webhook {
     secret: Vec<u8>,
     deliveries: Mutex<Deliveries>,
+    /// Where committed `workflow_job` events go: the intake, once it runs.
+    events: std::sync::OnceLock<tokio::sync::mpsc::Sender<billet_github::WorkflowJobEvent>>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -103,7 +105,15 @@ impl Webhook {
         Webhook {
             secret,
             deliveries: Mutex::new(deliveries),
+            events: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Hands every `workflow_job` event committed from now on to `events`
+    /// (the intake); a delivery that finds it full is answered `503`
+    /// before anything is committed.
+    pub fn feed(&self, events: tokio::sync::mpsc::Sender<billet_github::WorkflowJobEvent>) {
+        let _ = self.events.set(events);
     }
 
     /// Receives one delivery: its `X-GitHub-Event`, `X-GitHub-Delivery` and
@@ -144,8 +154,22 @@ impl Webhook {
                 ));
             }
         };
+        let permit = match self.events.get().map(|events| events.try_reserve()) {
+            None => None,
+            Some(Ok(permit)) => Some(permit),
+            Some(Err(_)) => {
+                return Received::Unwritten(
+                    "billet's GitHub intake is full: redeliver this delivery shortly".to_owned(),
+                );
+            }
+        };
         match self.deliveries.lock().commit(id, Some(&event), now) {
-            Ok(Committed::New) => Received::Accepted,
+            Ok(Committed::New) => {
+                if let Some(permit) = permit {
+                    permit.send(*event);
+                }
+                Received::Accepted
+            }
             Ok(Committed::Repeated) => Received::Repeated,
             Err(error) => {
                 Received::Unwritten(format!("the delivery could not be committed: {error}"))
