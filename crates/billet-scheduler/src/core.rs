@@ -587,7 +587,7 @@ impl Core {
 }
 
 /// A pool's info from its configuration and what its provider accepts.
-fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo {
+pub(crate) fn pool_info(provider: &billet_config::Provider, accepts: [bool; 3]) -> PoolInfo {
     let (image, resources) = match provider.settings() {
         PoolSettings::Docker(docker) => (
             docker.image.clone(),

@@ -84,6 +84,25 @@ impl Pools {
         &self.settings
     }
 
+    /// Whether the pool named `name` may run work of `trust`: its provider
+    /// accepts it, and, for work not trusted, routing's `untrusted_kinds`
+    /// names its configured kind; the same rule the scheduler places by.
+    /// `false` for a name the configuration lacks.
+    pub fn may_run(&self, name: &str, trust: TrustClass) -> bool {
+        let Some(index) = self
+            .config
+            .providers()
+            .iter()
+            .position(|pool| pool.name() == name)
+        else {
+            return false;
+        };
+        let provider = &self.providers[index];
+        let accepts = TrustClass::ALL.map(|trust| provider.accepts(trust).is_ok());
+        let info = crate::core::pool_info(&self.config.providers()[index], accepts);
+        crate::routing::may_run(&self.config, &info, trust)
+    }
+
     /// A [`Core`] over these pools at `now`, having asked each provider once
     /// what it accepts.
     pub fn core(&self, now: SystemTime) -> Core {

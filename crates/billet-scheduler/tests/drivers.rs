@@ -129,6 +129,44 @@ routing:
     assert_eq!(ended(&log)[&1], Outcome::Finished { exit_code: 0 });
 }
 
+// B3: `Pools::may_run` answers by the rule the scheduler places by: a pool
+// runs work its provider accepts, and work not trusted only when routing's
+// `untrusted_kinds` names its kind; a name the file lacks runs nothing.
+#[test]
+fn b3_may_run_is_the_rule_placement_keeps() {
+    let yaml = |untrusted: &str| {
+        format!(
+            "
+deployment: {{id: blue}}
+providers:
+  - {{name: linux, kind: docker, capacity: 2, docker: {{image: runner}}}}
+  - {{name: vm, kind: firecracker, capacity: 2, firecracker: {{kernel: /k, rootfs: /r}}}}
+routing:
+  default_kind: docker
+  untrusted_kinds: [{untrusted}]
+"
+        )
+    };
+    let host = Host::new();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let build = |untrusted: &str| {
+        Pools::builder(Config::from_yaml_str(&yaml(untrusted)).unwrap())
+            .provider("linux", simulated(&host, &clock))
+            .provider("vm", Arc::new(Isolating(simulated(&host, &clock))))
+            .build()
+            .unwrap()
+    };
+    let both = build("docker, firecracker");
+    let answers = |pools: &Pools, name: &str| TrustClass::ALL.map(|t| pools.may_run(name, t));
+    // ALL is unknown, untrusted, trusted: docker's provider refuses all but
+    // trusted work, the isolating one accepts every class.
+    assert_eq!(answers(&both, "linux"), [false, false, true]);
+    assert_eq!(answers(&both, "vm"), [true, true, true]);
+    let docker_only = build("docker");
+    assert_eq!(answers(&docker_only, "vm"), [false, false, true]);
+    assert_eq!(answers(&docker_only, "missing"), [false, false, false]);
+}
+
 fn job(n: u64, runs: Duration) -> Job {
     Job::new(JobId(n), run_for(runs)).with_trust(TrustClass::Trusted)
 }

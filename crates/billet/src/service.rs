@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::backends::{self, BackendError};
 use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
+use crate::github::Github;
 use crate::github::deliveries::Deliveries;
 use crate::github::webhook::Webhook;
 use crate::http::{AppState, JobLimits, router};
@@ -552,23 +553,30 @@ pub async fn serve(
             path: options.state.join("output"),
             source,
         })?;
+    let clock: Arc<dyn Clock> = Arc::new(SteadyClock::new());
     let github = match config.github() {
         Some(settings) => {
-            let secret = read_secret(&settings.webhook_secret_file)?;
+            let secret = read_secret("webhook secret file", &settings.webhook_secret_file)?;
             let deliveries = Deliveries::open(&options.state)?;
+            let api = crate::github::wiring::api(settings, Arc::clone(&clock))?;
             tracing::info!(
                 scopes = settings.scopes.len(),
                 pools = settings.pools.len(),
-                "GitHub's webhook is served at POST /v1/github/webhook (runners are not started yet: this release records deliveries)"
+                api = %settings.api_url,
+                "GitHub's webhook is served at POST /v1/github/webhook; runners start just in time"
             );
-            Some(Arc::new(Webhook::new(secret, deliveries)))
+            let webhook = Arc::new(Webhook::new(secret, deliveries));
+            Some(Github::new(settings.clone(), api, webhook))
         }
         None => None,
     };
     let mut builder = Pools::builder(config).settings(settings);
     for (name, provider) in providers {
-        let capturing: Arc<dyn billet_provider::Provider> =
+        let mut capturing: Arc<dyn billet_provider::Provider> =
             Arc::new(Capturing::new(provider, Arc::clone(&output)));
+        if let Some(github) = &github {
+            capturing = github.provider(&name, capturing);
+        }
         builder = builder.provider(name, capturing);
     }
     let pools = builder.build()?;
@@ -607,7 +615,7 @@ pub async fn serve(
         &pools,
         store,
         records,
-        Arc::new(SteadyClock::new()),
+        clock,
         credentials,
         listener,
         Limits {
@@ -620,10 +628,13 @@ pub async fn serve(
                 ..Bounds::default()
             },
             output: Some(output),
-            github,
+            github: github.as_ref().map(Github::webhook),
         },
     )
     .await?;
+    if let Some(github) = github {
+        github.start(&service, &pools)?;
+    }
     let result = service.run_until(shutdown, options.shutdown_grace).await;
     if result.is_ok() {
         tracing::info!("stopped; instances still running are adopted at the next start");
@@ -631,12 +642,13 @@ pub async fn serve(
     result
 }
 
-/// The webhook's secret from `path`, its trailing line end dropped: refused
-/// when others may read or write the file (L13), or when it is empty.
-fn read_secret(path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
+/// A GitHub secret (`what`: the webhook secret file, the token file, the
+/// App's private key file) from `path`, its trailing line ends dropped:
+/// refused when others may read or write the file (L13), or when it is
+/// empty.
+pub(crate) fn read_secret(what: &str, path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
     let shown = path.display();
-    let refuse =
-        |why: String| ServeError::Github(format!("the webhook secret file {shown}: {why}"));
+    let refuse = |why: String| ServeError::Github(format!("the {what} {shown}: {why}"));
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -656,9 +668,7 @@ fn read_secret(path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
         secret.pop();
     }
     if secret.is_empty() {
-        return Err(refuse(
-            "it is empty: write the secret GitHub's webhook is given".to_owned(),
-        ));
+        return Err(refuse("it is empty".to_owned()));
     }
     Ok(secret)
 }
@@ -678,27 +688,29 @@ mod tests {
         std::fs::write(&path, "s3cret\r\n").unwrap();
         for mode in [0o600, 0o400] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            assert_eq!(read_secret(&path).unwrap(), b"s3cret");
+            assert_eq!(
+                read_secret("webhook secret file", &path).unwrap(),
+                b"s3cret"
+            );
         }
         for mode in [0o640, 0o604, 0o620, 0o602] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            let error = read_secret(&path).unwrap_err().to_string();
+            let error = read_secret("webhook secret file", &path)
+                .unwrap_err()
+                .to_string();
             assert!(error.contains(&format!("mode 0{mode:o}")), "{error}");
             assert!(error.contains("chmod 600"), "{error}");
         }
         std::fs::write(&path, "\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(
-            read_secret(&path)
+            read_secret("webhook secret file", &path)
                 .unwrap_err()
                 .to_string()
                 .contains("empty")
         );
-        let missing = read_secret(&dir.path().join("none")).unwrap_err();
-        assert!(
-            missing.to_string().contains("webhook secret file"),
-            "{missing}"
-        );
+        let missing = read_secret("token file", &dir.path().join("none")).unwrap_err();
+        assert!(missing.to_string().contains("the token file"), "{missing}");
         assert_eq!(missing.exit_code(), 2);
     }
 

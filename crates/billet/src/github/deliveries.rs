@@ -38,6 +38,10 @@ CREATE TABLE IF NOT EXISTS github_jobs (
     updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS github_jobs_completed ON github_jobs (updated_at) WHERE stage = 3;
+CREATE TABLE IF NOT EXISTS runner_numbers (
+    only INTEGER PRIMARY KEY CHECK (only = 0),
+    reserved_below INTEGER NOT NULL
+);
 ";
 
 /// A GitHub job as the deliveries left it.
@@ -213,6 +217,33 @@ impl Deliveries {
             .optional()
     }
 
+    /// The first runner number no start of this state directory may have
+    /// given (1 when none was): every number below it may name a runner's
+    /// billet job already, ended or not, and is never given again.
+    pub fn runners_reserved(&self) -> rusqlite::Result<u64> {
+        let below: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT reserved_below FROM runner_numbers WHERE only = 0",
+                [],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(below.map_or(1, |n| u64::try_from(n).unwrap_or(1).max(1)))
+    }
+
+    /// Reserves every runner number below `below` (durably, before any is
+    /// given); a number at or below the one kept changes nothing.
+    pub fn reserve_runners(&mut self, below: u64) -> rusqlite::Result<()> {
+        let below = i64::try_from(below).unwrap_or(i64::MAX);
+        self.conn.execute(
+            "INSERT INTO runner_numbers (only, reserved_below) VALUES (0, ?1)
+             ON CONFLICT (only) DO UPDATE SET reserved_below = MAX(reserved_below, excluded.reserved_below)",
+            params![below],
+        )?;
+        Ok(())
+    }
+
     /// How many delivery ids are kept.
     pub fn kept(&self) -> rusqlite::Result<u64> {
         self.conn
@@ -220,5 +251,33 @@ impl Deliveries {
                 row.get::<_, i64>(0)
             })
             .map(|n| n as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // G5: runner numbers name runners' billet jobs by their keys, which the
+    // store keeps after the job ends: a number reserved is never given again,
+    // across a restart, and a reservation never moves back.
+    #[test]
+    fn g5_runner_numbers_reserved_survive_a_restart_and_never_move_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut first = Deliveries::open(dir.path()).unwrap();
+        assert_eq!(first.runners_reserved().unwrap(), 1, "none reserved yet");
+        first.reserve_runners(1_025).unwrap();
+        assert_eq!(first.runners_reserved().unwrap(), 1_025);
+        first.reserve_runners(7).unwrap();
+        assert_eq!(first.runners_reserved().unwrap(), 1_025, "never back");
+        first.reserve_runners(2_049).unwrap();
+        drop(first);
+        let again = Deliveries::open(dir.path()).unwrap();
+        assert_eq!(again.runners_reserved().unwrap(), 2_049);
+        let mut memory = Deliveries::memory().unwrap();
+        memory.reserve_runners(0).unwrap();
+        assert_eq!(memory.runners_reserved().unwrap(), 1, "0 names no runner");
+        memory.reserve_runners(u64::MAX).unwrap();
+        assert_eq!(memory.runners_reserved().unwrap(), i64::MAX as u64);
     }
 }

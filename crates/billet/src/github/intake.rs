@@ -8,29 +8,44 @@
 //! Bounded: events wait in a channel of [`EVENTS`]; the webhook answers
 //! `503` when it is full, before committing anything, so GitHub's operator
 //! may redeliver. Runs' facts are cached per run, at most [`RUNS_CACHED`].
+//! Runner numbers are reserved in `github.db` [`RUNNER_BLOCK`] at a time,
+//! so a number is never given twice, across restarts too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use billet_config::{GithubSettings, ScopeTarget};
 use billet_github::{Action, Api, RunFacts, Scope, WorkflowJobEvent};
 use billet_provider::TrustClass;
-use billet_scheduler::InstanceName;
+use billet_scheduler::{InstanceName, Pools};
 use tokio::sync::mpsc;
 
 use super::demand::{Act, Demand, JobStage, RunnerId};
-use super::registering::{Place, Runners, runner_key};
+use super::registering::{Place, Runners, runner_key, runner_of_key};
 use super::take::{self, Take};
+use super::webhook::Webhook;
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
-use crate::record::NewJob;
+use crate::record::{JobState, NewJob};
+use crate::service::ServeError;
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;
 /// How many runs' facts are kept (the cache is emptied past it).
 pub const RUNS_CACHED: usize = 10_000;
-/// How often the intake looks for runners whose billet job ended.
+/// How often the intake looks for runners whose billet job ended, idled
+/// too long, or outlived their job.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// How many runner numbers are reserved in `github.db` at once.
+pub const RUNNER_BLOCK: u64 = 1024;
+/// How long a runner may still run after GitHub said the job it took
+/// completed (the runner exits by itself once it has reported): past it,
+/// its instance is destroyed (G6).
+pub const COMPLETED_GRACE: Duration = Duration::from_secs(120);
+/// What a runner made before a restart is said to have taken: GitHub's job
+/// ids start at 1, so none is this one. Such a runner is busy until its
+/// billet job ends.
+const TAKEN_BEFORE_RESTART: u64 = 0;
 
 /// What the intake needs of the service.
 pub struct Parts {
@@ -38,42 +53,72 @@ pub struct Parts {
     pub settings: GithubSettings,
     /// GitHub's API.
     pub api: Api,
+    /// The webhook, whose database reserves runner numbers.
+    pub webhook: Arc<Webhook>,
     /// The engine, to submit and cancel runners' billet jobs.
     pub engine: EngineHandle,
-    /// The table, to see runners' billet jobs end.
+    /// The table, to see runners' billet jobs start and end.
     pub shared: Arc<Shared>,
     /// The runners, shared with the pools' providers.
     pub runners: Arc<Runners>,
-    /// Whether a pool may run work of a trust (its provider and routing's
-    /// `untrusted_kinds`).
-    pub may_run: Box<dyn Fn(&str, TrustClass) -> bool + Send + Sync>,
+    /// The pools: which may run a job's trust (provider and routing's
+    /// `untrusted_kinds`, the scheduler's rule).
+    pub pools: Pools,
+}
+
+/// A GitHub job billet took: its trust, where its runners register, and
+/// its labels (its runners' billet jobs carry them, G3).
+#[derive(Debug, Clone)]
+struct Taken {
+    trust: TrustClass,
+    place: Place,
+    labels: Vec<String>,
 }
 
 /// The intake's state, on its task.
 struct Intake {
     parts: Parts,
     demand: Demand,
-    /// Each taken GitHub job's trust and where its runners register.
-    taken: HashMap<u64, (TrustClass, Place)>,
+    taken: HashMap<u64, Taken>,
     /// Runners' billet jobs, both ways.
     job_of: HashMap<RunnerId, u64>,
     runner_of: HashMap<u64, RunnerId>,
+    /// Runners whose GitHub job completed, with when they are destroyed if
+    /// they still run.
+    finishing: HashMap<RunnerId, SystemTime>,
     runs: HashMap<u64, Option<RunFacts>>,
+    /// Runner numbers below this are reserved in `github.db`.
+    reserved_below: u64,
 }
 
 /// Starts the intake's task; answers the channel the webhook sends to.
-pub fn start(parts: Parts) -> mpsc::Sender<WorkflowJobEvent> {
+/// Runners' billet jobs left by an earlier start are adopted: one not yet
+/// launched is cancelled (it has no registration), one running is counted
+/// busy until it ends.
+pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, ServeError> {
+    let reserved_below = parts
+        .webhook
+        .runners_reserved()
+        .map_err(|error| ServeError::Github(format!("github.db: {error}")))?;
     let (events, inbox) = mpsc::channel(EVENTS);
-    let intake = Intake {
-        parts,
-        demand: Demand::new(1),
+    let mut intake = Intake {
+        demand: Demand::new(reserved_below),
         taken: HashMap::new(),
         job_of: HashMap::new(),
         runner_of: HashMap::new(),
+        finishing: HashMap::new(),
         runs: HashMap::new(),
+        reserved_below,
+        parts,
     };
-    tokio::spawn(intake.run(inbox));
-    events
+    let unlaunched = intake.adopt();
+    tokio::spawn(async move {
+        for job in unlaunched {
+            intake.cancel(job).await;
+        }
+        intake.run(inbox).await;
+    });
+    Ok(events)
 }
 
 /// Where runners of a job from `repository` register, under `settings`.
@@ -99,6 +144,30 @@ fn place_of(settings: &GithubSettings, repository: &str) -> Option<Place> {
 }
 
 impl Intake {
+    /// Adopts the runners' billet jobs the table holds; answers those not
+    /// launched yet, to cancel.
+    fn adopt(&mut self) -> Vec<u64> {
+        let jobs = self.parts.shared.jobs.read();
+        let mut unlaunched = Vec::new();
+        for record in jobs.iter() {
+            let (Some(n), Some(pool)) = (
+                record.key.as_deref().and_then(runner_of_key),
+                record.pinned.as_deref(),
+            ) else {
+                continue;
+            };
+            let runner = RunnerId(n);
+            self.demand
+                .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART));
+            self.job_of.insert(runner, record.id);
+            self.runner_of.insert(record.id, runner);
+            if record.state == JobState::Queued {
+                unlaunched.push(record.id);
+            }
+        }
+        unlaunched
+    }
+
     async fn run(mut self, mut inbox: mpsc::Receiver<WorkflowJobEvent>) {
         let mut tick = tokio::time::interval(LOOK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -108,7 +177,7 @@ impl Intake {
                     Some(event) => self.on_event(event).await,
                     None => return,
                 },
-                _ = tick.tick() => self.look(),
+                _ = tick.tick() => self.look().await,
             }
             self.settle().await;
         }
@@ -138,29 +207,7 @@ impl Intake {
     async fn on_event(&mut self, event: WorkflowJobEvent) {
         let job = event.workflow_job.id;
         match event.action {
-            Action::Queued if self.demand.stage(job).is_none() => {
-                let facts = self.facts(&event).await;
-                let settings = &self.parts.settings;
-                match take::decide(settings, &event, facts, |pool, trust| {
-                    (self.parts.may_run)(pool, trust)
-                }) {
-                    Take::Into { pool, trust } => {
-                        let Some(place) = place_of(settings, &event.repository.full_name) else {
-                            return;
-                        };
-                        tracing::info!(github_job = job, pool, trust = %trust, "took a GitHub job");
-                        self.taken.insert(job, (trust, place));
-                        self.demand.taken(job, &pool);
-                    }
-                    Take::Leave(why) => {
-                        tracing::info!(
-                            github_job = job,
-                            reason = why.as_str(),
-                            "left a GitHub job"
-                        );
-                    }
-                }
-            }
+            Action::Queued if self.demand.stage(job).is_none() => self.on_queued(&event).await,
             Action::Queued | Action::Waiting | Action::Unknown => {}
             Action::InProgress => {
                 let runner = event
@@ -170,33 +217,169 @@ impl Intake {
                     .and_then(InstanceName::parse)
                     .and_then(|name| self.runner_of.get(&name.job.0).copied());
                 match runner {
-                    Some(runner) => self.demand.took(runner, job),
+                    Some(runner) => {
+                        self.demand.took(runner, job);
+                        self.check_trust(runner, &event).await;
+                    }
                     None => self.demand.reached(job, JobStage::InProgress),
                 }
             }
             Action::Completed => {
                 self.demand.reached(job, JobStage::Completed);
+                let runner = event
+                    .workflow_job
+                    .runner_name
+                    .as_deref()
+                    .and_then(InstanceName::parse)
+                    .and_then(|name| self.runner_of.get(&name.job.0).copied());
+                if let Some(runner) = runner {
+                    let deadline = self.parts.shared.now() + COMPLETED_GRACE;
+                    self.finishing.entry(runner).or_insert(deadline);
+                }
+                self.taken.remove(&job);
+                self.demand.forget(job);
             }
         }
     }
 
-    /// Runners whose billet job ended are gone.
-    fn look(&mut self) {
-        let ended: Vec<u64> = {
-            let jobs = self.parts.shared.jobs.read();
-            self.runner_of
-                .keys()
-                .copied()
-                .filter(|id| jobs.live(*id).is_none())
-                .collect()
-        };
-        for id in ended {
-            if let Some(runner) = self.runner_of.remove(&id) {
-                self.job_of.remove(&runner);
-                self.parts.runners.remove(runner.0);
-                self.demand.gone(runner);
-                self.demand.forget_runner(runner);
+    async fn on_queued(&mut self, event: &WorkflowJobEvent) {
+        let job = event.workflow_job.id;
+        let facts = self.facts(event).await;
+        let settings = &self.parts.settings;
+        let pools = &self.parts.pools;
+        match take::decide(settings, event, facts, |pool, trust| {
+            pools.may_run(pool, trust)
+        }) {
+            Take::Into { pool, trust } => {
+                let Some(place) = place_of(settings, &event.repository.full_name) else {
+                    return;
+                };
+                tracing::info!(github_job = job, pool, trust = %trust, "took a GitHub job");
+                self.taken.insert(
+                    job,
+                    Taken {
+                        trust,
+                        place,
+                        labels: event.workflow_job.labels.clone(),
+                    },
+                );
+                self.demand.taken(job, &pool);
             }
+            Take::Leave(why) => {
+                tracing::info!(github_job = job, reason = why.as_str(), "left a GitHub job");
+            }
+        }
+    }
+
+    /// G4: labels are no trust boundary. A runner GitHub says took a job
+    /// trusted less than the runner's billet job is destroyed at once, its
+    /// registration removed.
+    async fn check_trust(&mut self, runner: RunnerId, event: &WorkflowJobEvent) {
+        let Some(&billet_job) = self.job_of.get(&runner) else {
+            return;
+        };
+        let Some(runner_trust) = self
+            .parts
+            .shared
+            .jobs
+            .read()
+            .live(billet_job)
+            .map(|record| record.trust)
+        else {
+            return;
+        };
+        let facts = self.facts(event).await;
+        let trust = take::trust_of(&self.parts.settings, &event.repository.full_name, facts);
+        if trust < runner_trust {
+            tracing::warn!(
+                runner = runner.0,
+                job = billet_job,
+                github_job = event.workflow_job.id,
+                repository = %event.repository.full_name,
+                job_trust = %trust,
+                runner_trust = %runner_trust,
+                "a runner took a GitHub job trusted less than its pool runs it: destroyed"
+            );
+            self.demand.gone(runner);
+            self.destroy(runner).await;
+        }
+    }
+
+    /// Runners whose billet job ended are gone; runners idle past the
+    /// `idle_timeout`, and runners still running past their job's
+    /// completion and its grace, are retired.
+    async fn look(&mut self) {
+        let now = self.parts.shared.now();
+        let idle_timeout = self.parts.settings.runner.idle_timeout;
+        let (ended, overdue) = {
+            let jobs = self.parts.shared.jobs.read();
+            let mut ended = Vec::new();
+            let mut overdue = Vec::new();
+            for (&id, &runner) in &self.runner_of {
+                let Some(record) = jobs.live(id) else {
+                    ended.push(id);
+                    continue;
+                };
+                let untaken = self
+                    .demand
+                    .runner(runner)
+                    .is_some_and(|(_, took)| took.is_none());
+                let idle = untaken
+                    && record
+                        .started_at
+                        .and_then(|at| now.duration_since(at).ok())
+                        .is_some_and(|for_| for_ > idle_timeout);
+                let outlived = self
+                    .finishing
+                    .get(&runner)
+                    .is_some_and(|deadline| now > *deadline);
+                if outlived {
+                    overdue.push((runner, true));
+                } else if idle {
+                    overdue.push((runner, false));
+                }
+            }
+            (ended, overdue)
+        };
+        for (runner, outlived) in overdue {
+            self.demand.gone(runner);
+            if outlived {
+                tracing::info!(
+                    runner = runner.0,
+                    "a runner still ran past its job's completion and grace: destroyed"
+                );
+                self.finishing.remove(&runner);
+                self.destroy(runner).await;
+            } else {
+                tracing::info!(runner = runner.0, idle_timeout = ?idle_timeout, "a runner idled past its timeout: retired");
+                self.retire(runner).await;
+            }
+        }
+        for id in ended {
+            let Some(runner) = self.runner_of.remove(&id) else {
+                continue;
+            };
+            self.job_of.remove(&runner);
+            self.finishing.remove(&runner);
+            let untaken = self
+                .demand
+                .runner(runner)
+                .is_some_and(|(_, took)| took.is_none());
+            // A runner that never took a job leaves its registration
+            // behind when its instance ends: removed (one that took a job
+            // removed its own, being single-use).
+            if let Some((place, Some(registration))) = self.parts.runners.remove(runner.0)
+                && untaken
+                && let Err(error) = self
+                    .parts
+                    .api
+                    .delete_runner(&place.scope, registration)
+                    .await
+            {
+                tracing::warn!(runner = runner.0, %error, "an ended runner's registration could not be removed");
+            }
+            self.demand.gone(runner);
+            self.demand.forget_runner(runner);
         }
     }
 
@@ -214,19 +397,29 @@ impl Intake {
     }
 
     async fn launch(&mut self, runner: RunnerId, pool: String, for_job: u64) {
-        let Some((trust, place)) = self.taken.get(&for_job).cloned() else {
+        let Some(taken) = self.taken.get(&for_job).cloned() else {
+            self.demand.gone(runner);
             return;
         };
-        self.parts.runners.insert(runner.0, place);
+        if runner.0 >= self.reserved_below {
+            let below = runner.0.saturating_add(RUNNER_BLOCK);
+            if let Err(error) = self.parts.webhook.reserve_runners(below) {
+                tracing::warn!(runner = runner.0, %error, "runner numbers could not be reserved in github.db: no runner started");
+                self.demand.gone(runner);
+                return;
+            }
+            self.reserved_below = below;
+        }
+        self.parts.runners.insert(runner.0, taken.place);
         let new = NewJob {
             command: self.parts.settings.runner.command.clone(),
-            labels: Vec::new(),
-            trust,
+            labels: taken.labels,
+            trust: taken.trust,
             timeout: None,
             key: Some(runner_key(runner.0)),
             pinned: Some(pool.clone()),
         };
-        match self.parts.engine.submit(new).await {
+        let refused = match self.parts.engine.submit(new).await {
             Ok(Submitted::Created(view) | Submitted::Existing(view)) => {
                 tracing::info!(
                     runner = runner.0,
@@ -237,22 +430,20 @@ impl Intake {
                 );
                 self.job_of.insert(runner, view.id);
                 self.runner_of.insert(view.id, runner);
+                return;
             }
-            Ok(other) => {
-                tracing::warn!(runner = runner.0, answer = ?other, "a runner's job was not taken");
-                self.parts.runners.remove(runner.0);
-                self.demand.gone(runner);
-            }
-            Err(why) => {
-                tracing::warn!(runner = runner.0, %why, "a runner's job was not taken");
-                self.parts.runners.remove(runner.0);
-                self.demand.gone(runner);
-            }
-        }
+            Ok(other) => format!("{other:?}"),
+            Err(why) => why.to_string(),
+        };
+        tracing::warn!(runner = runner.0, answer = %refused, "a runner's job was not taken: tried again");
+        self.parts.runners.remove(runner.0);
+        self.demand.gone(runner);
+        self.demand.forget_runner(runner);
     }
 
-    /// Retires a runner no waiting job needs: its registration removed (GitHub
-    /// refuses while it runs a job, and then it is kept), its job cancelled.
+    /// Retires a runner: its registration removed, then its billet job
+    /// cancelled. GitHub refuses to remove a runner that runs a job (it took
+    /// one whose delivery has not come yet): then it is kept, to finish it.
     async fn retire(&mut self, runner: RunnerId) {
         let Some(&job) = self.job_of.get(&runner) else {
             return;
@@ -267,13 +458,36 @@ impl Intake {
             tracing::warn!(runner = runner.0, %error, "a runner's registration could not be removed: it is kept");
             return;
         }
+        self.cancel(job).await;
+    }
+
+    /// Destroys a runner whatever it runs: its billet job cancelled, then
+    /// its registration removed (a runner whose instance is gone is no
+    /// longer busy).
+    async fn destroy(&mut self, runner: RunnerId) {
+        let Some(&job) = self.job_of.get(&runner) else {
+            return;
+        };
+        self.cancel(job).await;
+        if let Some((place, Some(registration))) = self.parts.runners.get(runner.0)
+            && let Err(error) = self
+                .parts
+                .api
+                .delete_runner(&place.scope, registration)
+                .await
+        {
+            tracing::warn!(runner = runner.0, %error, "a destroyed runner's registration could not be removed");
+        }
+    }
+
+    async fn cancel(&self, job: u64) {
         match self.parts.engine.cancel(job).await {
             Ok(Cancelled::Requested(_) | Cancelled::Ended(_) | Cancelled::Unknown) => {}
             Ok(other) => {
-                tracing::warn!(runner = runner.0, answer = ?other, "a runner's job could not be cancelled")
+                tracing::warn!(job, answer = ?other, "a runner's job could not be cancelled")
             }
             Err(why) => {
-                tracing::warn!(runner = runner.0, %why, "a runner's job could not be cancelled")
+                tracing::warn!(job, %why, "a runner's job could not be cancelled")
             }
         }
     }

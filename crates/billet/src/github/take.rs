@@ -60,6 +60,17 @@ pub fn scope_of<'s>(
     })
 }
 
+/// The trust of a job of `repository` (G4): its scope's `trust` lowered by
+/// `facts` (`None`: unread, so `unknown`); `unknown` outside every scope.
+pub fn trust_of(
+    settings: &GithubSettings,
+    repository: &str,
+    facts: Option<RunFacts>,
+) -> TrustClass {
+    scope_of(settings, repository)
+        .map_or(TrustClass::Unknown, |scope| job_trust(scope.trust, facts))
+}
+
 /// What billet does with `event`'s job (its `queued` delivery, G3): the
 /// first pool in configuration order whose labels it fits and that `may_run`
 /// its trust (its scope's, lowered by `facts`, `None` when the run could
@@ -202,5 +213,33 @@ github:
             .map(|l| l.as_str())
             .collect();
         assert_eq!(names, ["other_scope", "no_pool_fits", "trust"]);
+    }
+
+    // G4: the trust a runner's taker is judged by: its scope's, lowered by
+    // the run's facts, unknown when unread or outside every scope.
+    #[test]
+    fn g4_a_taker_is_trusted_by_its_scope_and_its_runs_facts() {
+        let config = Config::from_yaml_str(YAML).unwrap();
+        let settings = config.github().unwrap();
+        assert_eq!(
+            trust_of(settings, "octo-org/app", Some(OWN)),
+            TrustClass::Trusted
+        );
+        assert_eq!(
+            trust_of(settings, "Octo-Org/app", Some(FORK)),
+            TrustClass::Untrusted
+        );
+        assert_eq!(
+            trust_of(settings, "octo-org/app", None),
+            TrustClass::Unknown
+        );
+        assert_eq!(
+            trust_of(settings, "friends/docs", Some(OWN)),
+            TrustClass::Untrusted
+        );
+        assert_eq!(
+            trust_of(settings, "elsewhere/app", Some(OWN)),
+            TrustClass::Unknown
+        );
     }
 }

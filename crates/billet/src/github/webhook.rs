@@ -177,6 +177,23 @@ impl Webhook {
         }
     }
 
+    /// The first runner number not yet reserved (see
+    /// [`Deliveries::runners_reserved`](super::deliveries::Deliveries::runners_reserved)).
+    pub fn runners_reserved(&self) -> Result<u64, String> {
+        self.deliveries
+            .lock()
+            .runners_reserved()
+            .map_err(|error| error.to_string())
+    }
+
+    /// Reserves every runner number below `below`, durably.
+    pub fn reserve_runners(&self, below: u64) -> Result<(), String> {
+        self.deliveries
+            .lock()
+            .reserve_runners(below)
+            .map_err(|error| error.to_string())
+    }
+
     /// What the deliveries said of GitHub job `id`.
     pub fn job(&self, id: u64) -> Option<super::deliveries::JobFacts> {
         self.deliveries.lock().job(id).ok().flatten()

@@ -1,0 +1,505 @@
+//! G3-G6 through the service in process: deliveries signed as GitHub signs
+//! them reach the real webhook, engine and scheduler over the simulated
+//! backend; GitHub's API is the loopback stand-in held to GitHub's published
+//! description (G9). A runner is registered just in time with the pool's
+//! labels and its instance's name, its JIT config handed in its environment
+//! and nowhere else; runners are kept by demand; a runner taken by a job
+//! trusted less than it is destroyed.
+
+mod client;
+
+#[path = "../../billet-github/tests/support/standin.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod standin;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use billet::github::Github;
+use billet::github::deliveries::Deliveries;
+use billet::github::intake::COMPLETED_GRACE;
+use billet::github::registering::JITCONFIG_VARIABLE;
+use billet::github::webhook::Webhook;
+use billet::token::Credentials;
+use billet::{Limits, Service, Store};
+use billet_clock::{Clock, ManualClock};
+use billet_config::Config;
+use billet_github::sign;
+use billet_provider::Provider;
+use billet_scheduler::{Pools, Settings};
+use billet_simulated::{Host, SimulatedProvider};
+use serde_json::{Value, json};
+use standin::{Auth, StandIn};
+use tokio::net::TcpListener;
+
+const SECRET: &str = "the webhook's secret";
+const TOKEN: &str = "ghp_the-operators-token";
+const BILLET_TOKEN: &str = "all-grants-token-0123456789abcdef";
+const OWNER: &str = "gh";
+
+struct Running {
+    service: Service,
+    base: String,
+    client: reqwest::Client,
+    standin: StandIn,
+    host: Host,
+    clock: ManualClock,
+    state: tempfile::TempDir,
+    deliveries: u64,
+}
+
+fn private_file(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// The service with a `github:` section: one pool (`linux`, trusted work
+/// only, as docker's provider) offering `self-hosted, linux`, the scope
+/// `octo-org` trusted, runners that run for an hour of modelled time.
+async fn start() -> Running {
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    let state = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
+    let dir = state.path();
+    private_file(&dir.join("gh-token"), &format!("{TOKEN}\n"));
+    private_file(&dir.join("gh-secret"), SECRET);
+    let yaml = format!(
+        "deployment: {{id: {OWNER}}}
+providers:
+  - {{name: linux, kind: docker, capacity: 4, docker: {{image: img}}}}
+routing: {{default_kind: docker, untrusted_kinds: [docker]}}
+github:
+  api_url: {url}
+  token_file: {dir}/gh-token
+  webhook_secret_file: {dir}/gh-secret
+  scopes: [{{org: octo-org, trust: trusted}}]
+  pools: [{{pool: linux, labels: [self-hosted, linux]}}]
+  runner: {{command: [billet-simulated, run-for, 3600s], idle_timeout: 10m}}
+",
+        url = standin.url,
+        dir = dir.display(),
+    );
+    let config = Config::from_yaml_str(&yaml).unwrap();
+    let settings = config.github().unwrap().clone();
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+    let api = billet::github::wiring::api(&settings, Arc::clone(&shared_clock)).unwrap();
+    let webhook = Arc::new(Webhook::new(
+        SECRET.as_bytes().to_vec(),
+        Deliveries::open(dir).unwrap(),
+    ));
+    let github = Github::new(settings, api, webhook);
+    let host = Host::new();
+    let simulated: Arc<dyn Provider> = Arc::new(
+        SimulatedProvider::builder(OWNER)
+            .host(host.clone())
+            .clock(Arc::clone(&shared_clock))
+            .build()
+            .unwrap(),
+    );
+    let pools = Pools::builder(config)
+        .provider("linux", github.provider("linux", simulated))
+        .settings(Settings {
+            reconcile_every: Duration::from_millis(50),
+            call_timeout: Duration::from_secs(5),
+            orphan_grace: Duration::from_millis(200),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    let (store, records) = Store::open(dir).unwrap();
+    let credentials = Credentials::parse(&format!("{BILLET_TOKEN}\n"), Path::new("token")).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let limits = Limits {
+        github: Some(github.webhook()),
+        ..Limits::default()
+    };
+    let service = Service::start_with(
+        &pools,
+        store,
+        records,
+        shared_clock,
+        credentials,
+        listener,
+        limits,
+    )
+    .await
+    .unwrap();
+    github.start(&service, &pools).unwrap();
+    let base = format!("http://{}", service.addr());
+    Running {
+        service,
+        base,
+        client: client::support_client(),
+        standin,
+        host,
+        clock,
+        state,
+        deliveries: 0,
+    }
+}
+
+/// A `workflow_job` delivery's body: GitHub job `id` of run `run` in
+/// `repository`, at `action`, taken by `runner` once it is.
+fn event(action: &str, id: u64, run: u64, repository: &str, runner: Option<&str>) -> Value {
+    json!({
+        "action": action,
+        "workflow_job": {
+            "id": id,
+            "run_id": run,
+            "labels": ["self-hosted", "Linux"],
+            "status": action,
+            "runner_name": runner,
+        },
+        "repository": {"id": 1, "full_name": repository, "private": true},
+    })
+}
+
+/// The run `run` as GitHub's API answers it: from `repository`, its code
+/// from `head`.
+fn run(standin: &StandIn, run: u64, repository: &str, head: &str) {
+    let repo = |name: &str| json!({"id": 1, "full_name": name, "private": true});
+    standin.state.lock().runs.insert(
+        run,
+        json!({"id": run, "repository": repo(repository), "head_repository": repo(head)}),
+    );
+}
+
+impl Running {
+    async fn deliver(&mut self, body: &Value) -> reqwest::StatusCode {
+        self.deliveries += 1;
+        let body = body.to_string();
+        self.client
+            .post(format!("{}/v1/github/webhook", self.base))
+            .header("X-GitHub-Event", "workflow_job")
+            .header("X-GitHub-Delivery", format!("d-{}", self.deliveries))
+            .header(
+                "X-Hub-Signature-256",
+                sign(SECRET.as_bytes(), body.as_bytes()),
+            )
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    async fn jobs(&self) -> Vec<Value> {
+        let list: Value = self
+            .client
+            .get(format!("{}/v1/jobs?limit=100", self.base))
+            .bearer_auth(BILLET_TOKEN)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        list["jobs"].as_array().unwrap().clone()
+    }
+
+    async fn job(&self, id: u64) -> (Value, String) {
+        let response = self
+            .client
+            .get(format!("{}/v1/jobs/{id}", self.base))
+            .bearer_auth(BILLET_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let text = response.text().await.unwrap();
+        (serde_json::from_str(&text).unwrap(), text)
+    }
+
+    /// Waits (at most 20 s) until `done` holds of the jobs.
+    async fn until(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let jobs = self.jobs().await;
+            if done(&jobs) {
+                return jobs;
+            }
+            assert!(Instant::now() < deadline, "never {what}: {jobs:#?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The name of billet job `id`'s instance, as its runner registered
+    /// (`STORE.job-ID.POOL`, L10).
+    fn runner_name(&self, id: &Value) -> String {
+        let part = format!(".job-{}.", id.as_u64().unwrap());
+        let names: Vec<String> = self
+            .registrations()
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| name.contains(&part))
+            .collect();
+        assert_eq!(names.len(), 1, "one registration for job {id}: {names:?}");
+        names[0].clone()
+    }
+
+    /// The registrations the stand-in holds: (name, labels).
+    fn registrations(&self) -> Vec<(String, Vec<String>)> {
+        self.standin
+            .state
+            .lock()
+            .runners
+            .values()
+            .map(|(name, labels, _)| (name.clone(), labels.clone()))
+            .collect()
+    }
+}
+
+fn live(jobs: &[Value]) -> Vec<&Value> {
+    jobs.iter()
+        .filter(|job| job["state"] == "running" && job["instance"].is_string())
+        .collect()
+}
+
+fn state_of(jobs: &[Value], id: u64) -> String {
+    jobs.iter()
+        .find(|job| job["id"] == id)
+        .map_or("absent".to_owned(), |job| {
+            job["state"].as_str().unwrap().to_owned()
+        })
+}
+
+// G3, G5, G9: a queued job from the scope whose labels the pool offers (in
+// another case) is taken: a runner's billet job pinned to the pool, with
+// the GitHub job's labels and its trust; at launch, GitHub is asked for a
+// JIT config named as the instance, with the pool's labels; the instance
+// gets it in ACTIONS_RUNNER_INPUT_JITCONFIG, and no answer of billet's and
+// no file of its state holds it. Every call billet made is one GitHub's
+// description allows.
+#[tokio::test]
+async fn g5_a_runner_is_registered_just_in_time_and_its_config_kept_secret() {
+    let mut running = start().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    assert_eq!(
+        running
+            .deliver(&event("queued", 1, 10, "octo-org/app", None))
+            .await,
+        202
+    );
+    let jobs = running
+        .until("a runner's instance runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let runner = live(&jobs)[0].clone();
+    assert_eq!(runner["labels"], json!(["self-hosted", "Linux"]));
+    assert_eq!(runner["trust"], "trusted");
+    assert_eq!(runner["pool"], "linux");
+    let instance = running.runner_name(&runner["id"]);
+    assert!(instance.ends_with(&format!(".job-{}.linux", runner["id"])));
+    assert_eq!(
+        running.registrations(),
+        [(
+            instance.clone(),
+            vec!["self-hosted".to_owned(), "linux".to_owned()]
+        )],
+        "registered as the instance, with the pool's labels"
+    );
+    let secret = format!("jit-secret-for-{instance}");
+    let env = running.host.environment_of(OWNER, &instance).unwrap();
+    assert_eq!(env.get(JITCONFIG_VARIABLE), Some(secret.as_str()));
+    assert_eq!(env.len(), 1, "nothing else in its environment");
+
+    // Nothing billet answers holds the JIT config, nor anything it stores.
+    let (_, text) = running.job(runner["id"].as_u64().unwrap()).await;
+    assert!(!text.contains("jit-secret"), "{text}");
+    let listed = serde_json::to_string(&running.jobs().await).unwrap();
+    assert!(!listed.contains("jit-secret"));
+    for entry in std::fs::read_dir(running.state.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(10).any(|w| w == b"jit-secret"),
+                "{} holds a JIT config",
+                path.display()
+            );
+        }
+    }
+    // The same delivery again, and another queued for a job from a scope
+    // billet does not serve, change nothing.
+    running.deliveries -= 1;
+    assert_eq!(
+        running
+            .deliver(&event("queued", 1, 10, "octo-org/app", None))
+            .await,
+        200
+    );
+    run(&running.standin, 11, "other-org/app", "other-org/app");
+    assert_eq!(
+        running
+            .deliver(&event("queued", 2, 11, "other-org/app", None))
+            .await,
+        202
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(running.jobs().await.len(), 1, "one runner for one job");
+    running.standin.assert_no_violation();
+    assert!(
+        running
+            .standin
+            .operations_called()
+            .contains(&"actions/generate-runner-jitconfig-for-org".to_owned())
+    );
+    running.service.abort();
+}
+
+// G6: GitHub hands jobs to whichever runner fits. Two jobs, two runners;
+// each runner takes the other's job; both complete. A job that completes
+// before any runner took it frees its runner, which is retired: its
+// registration removed, its billet job cancelled. A runner still running
+// past its job's completion and the grace is destroyed.
+#[tokio::test]
+async fn g6_runners_are_kept_by_demand_not_identity() {
+    let mut running = start().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    for id in [1, 2] {
+        running
+            .deliver(&event("queued", id, 10, "octo-org/app", None))
+            .await;
+    }
+    let jobs = running
+        .until("two runners run", |jobs| live(jobs).len() == 2)
+        .await;
+    let names: Vec<String> = live(&jobs)
+        .iter()
+        .map(|job| running.runner_name(&job["id"]))
+        .collect();
+    let ids: Vec<u64> = live(&jobs)
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .collect();
+    // Each takes the other's job.
+    running
+        .deliver(&event(
+            "in_progress",
+            1,
+            10,
+            "octo-org/app",
+            Some(&names[1]),
+        ))
+        .await;
+    running
+        .deliver(&event(
+            "in_progress",
+            2,
+            10,
+            "octo-org/app",
+            Some(&names[0]),
+        ))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let jobs = running.jobs().await;
+    assert_eq!(live(&jobs).len(), 2, "no runner retired, none added");
+    // A third job, completed (cancelled on GitHub) before any runner took it:
+    // its runner is retired.
+    running
+        .deliver(&event("queued", 3, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a third runner runs", |jobs| live(jobs).len() == 3)
+        .await;
+    let third = live(&jobs)
+        .into_iter()
+        .find(|job| !ids.contains(&job["id"].as_u64().unwrap()))
+        .unwrap()
+        .clone();
+    let third_id = third["id"].as_u64().unwrap();
+    let third_name = running.runner_name(&third["id"]);
+    running
+        .deliver(&event("completed", 3, 10, "octo-org/app", None))
+        .await;
+    running
+        .until("the third runner is retired", |jobs| {
+            state_of(jobs, third_id) == "cancelled"
+        })
+        .await;
+    assert!(
+        !running
+            .registrations()
+            .iter()
+            .any(|(name, _)| *name == third_name),
+        "its registration is removed"
+    );
+    // Jobs 1 and 2 complete; the runners still run (they have not exited):
+    // past the grace they are destroyed.
+    running
+        .deliver(&event("completed", 1, 10, "octo-org/app", Some(&names[1])))
+        .await;
+    running
+        .deliver(&event("completed", 2, 10, "octo-org/app", Some(&names[0])))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(live(&running.jobs().await).len(), 2, "within the grace");
+    running
+        .clock
+        .advance(COMPLETED_GRACE + Duration::from_secs(1))
+        .unwrap();
+    let jobs = running
+        .until("both runners are destroyed", |jobs| {
+            ids.iter().all(|id| state_of(jobs, *id) == "cancelled")
+        })
+        .await;
+    assert_eq!(jobs.len(), 3, "no runner more than the jobs taken");
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
+// G4: labels are no trust boundary. A runner made for a trusted job that
+// GitHub reports taken by a fork's pull request (its run's code from
+// another repository) is destroyed at once and its registration removed; a
+// job whose run cannot be read is unknown work, left by a pool that runs
+// trusted work only.
+#[tokio::test]
+async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
+    let mut running = start().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    run(&running.standin, 20, "octo-org/app", "someone/app");
+    running
+        .deliver(&event("queued", 1, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a runner runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let runner = live(&jobs)[0].clone();
+    let id = runner["id"].as_u64().unwrap();
+    let name = running.runner_name(&runner["id"]);
+    // The fork's job (queued delivery lost) is reported taken by it.
+    running
+        .deliver(&event("in_progress", 5, 20, "octo-org/app", Some(&name)))
+        .await;
+    running
+        .until("the runner is destroyed", |jobs| {
+            state_of(jobs, id) == "cancelled"
+        })
+        .await;
+    assert!(
+        !running
+            .registrations()
+            .iter()
+            .any(|(held, _)| *held == name),
+        "its registration is removed"
+    );
+    // Job 1 still waits: a new runner is made for it.
+    running
+        .until("a new runner runs for the waiting job", |jobs| {
+            live(jobs).len() == 1 && live(jobs)[0]["id"] != id
+        })
+        .await;
+    // A job whose run GitHub does not answer is unknown: left.
+    let before = running.jobs().await.len();
+    running
+        .deliver(&event("queued", 7, 99, "octo-org/app", None))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(running.jobs().await.len(), before, "left, not taken");
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
