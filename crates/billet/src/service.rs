@@ -20,6 +20,7 @@ use crate::engine::{Bounds, DecisionTap, Engine, EngineError, PoolView, Quiet};
 use crate::github::Github;
 use crate::github::deliveries::Deliveries;
 use crate::github::webhook::Webhook;
+use crate::github::wiring::read_secret;
 use crate::http::{AppState, JobLimits, router};
 use crate::listener;
 use crate::output::{Capturing, OutputStore};
@@ -556,9 +557,11 @@ pub async fn serve(
     let clock: Arc<dyn Clock> = Arc::new(SteadyClock::new());
     let github = match config.github() {
         Some(settings) => {
-            let secret = read_secret("webhook secret file", &settings.webhook_secret_file)?;
+            let secret = read_secret("webhook secret file", &settings.webhook_secret_file)
+                .map_err(ServeError::Github)?;
             let deliveries = Deliveries::open(&options.state)?;
-            let api = crate::github::wiring::api(settings, Arc::clone(&clock))?;
+            let api = crate::github::wiring::api(settings, Arc::clone(&clock))
+                .map_err(ServeError::Github)?;
             tracing::info!(
                 scopes = settings.scopes.len(),
                 pools = settings.pools.len(),
@@ -633,7 +636,9 @@ pub async fn serve(
     )
     .await?;
     if let Some(github) = github {
-        github.start(&service, &pools)?;
+        github
+            .start(service.engine_parts(), &pools)
+            .map_err(ServeError::Github)?;
     }
     let result = service.run_until(shutdown, options.shutdown_grace).await;
     if result.is_ok() {
@@ -642,77 +647,9 @@ pub async fn serve(
     result
 }
 
-/// A GitHub secret (`what`: the webhook secret file, the token file, the
-/// App's private key file) from `path`, its trailing line ends dropped:
-/// refused when others may read or write the file (L13), or when it is
-/// empty.
-pub(crate) fn read_secret(what: &str, path: &std::path::Path) -> Result<Vec<u8>, ServeError> {
-    let shown = path.display();
-    let refuse = |why: String| ServeError::Github(format!("the {what} {shown}: {why}"));
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|error| refuse(error.to_string()))?
-            .permissions()
-            .mode()
-            & 0o7777;
-        if mode & 0o066 != 0 {
-            return Err(refuse(format!(
-                "mode {mode:04o}: group and others must not read or write it (chmod 600 {shown})"
-            )));
-        }
-    }
-    let mut secret = std::fs::read(path).map_err(|error| refuse(error.to_string()))?;
-    while secret.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-        secret.pop();
-    }
-    if secret.is_empty() {
-        return Err(refuse("it is empty".to_owned()));
-    }
-    Ok(secret)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // G1, L13: the webhook's secret is read without its line end; a file
-    // others may read or write, an empty one and a missing one are refused,
-    // each saying so.
-    #[test]
-    fn g1_the_webhook_secret_is_read_private_and_not_empty() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = crate::store::private_tempdir();
-        let path = dir.path().join("secret");
-        std::fs::write(&path, "s3cret\r\n").unwrap();
-        for mode in [0o600, 0o400] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            assert_eq!(
-                read_secret("webhook secret file", &path).unwrap(),
-                b"s3cret"
-            );
-        }
-        for mode in [0o640, 0o604, 0o620, 0o602] {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            let error = read_secret("webhook secret file", &path)
-                .unwrap_err()
-                .to_string();
-            assert!(error.contains(&format!("mode 0{mode:o}")), "{error}");
-            assert!(error.contains("chmod 600"), "{error}");
-        }
-        std::fs::write(&path, "\n").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(
-            read_secret("webhook secret file", &path)
-                .unwrap_err()
-                .to_string()
-                .contains("empty")
-        );
-        let missing = read_secret("token file", &dir.path().join("none")).unwrap_err();
-        assert!(missing.to_string().contains("the token file"), "{missing}");
-        assert_eq!(missing.exit_code(), 2);
-    }
 
     fn options() -> ServeOptions {
         let secs = Duration::from_secs;
@@ -907,5 +844,12 @@ mod tests {
         assert_eq!(listener.exit_code(), 1);
         assert_eq!(listener.to_string(), "the listener failed: closed");
         assert_eq!(ServeError::Flags("x".to_owned()).exit_code(), 2);
+        let github = ServeError::Github("the token file /t: it is empty".to_owned());
+        assert_eq!(
+            github.exit_code(),
+            2,
+            "a start GitHub refuses is a usage error"
+        );
+        assert_eq!(github.to_string(), "github: the token file /t: it is empty");
     }
 }

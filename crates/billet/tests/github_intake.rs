@@ -64,6 +64,18 @@ async fn start() -> Running {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap();
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    start_in(standin, state, Host::new(), clock).await
+}
+
+/// [`start`] over `standin`, `state`, `host` and `clock` as an earlier
+/// start left them (a restart).
+async fn start_in(
+    standin: StandIn,
+    state: tempfile::TempDir,
+    host: Host,
+    clock: ManualClock,
+) -> Running {
     let dir = state.path();
     private_file(&dir.join("gh-token"), &format!("{TOKEN}\n"));
     private_file(&dir.join("gh-secret"), SECRET);
@@ -85,7 +97,6 @@ github:
     );
     let config = Config::from_yaml_str(&yaml).unwrap();
     let settings = config.github().unwrap().clone();
-    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
     let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
     let api = billet::github::wiring::api(&settings, Arc::clone(&shared_clock)).unwrap();
     let webhook = Arc::new(Webhook::new(
@@ -93,7 +104,6 @@ github:
         Deliveries::open(dir).unwrap(),
     ));
     let github = Github::new(settings, api, webhook);
-    let host = Host::new();
     let simulated: Arc<dyn Provider> = Arc::new(
         SimulatedProvider::builder(OWNER)
             .host(host.clone())
@@ -129,7 +139,7 @@ github:
     )
     .await
     .unwrap();
-    github.start(&service, &pools).unwrap();
+    github.start(service.engine_parts(), &pools).unwrap();
     let base = format!("http://{}", service.addr());
     Running {
         service,
@@ -500,6 +510,79 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(running.jobs().await.len(), before, "left, not taken");
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
+// G5, G6, L6: a crash and a restart. The runner running before it is
+// adopted, busy until its job ends (it is not retired for want of a job);
+// runner numbers are never given twice, so the next runner is a new billet
+// job, not the old one's key answered again. A runner idle past
+// `idle_timeout` is retired (registration removed, job cancelled) and,
+// its job still waiting, another is made.
+#[tokio::test]
+async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
+    let mut running = start().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    running
+        .deliver(&event("queued", 1, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a runner runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let first = live(&jobs)[0]["id"].as_u64().unwrap();
+    let Running {
+        service,
+        standin,
+        host,
+        clock,
+        state,
+        deliveries,
+        ..
+    } = running;
+    service.abort();
+    let mut running = start_in(standin, state, host, clock).await;
+    running.deliveries = deliveries;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let jobs = running.jobs().await;
+    assert_eq!(
+        state_of(&jobs, first),
+        "running",
+        "adopted, kept: {jobs:#?}"
+    );
+    running
+        .deliver(&event("queued", 2, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a second runner runs", |jobs| live(jobs).len() == 2)
+        .await;
+    let second = live(&jobs)
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .find(|id| *id != first)
+        .unwrap();
+    assert_eq!(jobs.len(), 2, "a new job, not the first one's key again");
+    let second_name = running.runner_name(&json!(second));
+
+    // Past the idle timeout, the runner no job took is retired; the
+    // adopted one, busy, is not. Job 2 still waits: a third runner.
+    running
+        .clock
+        .advance(Duration::from_secs(10 * 60 + 1))
+        .unwrap();
+    let jobs = running
+        .until("the idle runner is retired and replaced", |jobs| {
+            state_of(jobs, second) == "cancelled" && live(jobs).len() == 2
+        })
+        .await;
+    assert_eq!(state_of(&jobs, first), "running");
+    assert!(
+        !running
+            .registrations()
+            .iter()
+            .any(|(name, _)| *name == second_name),
+        "the idle runner's registration is removed"
+    );
     running.standin.assert_no_violation();
     running.service.abort();
 }

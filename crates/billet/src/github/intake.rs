@@ -12,7 +12,7 @@
 //! so a number is never given twice, across restarts too.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use billet_config::{GithubSettings, ScopeTarget};
@@ -26,8 +26,7 @@ use super::registering::{Place, Runners, runner_key, runner_of_key};
 use super::take::{self, Take};
 use super::webhook::Webhook;
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
-use crate::record::{JobState, NewJob};
-use crate::service::ServeError;
+use crate::record::NewJob;
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;
@@ -53,8 +52,10 @@ pub struct Parts {
     pub settings: GithubSettings,
     /// GitHub's API.
     pub api: Api,
-    /// The webhook, whose database reserves runner numbers.
-    pub webhook: Arc<Webhook>,
+    /// The webhook, whose database reserves runner numbers. Held weakly:
+    /// the webhook holds the intake's inbox, and the intake ends once the
+    /// service's listener, the webhook's owner, is gone.
+    pub webhook: Weak<Webhook>,
     /// The engine, to submit and cancel runners' billet jobs.
     pub engine: EngineHandle,
     /// The table, to see runners' billet jobs start and end.
@@ -92,14 +93,19 @@ struct Intake {
 }
 
 /// Starts the intake's task; answers the channel the webhook sends to.
-/// Runners' billet jobs left by an earlier start are adopted: one not yet
-/// launched is cancelled (it has no registration), one running is counted
-/// busy until it ends.
-pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, ServeError> {
+/// Runners' billet jobs left by an earlier start are adopted, counted busy
+/// until they end: what each took is GitHub's to say. (One that never
+/// launched is refused at launch by its pool's
+/// [`Registering`](super::registering::Registering) provider, which no
+/// longer knows where it registers; the store may still say `queued` of one
+/// that launched, its start not yet committed when billet stopped.)
+pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, String> {
     let reserved_below = parts
         .webhook
+        .upgrade()
+        .ok_or_else(|| "the webhook is gone".to_owned())?
         .runners_reserved()
-        .map_err(|error| ServeError::Github(format!("github.db: {error}")))?;
+        .map_err(|error| format!("github.db: {error}"))?;
     let (events, inbox) = mpsc::channel(EVENTS);
     let mut intake = Intake {
         demand: Demand::new(reserved_below),
@@ -111,13 +117,8 @@ pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, ServeError>
         reserved_below,
         parts,
     };
-    let unlaunched = intake.adopt();
-    tokio::spawn(async move {
-        for job in unlaunched {
-            intake.cancel(job).await;
-        }
-        intake.run(inbox).await;
-    });
+    intake.adopt();
+    tokio::spawn(intake.run(inbox));
     Ok(events)
 }
 
@@ -144,11 +145,9 @@ fn place_of(settings: &GithubSettings, repository: &str) -> Option<Place> {
 }
 
 impl Intake {
-    /// Adopts the runners' billet jobs the table holds; answers those not
-    /// launched yet, to cancel.
-    fn adopt(&mut self) -> Vec<u64> {
+    /// Adopts the runners' billet jobs the table holds.
+    fn adopt(&mut self) {
         let jobs = self.parts.shared.jobs.read();
-        let mut unlaunched = Vec::new();
         for record in jobs.iter() {
             let (Some(n), Some(pool)) = (
                 record.key.as_deref().and_then(runner_of_key),
@@ -161,11 +160,7 @@ impl Intake {
                 .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART));
             self.job_of.insert(runner, record.id);
             self.runner_of.insert(record.id, runner);
-            if record.state == JobState::Queued {
-                unlaunched.push(record.id);
-            }
         }
-        unlaunched
     }
 
     async fn run(mut self, mut inbox: mpsc::Receiver<WorkflowJobEvent>) {
@@ -403,7 +398,11 @@ impl Intake {
         };
         if runner.0 >= self.reserved_below {
             let below = runner.0.saturating_add(RUNNER_BLOCK);
-            if let Err(error) = self.parts.webhook.reserve_runners(below) {
+            let reserved = match self.parts.webhook.upgrade() {
+                Some(webhook) => webhook.reserve_runners(below),
+                None => Err("the service is stopping".to_owned()),
+            };
+            if let Err(error) = reserved {
                 tracing::warn!(runner = runner.0, %error, "runner numbers could not be reserved in github.db: no runner started");
                 self.demand.gone(runner);
                 return;
@@ -484,10 +483,10 @@ impl Intake {
         match self.parts.engine.cancel(job).await {
             Ok(Cancelled::Requested(_) | Cancelled::Ended(_) | Cancelled::Unknown) => {}
             Ok(other) => {
-                tracing::warn!(job, answer = ?other, "a runner's job could not be cancelled")
+                tracing::warn!(job, answer = ?other, "a runner's job could not be cancelled");
             }
             Err(why) => {
-                tracing::warn!(job, %why, "a runner's job could not be cancelled")
+                tracing::warn!(job, %why, "a runner's job could not be cancelled");
             }
         }
     }

@@ -153,10 +153,14 @@ impl Provider for Registering {
     }
 
     async fn launch(&self, mut spec: Spec) -> Result<Instance, Error> {
-        let runner = InstanceName::parse(&spec.name)
-            .and_then(|name| self.runners.number_of_job(name.job.0))
-            .and_then(|n| Some((n, self.runners.get(n)?.0)));
-        if let Some((n, place)) = runner {
+        let number =
+            InstanceName::parse(&spec.name).and_then(|name| self.runners.number_of_job(name.job.0));
+        if let Some(n) = number {
+            let Some((place, _)) = self.runners.get(n) else {
+                return Err(Error::invalid_spec(format!(
+                    "runner {n} was made before billet restarted and never launched: where it registers is no longer known, so it is not started (the GitHub jobs that wait get new runners)"
+                )));
+            };
             let jit = self.jitconfig(&spec.name, &place).await.map_err(|error| {
                 Error::unavailable(format!(
                     "GitHub gave no JIT config for runner {}: {error}",
