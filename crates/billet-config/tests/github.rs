@@ -139,6 +139,8 @@ fn g1_api_urls_billet_must_not_use_are_refused() {
         ("ftp://github.example.com", "scheme"),
         ("not a url", "not a URL"),
         ("https://user:pass@github.example.com", "credentials"),
+        ("https://user@github.example.com", "credentials"),
+        ("https://:pass@github.example.com", "credentials"),
         ("https://api.github.com/?x=1", "query"),
     ] {
         let text = edit(
@@ -319,6 +321,15 @@ fn g1_pools_are_checked() {
         "labels: [l0",
         "1 to 100 labels",
     );
+    let most = (0..100)
+        .map(|i| format!("l{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let most = edit(
+        "      labels: [self-hosted, linux, x64]",
+        &format!("      labels: [{most}]"),
+    );
+    assert_eq!(github(&most).pools[0].labels.len(), 100, "100 is allowed");
     let blank = edit(
         "      labels: [self-hosted, linux, x64]",
         "      labels: [self-hosted, ' ']",

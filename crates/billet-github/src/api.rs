@@ -288,6 +288,8 @@ struct Inner {
     answers: Mutex<BTreeMap<String, u64>>,
     /// The last `X-RateLimit-Remaining` GitHub sent.
     remaining: Mutex<Option<u64>>,
+    /// Why the API could not be used at the last call, if it could not.
+    problem: Mutex<Option<String>>,
 }
 
 impl fmt::Debug for Api {
@@ -360,6 +362,7 @@ impl Api {
                 blocked_until: Mutex::new(None),
                 answers: Mutex::new(BTreeMap::new()),
                 remaining: Mutex::new(None),
+                problem: Mutex::new(None),
             }),
         })
     }
@@ -368,6 +371,14 @@ impl Api {
     /// for calls that had none), for `billet_github_api_requests_total`.
     pub fn answers(&self) -> BTreeMap<String, u64> {
         self.inner.answers.lock().clone()
+    }
+
+    /// Why GitHub's API could not be used at the last call that reached
+    /// for it: no answer, a server error, credentials refused (`401`), or a
+    /// rate limit still blocking calls. `None` before any call and after
+    /// any other answer (a `404` or `422` is the API at work).
+    pub fn problem(&self) -> Option<String> {
+        self.inner.problem.lock().clone()
     }
 
     /// The last `X-RateLimit-Remaining` GitHub sent, if any.
@@ -615,6 +626,29 @@ impl Api {
 
     /// One request, with the rate limit's block kept.
     async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        auth: &str,
+        what: &str,
+    ) -> Result<Vec<u8>, ApiError> {
+        let answer = self.send_once(method, path, query, body, auth, what).await;
+        let problem = match &answer {
+            Err(
+                error @ (ApiError::Unavailable { .. }
+                | ApiError::RateLimited { .. }
+                | ApiError::Refused { status: 401, .. }),
+            ) => Some(error.to_string()),
+            _ => None,
+        };
+        *self.inner.problem.lock() = problem;
+        answer
+    }
+
+    /// [`send`](Api::send), before its answer is judged.
+    async fn send_once(
         &self,
         method: Method,
         path: &str,

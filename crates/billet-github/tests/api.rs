@@ -225,11 +225,17 @@ async fn g7_an_apps_token_is_made_reused_and_renewed() {
 #[tokio::test]
 async fn g7_rate_limits_block_calls_until_they_pass() {
     let (standin, api, clock) = token_client().await;
+    assert_eq!(api.problem(), None, "no call, no problem");
     standin.state.lock().faults.push_back(Fault {
         status: 403,
         headers: vec![("retry-after", "30".to_owned())],
     });
     let limited = api.runners(&repo(), None).await.unwrap_err();
+    assert!(
+        api.problem().is_some_and(|p| p.contains("rate limit")),
+        "G8: a rate limit makes the API unusable: {:?}",
+        api.problem()
+    );
     assert_eq!(
         limited,
         ApiError::RateLimited {
@@ -252,6 +258,7 @@ async fn g7_rate_limits_block_calls_until_they_pass() {
     );
     clock.advance(Duration::from_secs(20)).unwrap();
     api.runners(&repo(), None).await.unwrap();
+    assert_eq!(api.problem(), None, "an answer clears it");
 
     let reset = clock
         .now()
@@ -282,13 +289,36 @@ async fn g7_rate_limits_block_calls_until_they_pass() {
         matches!(refused, ApiError::Refused { status: 403, .. }),
         "{refused:?}"
     );
+    assert_eq!(
+        api.problem(),
+        None,
+        "a refusal of one call is the API at work"
+    );
+    standin.state.lock().faults.push_back(Fault {
+        status: 401,
+        headers: vec![],
+    });
+    api.runners(&repo(), None).await.unwrap_err();
+    assert!(
+        api.problem().is_some_and(|p| p.contains("401")),
+        "credentials refused: {:?}",
+        api.problem()
+    );
+    standin.state.lock().faults.push_back(Fault {
+        status: 422,
+        headers: vec![],
+    });
+    api.runners(&repo(), None).await.unwrap_err();
+    assert_eq!(api.problem(), None, "a 422 is the API at work");
     standin.state.lock().faults.push_back(Fault {
         status: 503,
         headers: vec![],
     });
     let down = api.runners(&repo(), None).await.unwrap_err();
     assert!(matches!(down, ApiError::Unavailable { .. }), "{down:?}");
+    assert_eq!(api.problem(), Some(down.to_string()));
     api.runners(&repo(), None).await.unwrap();
+    assert_eq!(api.problem(), None);
     standin.assert_no_violation();
 
     // Nothing listens: unavailable, counted as a transport failure.
@@ -305,6 +335,7 @@ async fn g7_rate_limits_block_calls_until_they_pass() {
         "the cause is said: {error}"
     );
     assert_eq!(gone.answers().get("transport"), Some(&1));
+    assert_eq!(gone.problem(), Some(error.to_string()));
 }
 
 // G7: a listing is read page by page to its end; one longer than the pages

@@ -603,13 +603,20 @@ async fn github_webhook(State(app): State<AppState>, request: Request) -> Respon
 /// `200 {"status": "ok"}`, or `503 {"status": "degraded", "unreadable":
 /// [...]}`: pools whose inventory cannot be read (or whose read has hung past
 /// the stall bound, L14), with `"contested": [...]` when another live store
-/// launches into some pools (L10). Either adds `"wall_clock_offset_seconds"`
+/// launches into some pools (L10), and `"github": "..."` while GitHub's API
+/// cannot be used (G8). Either adds `"wall_clock_offset_seconds"`
 /// (positive when the wall clock is ahead) while the wall clock and the
 /// service's clock are a second or more apart after a step (L24).
 async fn healthz(State(app): State<AppState>) -> Response {
     let health = app.shared.health();
-    let healthy =
-        health.unreadable.is_empty() && health.contested.is_empty() && health.store_full.is_none();
+    let github = app
+        .github
+        .as_ref()
+        .and_then(|webhook| webhook.api_problem());
+    let healthy = health.unreadable.is_empty()
+        && health.contested.is_empty()
+        && health.store_full.is_none()
+        && github.is_none();
     let (status, mut body) = if healthy {
         (StatusCode::OK, json!({ "status": "ok" }))
     } else {
@@ -619,6 +626,9 @@ async fn healthz(State(app): State<AppState>) -> Response {
         }
         if let Some(why) = &health.store_full {
             body["store_full"] = json!(why);
+        }
+        if let Some(why) = &github {
+            body["github"] = json!(why);
         }
         (StatusCode::SERVICE_UNAVAILABLE, body)
     };

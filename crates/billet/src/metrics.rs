@@ -6,6 +6,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use billet_scheduler::Stats;
@@ -29,6 +30,92 @@ struct DeliveryLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+/// The GitHub intake's series (G8), registered whether or not the intake
+/// runs (they stay empty or zero without it).
+#[derive(Debug)]
+struct GithubMetrics {
+    jobs: Family<StateLabel, Gauge>,
+    left: Family<ReasonLabel, Counter>,
+    startup: Histogram,
+    runners: Family<StateLabel, Gauge>,
+    api: Family<StatusLabel, Counter>,
+    rate_limit_remaining: Gauge,
+}
+
+impl GithubMetrics {
+    fn register(registry: &mut Registry) -> GithubMetrics {
+        let metrics = GithubMetrics {
+            jobs: Family::default(),
+            left: Family::default(),
+            startup: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            runners: Family::default(),
+            api: Family::default(),
+            rate_limit_remaining: Gauge::default(),
+        };
+        registry.register(
+            "billet_github_jobs",
+            "GitHub jobs billet took that have not completed, by state (queued, in_progress)",
+            metrics.jobs.clone(),
+        );
+        registry.register(
+            "billet_github_jobs_left",
+            "Queued GitHub jobs billet left for other runners, by reason",
+            metrics.left.clone(),
+        );
+        registry.register(
+            "billet_github_job_startup_seconds",
+            "From a GitHub job's queued delivery to its in_progress one",
+            metrics.startup.clone(),
+        );
+        registry.register(
+            "billet_github_runners",
+            "billet's GitHub runners, by state (starting, idle, busy)",
+            metrics.runners.clone(),
+        );
+        registry.register(
+            "billet_github_api_requests",
+            "Requests to GitHub's API, by answer status (transport: none came)",
+            metrics.api.clone(),
+        );
+        registry.register(
+            "billet_github_rate_limit_remaining",
+            "The last X-RateLimit-Remaining GitHub's API sent",
+            metrics.rate_limit_remaining.clone(),
+        );
+        for state in GITHUB_JOB_STATES {
+            let _ = metrics.jobs.get_or_create(&StateLabel {
+                state: state.to_owned(),
+            });
+        }
+        for state in RUNNER_STATES {
+            let _ = metrics.runners.get_or_create(&StateLabel {
+                state: state.to_owned(),
+            });
+        }
+        metrics
+    }
+}
+
+/// The state labels of `billet_github_jobs`.
+pub const GITHUB_JOB_STATES: [&str; 2] = ["queued", "in_progress"];
+/// The state labels of `billet_github_runners`.
+pub const RUNNER_STATES: [&str; 3] = ["starting", "idle", "busy"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: String,
 }
@@ -48,6 +135,7 @@ pub struct Metrics {
     unsettled: Family<PoolLabel, Gauge>,
     foreign: Family<ForeignLabel, Counter>,
     deliveries: Family<DeliveryLabel, Counter>,
+    github: GithubMetrics,
     /// Each configured pool's gauges, in the order the pools were named:
     /// handles on the families' own series, so that `observe` (once per
     /// engine step) sets them without a label's hash and lookup.
@@ -87,6 +175,7 @@ impl Metrics {
             "GitHub webhook deliveries, by event and by what they were answered",
             deliveries.clone(),
         );
+        let github = GithubMetrics::register(&mut registry);
         registry.register(
             "billet_pool_contested",
             "Instances another live store launched into a pool, in its last inventory (L10)",
@@ -172,6 +261,7 @@ impl Metrics {
             unsettled,
             foreign,
             deliveries,
+            github,
             pools: gauges,
         }
     }
@@ -247,6 +337,73 @@ impl Metrics {
                 result: result.to_owned(),
             })
             .inc();
+    }
+
+    /// Counts a queued GitHub job billet left, for `reason` (one of a few
+    /// names the caller bounds).
+    pub fn github_left(&self, reason: &str) {
+        self.github
+            .left
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// The GitHub jobs billet took that have not completed: `queued` and
+    /// `in_progress`.
+    pub fn github_jobs(&self, queued: usize, in_progress: usize) {
+        for (state, n) in GITHUB_JOB_STATES.into_iter().zip([queued, in_progress]) {
+            self.github
+                .jobs
+                .get_or_create(&StateLabel {
+                    state: state.to_owned(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// A GitHub job went from its `queued` delivery to `in_progress` in
+    /// `took`.
+    pub fn github_startup(&self, took: std::time::Duration) {
+        self.github.startup.observe(took.as_secs_f64());
+    }
+
+    /// billet's runners: `[starting, idle, busy]` (in [`RUNNER_STATES`]
+    /// order).
+    pub fn github_runners(&self, counts: [usize; 3]) {
+        for (state, n) in RUNNER_STATES.into_iter().zip(counts) {
+            self.github
+                .runners
+                .get_or_create(&StateLabel {
+                    state: state.to_owned(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// GitHub's API client's counts: its answers so far by status (each
+    /// series raised to the count, never lowered), and the rate limit's
+    /// remaining calls when GitHub said.
+    pub fn github_api(
+        &self,
+        answers: &std::collections::BTreeMap<String, u64>,
+        remaining: Option<u64>,
+    ) {
+        for (status, &count) in answers {
+            let counter = self.github.api.get_or_create(&StatusLabel {
+                status: status.clone(),
+            });
+            let held = counter.get();
+            if count > held {
+                counter.inc_by(count - held);
+            }
+        }
+        if let Some(remaining) = remaining {
+            self.github
+                .rate_limit_remaining
+                .set(i64::try_from(remaining).unwrap_or(i64::MAX));
+        }
     }
 
     /// The text exposition format.
@@ -336,6 +493,56 @@ mod tests {
             r#"billet_pool_queued{pool="vm"} 7"#,
             r#"billet_pool_contested{pool="vm"} 2"#,
             r#"billet_pool_unsettled{pool="vm"} 1"#,
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+    }
+
+    // G8: the GitHub intake's series, present from the start and following
+    // what the intake tells them; API counts only move forward.
+    #[test]
+    fn g8_the_github_series_follow_the_intake() {
+        let metrics = Metrics::new(["linux"]);
+        let text = metrics.render();
+        for series in [
+            r#"billet_github_jobs{state="queued"} 0"#,
+            r#"billet_github_jobs{state="in_progress"} 0"#,
+            r#"billet_github_runners{state="starting"} 0"#,
+            r#"billet_github_runners{state="idle"} 0"#,
+            r#"billet_github_runners{state="busy"} 0"#,
+            "billet_github_rate_limit_remaining 0",
+            "billet_github_job_startup_seconds_count 0",
+        ] {
+            assert!(text.contains(series), "{series} missing from\n{text}");
+        }
+        metrics.github_left("trust");
+        metrics.github_left("trust");
+        metrics.github_jobs(3, 2);
+        metrics.github_runners([1, 4, 2]);
+        metrics.github_startup(std::time::Duration::from_secs(3));
+        let answers = |ok, refused| {
+            [("200".to_owned(), ok), ("422".to_owned(), refused)]
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        metrics.github_api(&answers(5, 1), Some(4_990));
+        metrics.github_api(&answers(7, 1), None);
+        metrics.github_api(&answers(6, 0), None);
+        let text = metrics.render();
+        for series in [
+            r#"billet_github_jobs_left_total{reason="trust"} 2"#,
+            r#"billet_github_jobs{state="queued"} 3"#,
+            r#"billet_github_jobs{state="in_progress"} 2"#,
+            r#"billet_github_runners{state="starting"} 1"#,
+            r#"billet_github_runners{state="idle"} 4"#,
+            r#"billet_github_runners{state="busy"} 2"#,
+            "billet_github_job_startup_seconds_sum 3.0",
+            "billet_github_job_startup_seconds_count 1",
+            r#"billet_github_job_startup_seconds_bucket{le="2.0"} 0"#,
+            r#"billet_github_job_startup_seconds_bucket{le="4.0"} 1"#,
+            r#"billet_github_api_requests_total{status="200"} 7"#,
+            r#"billet_github_api_requests_total{status="422"} 1"#,
+            "billet_github_rate_limit_remaining 4990",
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }

@@ -252,6 +252,41 @@ impl Running {
         names[0].clone()
     }
 
+    /// Waits (at most 20 s) until `GET /metrics` shows every one of
+    /// `series`.
+    async fn until_metrics(&self, series: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = self
+                .client
+                .get(format!("{}/metrics", self.base))
+                .bearer_auth(BILLET_TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if series.iter().all(|line| text.contains(line)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never {series:?} in\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `/healthz`'s status and body.
+    async fn health(&self) -> (u16, Value) {
+        let response = self
+            .client
+            .get(format!("{}/healthz", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
     /// The registrations the stand-in holds: (name, labels).
     fn registrations(&self) -> Vec<(String, Vec<String>)> {
         self.standin
@@ -351,6 +386,16 @@ async fn g5_a_runner_is_registered_just_in_time_and_its_config_kept_secret() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(running.jobs().await.len(), 1, "one runner for one job");
+    // G8: what the intake holds, in the metrics.
+    running
+        .until_metrics(&[
+            r#"billet_github_jobs{state="queued"} 1"#,
+            r#"billet_github_runners{state="idle"} 1"#,
+            r#"billet_github_jobs_left_total{reason="other_scope"} 1"#,
+            r#"billet_github_api_requests_total{status="201"} 1"#,
+            r#"billet_github_deliveries_total{event="workflow_job",result="accepted"} 2"#,
+        ])
+        .await;
     running.standin.assert_no_violation();
     assert!(
         running
@@ -510,6 +555,44 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(running.jobs().await.len(), before, "left, not taken");
+    running
+        .until_metrics(&[r#"billet_github_jobs_left_total{reason="trust"} 1"#])
+        .await;
+
+    // G8: while GitHub's API answers 503, /healthz says so; an answer
+    // clears it.
+    assert_eq!(running.health().await.0, 200);
+    running
+        .standin
+        .state
+        .lock()
+        .faults
+        .push_back(standin::Fault {
+            status: 503,
+            headers: vec![],
+        });
+    running
+        .deliver(&event("queued", 8, 98, "octo-org/app", None))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (status, body) = loop {
+        let (status, body) = running.health().await;
+        if status == 503 || Instant::now() > deadline {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status, 503, "{body}");
+    assert!(body["github"].as_str().unwrap().contains("503"), "{body}");
+    run(&running.standin, 97, "octo-org/app", "octo-org/app");
+    running
+        .deliver(&event("queued", 9, 97, "octo-org/app", None))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running.health().await.0 != 200 {
+        assert!(Instant::now() < deadline, "{:?}", running.health().await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     running.standin.assert_no_violation();
     running.service.abort();
 }

@@ -266,6 +266,17 @@ impl Demand {
             .count()
     }
 
+    /// How many GitHub jobs billet took are `queued` and `in_progress` (a
+    /// job known only from a later delivery, not taken, is not counted).
+    pub fn job_counts(&self) -> (usize, usize) {
+        let taken = self.jobs.values().filter(|job| job.pool.is_some());
+        taken.fold((0, 0), |(queued, running), job| match job.stage {
+            JobStage::Queued => (queued + 1, running),
+            JobStage::InProgress => (queued, running + 1),
+            JobStage::Completed => (queued, running),
+        })
+    }
+
     /// The job runner `runner` is kept for, and the one it took.
     pub fn runner(&self, runner: RunnerId) -> Option<(Option<u64>, Option<u64>)> {
         self.runners.get(&runner).map(|r| (r.kept_for, r.took))
@@ -310,6 +321,9 @@ mod tests {
         assert_eq!(demand.settle(), [], "settled: nothing more");
         assert_eq!(demand.untaken_runners("linux"), 2);
         assert_eq!(demand.waiting_jobs("linux"), 2);
+        // G8: a job known only from a delivery, never taken, is not counted.
+        demand.reached(99, JobStage::InProgress);
+        assert_eq!(demand.job_counts(), (3, 0));
 
         // Runner 1 (made for 10) takes 11: runner 2 (made for 11) is kept
         // for 10 now; nothing is launched or retired.
@@ -317,6 +331,7 @@ mod tests {
         assert_eq!(demand.settle(), []);
         assert_eq!(demand.runner(RunnerId(2)), Some((Some(10), None)));
         assert_eq!(demand.runner(RunnerId(1)), Some((None, Some(11))));
+        assert_eq!(demand.job_counts(), (2, 1));
         assert_eq!(
             (
                 demand.untaken_runners("linux"),
@@ -334,6 +349,11 @@ mod tests {
             }]
         );
         assert_eq!(demand.untaken_runners("gpu"), 0);
+        assert_eq!(
+            demand.job_counts(),
+            (1, 1),
+            "a completed job is not counted"
+        );
 
         // A runner of billet's takes a job billet never took (its delivery
         // was lost): the job it was kept for gets a new runner.

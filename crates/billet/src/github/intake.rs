@@ -74,6 +74,8 @@ struct Taken {
     trust: TrustClass,
     place: Place,
     labels: Vec<String>,
+    /// When its `queued` delivery came, until a runner took it.
+    queued_at: Option<SystemTime>,
 }
 
 /// The intake's state, on its task.
@@ -205,6 +207,17 @@ impl Intake {
             Action::Queued if self.demand.stage(job).is_none() => self.on_queued(&event).await,
             Action::Queued | Action::Waiting | Action::Unknown => {}
             Action::InProgress => {
+                if let Some(queued_at) = self
+                    .taken
+                    .get_mut(&job)
+                    .and_then(|taken| taken.queued_at.take())
+                {
+                    let took = self.parts.shared.now().duration_since(queued_at);
+                    self.parts
+                        .shared
+                        .metrics
+                        .github_startup(took.unwrap_or_default());
+                }
                 let runner = event
                     .workflow_job
                     .runner_name
@@ -256,11 +269,13 @@ impl Intake {
                         trust,
                         place,
                         labels: event.workflow_job.labels.clone(),
+                        queued_at: Some(self.parts.shared.now()),
                     },
                 );
                 self.demand.taken(job, &pool);
             }
             Take::Leave(why) => {
+                self.parts.shared.metrics.github_left(why.as_str());
                 tracing::info!(github_job = job, reason = why.as_str(), "left a GitHub job");
             }
         }
@@ -310,6 +325,8 @@ impl Intake {
             let jobs = self.parts.shared.jobs.read();
             let mut ended = Vec::new();
             let mut overdue = Vec::new();
+            // starting, idle, busy (RUNNER_STATES)
+            let mut runners = [0; 3];
             for (&id, &runner) in &self.runner_of {
                 let Some(record) = jobs.live(id) else {
                     ended.push(id);
@@ -319,6 +336,11 @@ impl Intake {
                     .demand
                     .runner(runner)
                     .is_some_and(|(_, took)| took.is_none());
+                runners[match (untaken, record.started_at) {
+                    (false, _) => 2,
+                    (true, Some(_)) => 1,
+                    (true, None) => 0,
+                }] += 1;
                 let idle = untaken
                     && record
                         .started_at
@@ -334,6 +356,12 @@ impl Intake {
                     overdue.push((runner, false));
                 }
             }
+            let metrics = &self.parts.shared.metrics;
+            metrics.github_runners(runners);
+            let (queued, in_progress) = self.demand.job_counts();
+            metrics.github_jobs(queued, in_progress);
+            let api = &self.parts.api;
+            metrics.github_api(&api.answers(), api.rate_limit_remaining());
             (ended, overdue)
         };
         for (runner, outlived) in overdue {

@@ -69,6 +69,9 @@ impl Received {
 pub struct Webhook {
     secret: Vec<u8>,
     deliveries: Mutex<Deliveries>,
+    /// GitHub's API as the intake uses it, once it runs: what `/healthz`
+    /// asks whether GitHub can be used (G8).
+    api: std::sync::OnceLock<billet_github::Api>,
     /// Where committed `workflow_job` events go: the intake, once it runs.
     events: std::sync::OnceLock<tokio::sync::mpsc::Sender<billet_github::WorkflowJobEvent>>,
 }
@@ -106,6 +109,7 @@ impl Webhook {
             secret,
             deliveries: Mutex::new(deliveries),
             events: std::sync::OnceLock::new(),
+            api: std::sync::OnceLock::new(),
         }
     }
 
@@ -175,6 +179,17 @@ impl Webhook {
                 Received::Unwritten(format!("the delivery could not be committed: {error}"))
             }
         }
+    }
+
+    /// Watches `api`, the intake's client, for [`api_problem`](Webhook::api_problem).
+    pub fn watch_api(&self, api: billet_github::Api) {
+        let _ = self.api.set(api);
+    }
+
+    /// Why GitHub's API cannot be used now, if it cannot (its last call
+    /// found it so); `None` too before the intake runs.
+    pub fn api_problem(&self) -> Option<String> {
+        self.api.get().and_then(billet_github::Api::problem)
     }
 
     /// The first runner number not yet reserved (see

@@ -96,6 +96,7 @@ impl Github {
         pools: &Pools,
     ) -> Result<(), String> {
         self.runners.attach(Arc::clone(&shared));
+        self.webhook.watch_api(self.api.clone());
         let events = intake::start(Parts {
             settings: self.settings,
             api: self.api,
