@@ -344,6 +344,26 @@ pub struct JobView {
     pub output_bytes: u64,
     /// Whether `--output-limit` cut its output (L15).
     pub output_truncated: bool,
+    /// For a GitHub runner's job, the GitHub job it serves (G8): shown by
+    /// `GET /v1/jobs/{id}` only, absent for every other job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubView>,
+}
+
+/// The GitHub job a runner's billet job serves: the one it was made for,
+/// then the one GitHub says it took (G8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GithubView {
+    /// GitHub's job id.
+    pub job_id: u64,
+    /// Its workflow run.
+    pub run_id: u64,
+    /// `OWNER/NAME`.
+    pub repository: String,
+    /// The runner that took it, once one did.
+    pub runner: Option<String>,
+    /// How it ended, once it did.
+    pub conclusion: Option<String>,
 }
 
 impl JobView {
@@ -366,6 +386,7 @@ impl JobView {
             // the job (L15).
             output_bytes: 0,
             output_truncated: false,
+            github: None,
         }
     }
 }

@@ -379,7 +379,23 @@ async fn get_job(
     let Some(n) = job_id(&id) else {
         return unknown(&id);
     };
-    let found = off_the_workers(&app, move |shared| find_in(shared, n)).await;
+    let webhook = app.github.clone();
+    let found = off_the_workers(&app, move |shared| {
+        let mut view = find_in(shared, n).map_err(|error| error.to_string())?;
+        if let (Some(view), Some(webhook)) = (&mut view, webhook) {
+            view.github = webhook
+                .served_by(view.id)?
+                .map(|facts| crate::api::GithubView {
+                    job_id: facts.id,
+                    run_id: facts.run_id,
+                    repository: facts.repository,
+                    runner: facts.runner,
+                    conclusion: facts.conclusion,
+                });
+        }
+        Ok::<_, String>(view)
+    })
+    .await;
     match found {
         Ok(Some(view)) => job(&app, StatusCode::OK, view).await,
         Ok(None) => unknown(&id),

@@ -453,6 +453,14 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let jobs = running.jobs().await;
     assert_eq!(live(&jobs).len(), 2, "no runner retired, none added");
+    // G8: each runner's job names the GitHub job it took; a list does not.
+    let (view, _) = running.job(ids[1]).await;
+    assert_eq!(
+        view["github"],
+        json!({"job_id": 1, "run_id": 10, "repository": "octo-org/app", "runner": names[1], "conclusion": null}),
+    );
+    assert_eq!(running.job(ids[0]).await.0["github"]["job_id"], 2);
+    assert!(jobs.iter().all(|job| job.get("github").is_none()));
     // A third job, completed (cancelled on GitHub) before any runner took it:
     // its runner is retired.
     running
@@ -485,14 +493,18 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
     );
     // Jobs 1 and 2 complete; the runners still run (they have not exited):
     // past the grace they are destroyed.
-    running
-        .deliver(&event("completed", 1, 10, "octo-org/app", Some(&names[1])))
-        .await;
+    let mut completed = event("completed", 1, 10, "octo-org/app", Some(&names[1]));
+    completed["workflow_job"]["conclusion"] = json!("success");
+    running.deliver(&completed).await;
     running
         .deliver(&event("completed", 2, 10, "octo-org/app", Some(&names[0])))
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(live(&running.jobs().await).len(), 2, "within the grace");
+    assert_eq!(
+        running.job(ids[1]).await.0["github"]["conclusion"],
+        "success"
+    );
     running
         .clock
         .advance(COMPLETED_GRACE + Duration::from_secs(1))

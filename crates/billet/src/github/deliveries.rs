@@ -38,6 +38,12 @@ CREATE TABLE IF NOT EXISTS github_jobs (
     updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS github_jobs_completed ON github_jobs (updated_at) WHERE stage = 3;
+CREATE TABLE IF NOT EXISTS runner_jobs (
+    billet_job INTEGER PRIMARY KEY,
+    github_job INTEGER NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runner_jobs_by_age ON runner_jobs (at);
 CREATE TABLE IF NOT EXISTS runner_numbers (
     only INTEGER PRIMARY KEY CHECK (only = 0),
     reserved_below INTEGER NOT NULL
@@ -191,8 +197,46 @@ impl Deliveries {
             "DELETE FROM github_jobs WHERE stage = 3 AND updated_at < ?1",
             params![cutoff],
         )?;
+        tx.execute("DELETE FROM runner_jobs WHERE at < ?1", params![cutoff])?;
         tx.commit()?;
         Ok(Committed::New)
+    }
+
+    /// Runner billet job `billet_job` serves GitHub job `github_job` (it was
+    /// made for it, or, later, took it), as of `now`. Kept [`KEEP`], as
+    /// deliveries are.
+    pub fn runner_serves(
+        &mut self,
+        billet_job: u64,
+        github_job: u64,
+        now: SystemTime,
+    ) -> rusqlite::Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO runner_jobs (billet_job, github_job, at) VALUES (?1, ?2, ?3)",
+            params![
+                i64::try_from(billet_job).unwrap_or(i64::MAX),
+                i64::try_from(github_job).unwrap_or(i64::MAX),
+                millis(now)
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// The GitHub job runner billet job `billet_job` serves, and what the
+    /// deliveries said of it (`None`: not a runner's job, or nothing kept).
+    pub fn served_by(&self, billet_job: u64) -> rusqlite::Result<Option<JobFacts>> {
+        let github_job: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT github_job FROM runner_jobs WHERE billet_job = ?1",
+                params![i64::try_from(billet_job).unwrap_or(i64::MAX)],
+                |row| row.get(0),
+            )
+            .optional()?;
+        match github_job {
+            Some(id) => self.job(id as u64),
+            None => Ok(None),
+        }
     }
 
     /// What the deliveries said of GitHub job `id`, if any was kept.
@@ -257,6 +301,44 @@ impl Deliveries {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn queued(id: u64) -> WorkflowJobEvent {
+        serde_json::from_value(serde_json::json!({
+            "action": "queued",
+            "workflow_job": {"id": id, "run_id": 7, "labels": ["linux"]},
+            "repository": {"id": 3, "full_name": "octo-org/app", "private": true},
+        }))
+        .unwrap()
+    }
+
+    // G8: a runner's billet job names the GitHub job it serves (the one it
+    // was made for, then the one it took), while that job's facts are kept;
+    // both go KEEP after they were last written.
+    #[test]
+    fn g8_a_runners_job_names_the_github_job_it_serves() {
+        let mut deliveries = Deliveries::memory().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        deliveries.commit("d-1", Some(&queued(41)), t0).unwrap();
+        deliveries.commit("d-2", Some(&queued(42)), t0).unwrap();
+        assert_eq!(deliveries.served_by(5).unwrap(), None, "not a runner's");
+        deliveries.runner_serves(5, 41, t0).unwrap();
+        assert_eq!(deliveries.served_by(5).unwrap().unwrap().id, 41);
+        deliveries.runner_serves(5, 42, t0).unwrap();
+        let facts = deliveries.served_by(5).unwrap().unwrap();
+        assert_eq!((facts.id, facts.run_id), (42, 7));
+        assert_eq!(facts.repository, "octo-org/app");
+        deliveries.runner_serves(6, 99, t0).unwrap();
+        assert_eq!(deliveries.served_by(6).unwrap(), None, "no facts kept");
+        // Past KEEP, the next commit removes what the runner served.
+        let later = t0 + KEEP + Duration::from_secs(1);
+        deliveries.commit("d-3", None, later).unwrap();
+        assert_eq!(deliveries.served_by(5).unwrap(), None);
+        let kept: i64 = deliveries
+            .conn
+            .query_row("SELECT COUNT(*) FROM runner_jobs", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(kept, 0);
+    }
 
     // G5: runner numbers name runners' billet jobs by their keys, which the
     // store keeps after the job ends: a number reserved is never given again,

@@ -227,6 +227,9 @@ impl Intake {
                 match runner {
                     Some(runner) => {
                         self.demand.took(runner, job);
+                        if let Some(&billet_job) = self.job_of.get(&runner) {
+                            self.serves(billet_job, job);
+                        }
                         self.check_trust(runner, &event).await;
                     }
                     None => self.demand.reached(job, JobStage::InProgress),
@@ -457,6 +460,7 @@ impl Intake {
                 );
                 self.job_of.insert(runner, view.id);
                 self.runner_of.insert(view.id, runner);
+                self.serves(view.id, for_job);
                 return;
             }
             Ok(other) => format!("{other:?}"),
@@ -504,6 +508,17 @@ impl Intake {
                 .await
         {
             tracing::warn!(runner = runner.0, %error, "a destroyed runner's registration could not be removed");
+        }
+    }
+
+    /// Records that runner billet job `billet_job` serves GitHub job
+    /// `github_job`, for its view's `github` object (G8).
+    fn serves(&self, billet_job: u64, github_job: u64) {
+        let Some(webhook) = self.parts.webhook.upgrade() else {
+            return;
+        };
+        if let Err(error) = webhook.runner_serves(billet_job, github_job, self.parts.shared.now()) {
+            tracing::warn!(job = billet_job, github_job, %error, "which GitHub job a runner serves could not be recorded");
         }
     }
 

@@ -209,6 +209,32 @@ impl Webhook {
             .map_err(|error| error.to_string())
     }
 
+    /// Runner billet job `billet_job` serves GitHub job `github_job` as of
+    /// `now` (see [`Deliveries::runner_serves`](super::deliveries::Deliveries::runner_serves)).
+    pub fn runner_serves(
+        &self,
+        billet_job: u64,
+        github_job: u64,
+        now: SystemTime,
+    ) -> Result<(), String> {
+        self.deliveries
+            .lock()
+            .runner_serves(billet_job, github_job, now)
+            .map_err(|error| error.to_string())
+    }
+
+    /// The GitHub job billet job `billet_job` serves as a runner, with the
+    /// deliveries' facts of it; `Ok(None)` for any other job.
+    pub fn served_by(
+        &self,
+        billet_job: u64,
+    ) -> Result<Option<super::deliveries::JobFacts>, String> {
+        self.deliveries
+            .lock()
+            .served_by(billet_job)
+            .map_err(|error| error.to_string())
+    }
+
     /// What the deliveries said of GitHub job `id`.
     pub fn job(&self, id: u64) -> Option<super::deliveries::JobFacts> {
         self.deliveries.lock().job(id).ok().flatten()
