@@ -614,6 +614,9 @@ pub async fn serve(
         store = %store.identity().map_or("-", |identity| identity.as_str()),
         "listening on {addr}"
     );
+    let identity = store
+        .identity()
+        .map(|identity| identity.as_str().to_owned());
     let service = Service::start_with(
         &pools,
         store,
@@ -637,7 +640,7 @@ pub async fn serve(
     .await?;
     if let Some(github) = github {
         github
-            .start(service.engine_parts(), &pools)
+            .start(service.engine_parts(), &pools, identity)
             .map_err(ServeError::Github)?;
     }
     let result = service.run_until(shutdown, options.shutdown_grace).await;

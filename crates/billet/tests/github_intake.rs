@@ -47,6 +47,7 @@ struct Running {
     clock: ManualClock,
     state: tempfile::TempDir,
     deliveries: u64,
+    identity: Option<String>,
 }
 
 fn private_file(path: &Path, text: &str) {
@@ -65,16 +66,18 @@ async fn start() -> Running {
         .tempdir()
         .unwrap();
     let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    start_in(standin, state, Host::new(), clock).await
+    start_in(standin, state, Host::new(), clock, "").await
 }
 
 /// [`start`] over `standin`, `state`, `host` and `clock` as an earlier
 /// start left them (a restart).
+/// `extra` is added to the `github:` section (indented as its keys).
 async fn start_in(
     standin: StandIn,
     state: tempfile::TempDir,
     host: Host,
     clock: ManualClock,
+    extra: &str,
 ) -> Running {
     let dir = state.path();
     private_file(&dir.join("gh-token"), &format!("{TOKEN}\n"));
@@ -88,10 +91,10 @@ github:
   api_url: {url}
   token_file: {dir}/gh-token
   webhook_secret_file: {dir}/gh-secret
-  scopes: [{{org: octo-org, trust: trusted}}]
+  scopes: [{{org: octo-org, trust: trusted}}, {{repository: solo/tool, trust: trusted}}]
   pools: [{{pool: linux, labels: [self-hosted, linux]}}]
   runner: {{command: [billet-simulated, run-for, 3600s], idle_timeout: 10m}}
-",
+{extra}",
         url = standin.url,
         dir = dir.display(),
     );
@@ -122,6 +125,9 @@ github:
         .build()
         .unwrap();
     let (store, records) = Store::open(dir).unwrap();
+    let identity = store
+        .identity()
+        .map(|identity| identity.as_str().to_owned());
     let credentials = Credentials::parse(&format!("{BILLET_TOKEN}\n"), Path::new("token")).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let limits = Limits {
@@ -139,7 +145,9 @@ github:
     )
     .await
     .unwrap();
-    github.start(service.engine_parts(), &pools).unwrap();
+    github
+        .start(service.engine_parts(), &pools, identity.clone())
+        .unwrap();
     let base = format!("http://{}", service.addr());
     Running {
         service,
@@ -150,6 +158,7 @@ github:
         clock,
         state,
         deliveries: 0,
+        identity,
     }
 }
 
@@ -636,7 +645,7 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
         ..
     } = running;
     service.abort();
-    let mut running = start_in(standin, state, host, clock).await;
+    let mut running = start_in(standin, state, host, clock, "").await;
     running.deliveries = deliveries;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let jobs = running.jobs().await;
@@ -678,6 +687,98 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
             .any(|(name, _)| *name == second_name),
         "the idle runner's registration is removed"
     );
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
+// G7: every reconcile_every, what deliveries lost is read from the API. A
+// job completed while its delivery was lost ends (its runner retired); a
+// queued job of a repository scope whose delivery never came is taken;
+// registrations named for this store whose billet job has ended are
+// removed, and no other: another store's, a busy one, a live runner's.
+#[tokio::test]
+async fn g7_the_reconcile_finds_what_deliveries_lost() {
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    let state = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let extra = "  reconcile_every: 1s\n";
+    let mut running = start_in(standin, state, Host::new(), clock, extra).await;
+    let identity = running
+        .identity
+        .clone()
+        .expect("a store on disk has an identity");
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    running
+        .deliver(&event("queued", 1, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a runner runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let first = jobs[0]["id"].as_u64().unwrap();
+    let first_name = running.runner_name(&jobs[0]["id"]);
+    {
+        let mut github = running.standin.state.lock();
+        // Orphans: this store's, ended; another store's; this store's, busy.
+        for (id, name, busy) in [
+            (9001, format!("{identity}.job-77.linux"), false),
+            (9002, "0123456789abcdef.job-78.linux".to_owned(), false),
+            (9003, format!("{identity}.job-79.linux"), true),
+        ] {
+            github
+                .runners
+                .insert(id, (name, vec!["self-hosted".to_owned()], busy));
+        }
+        // Job 1 was cancelled on GitHub; its completed delivery was lost.
+        github.jobs.insert(
+            1,
+            json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "cancelled"}),
+        );
+    }
+    // The job goes without news past one interval.
+    running.clock.advance(Duration::from_secs(2)).unwrap();
+    running
+        .until("job 1's runner is retired", |jobs| {
+            state_of(jobs, first) == "cancelled"
+        })
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let names: Vec<String> = running
+            .registrations()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        if !names.iter().any(|n| n.ends_with(".job-77.linux")) {
+            assert!(names.contains(&"0123456789abcdef.job-78.linux".to_owned()));
+            assert!(
+                names.iter().any(|n| n.ends_with(".job-79.linux")),
+                "busy: kept"
+            );
+            assert!(!names.contains(&first_name), "retired with its job");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the orphan stays: {names:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Run 30 of a repository scope is queued; its job's delivery was lost.
+    run(&running.standin, 30, "solo/tool", "solo/tool");
+    {
+        let mut github = running.standin.state.lock();
+        github.runs_by_status.insert("queued".to_owned(), vec![30]);
+        github.run_jobs.insert(
+            30,
+            vec![json!({"id": 300, "run_id": 30, "status": "queued", "labels": ["self-hosted", "linux"]})],
+        );
+    }
+    let jobs = running
+        .until("job 300 gets a runner", |jobs| live(jobs).len() == 1)
+        .await;
+    let (view, _) = running.job(live(&jobs)[0]["id"].as_u64().unwrap()).await;
+    assert_eq!(view["github"]["job_id"], 300);
+    assert_eq!(view["github"]["repository"], "solo/tool");
     running.standin.assert_no_violation();
     running.service.abort();
 }

@@ -25,8 +25,12 @@ use super::demand::{Act, Demand, JobStage, RunnerId};
 use super::registering::{Place, Runners, runner_key, runner_of_key};
 use super::take::{self, Take};
 use super::webhook::Webhook;
+
+mod reconcile;
+
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
 use crate::record::NewJob;
+pub use reconcile::{CALLS as RECONCILE_CALLS, Reconciled, stale_after};
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;
@@ -65,6 +69,10 @@ pub struct Parts {
     /// The pools: which may run a job's trust (provider and routing's
     /// `untrusted_kinds`, the scheduler's rule).
     pub pools: Pools,
+    /// The store's identity, which names its instances and so its runners
+    /// (L10): what says a registration is this store's. `None`: the
+    /// reconcile removes no orphan.
+    pub identity: Option<String>,
 }
 
 /// A GitHub job billet took: its trust, where its runners register, and
@@ -76,6 +84,12 @@ struct Taken {
     labels: Vec<String>,
     /// When its `queued` delivery came, until a runner took it.
     queued_at: Option<SystemTime>,
+    /// `OWNER/NAME`.
+    repository: String,
+    /// Its run.
+    run_id: u64,
+    /// When billet last heard of it (a delivery, or the reconcile asking).
+    heard: SystemTime,
 }
 
 /// The intake's state, on its task.
@@ -168,6 +182,9 @@ impl Intake {
     async fn run(mut self, mut inbox: mpsc::Receiver<WorkflowJobEvent>) {
         let mut tick = tokio::time::interval(LOOK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let every = self.parts.settings.reconcile_every;
+        let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 event = inbox.recv() => match event {
@@ -175,6 +192,9 @@ impl Intake {
                     None => return,
                 },
                 _ = tick.tick() => self.look().await,
+                _ = reconcile.tick() => {
+                    self.reconcile().await;
+                }
             }
             self.settle().await;
         }
@@ -203,6 +223,10 @@ impl Intake {
 
     async fn on_event(&mut self, event: WorkflowJobEvent) {
         let job = event.workflow_job.id;
+        let now = self.parts.shared.now();
+        if let Some(taken) = self.taken.get_mut(&job) {
+            taken.heard = now;
+        }
         match event.action {
             Action::Queued if self.demand.stage(job).is_none() => self.on_queued(&event).await,
             Action::Queued | Action::Waiting | Action::Unknown => {}
@@ -273,6 +297,9 @@ impl Intake {
                         place,
                         labels: event.workflow_job.labels.clone(),
                         queued_at: Some(self.parts.shared.now()),
+                        repository: event.repository.full_name.clone(),
+                        run_id: event.workflow_job.run_id,
+                        heard: self.parts.shared.now(),
                     },
                 );
                 self.demand.taken(job, &pool);

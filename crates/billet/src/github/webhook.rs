@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use billet_github::{Delivery, SignatureError, verify_signature};
+use billet_github::{Delivery, SignatureError, WorkflowJobEvent, verify_signature};
 use parking_lot::Mutex;
 
 use super::deliveries::{Committed, Deliveries};
@@ -206,6 +206,18 @@ impl Webhook {
         self.deliveries
             .lock()
             .reserve_runners(below)
+            .map_err(|error| error.to_string())
+    }
+
+    /// Keeps what the API said of a job (the reconcile's `event`, at `now`)
+    /// as a delivery would have: forward only, under the id
+    /// `api:JOB:ACTION`, never a delivery id GitHub gives (a GUID).
+    pub fn record(&self, event: &WorkflowJobEvent, now: SystemTime) -> Result<(), String> {
+        let id = format!("api:{}:{}", event.workflow_job.id, event.action.as_str());
+        self.deliveries
+            .lock()
+            .commit(&id, Some(event), now)
+            .map(|_| ())
             .map_err(|error| error.to_string())
     }
 

@@ -88,12 +88,16 @@ impl Github {
 
     /// Starts the intake's task beside the service whose engine is
     /// `engine` (from [`Service::engine_parts`](crate::Service::engine_parts)),
-    /// over `pools` (what decides which pool may run a job's trust): from
-    /// now on every `workflow_job` delivery the webhook commits reaches it.
+    /// over `pools` (what decides which pool may run a job's trust), for
+    /// the store of `identity` (what names its runners; `None` for a store
+    /// without one): from now on every `workflow_job` delivery the webhook
+    /// commits reaches it, and it reconciles with GitHub's API every
+    /// `reconcile_every`.
     pub fn start(
         self,
         (engine, shared): (EngineHandle, Arc<Shared>),
         pools: &Pools,
+        identity: Option<String>,
     ) -> Result<(), String> {
         self.runners.attach(Arc::clone(&shared));
         self.webhook.watch_api(self.api.clone());
@@ -105,6 +109,7 @@ impl Github {
             shared,
             runners: self.runners,
             pools: pools.clone(),
+            identity,
         })?;
         self.webhook.feed(events);
         Ok(())

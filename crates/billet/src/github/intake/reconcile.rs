@@ -1,0 +1,323 @@
+//! The intake's reconcile with GitHub's API (G7), every `reconcile_every`:
+//! what deliveries lost or a crash left unsaid, read from the API.
+//!
+//! 1. GitHub jobs billet took that are queued or in progress with no news
+//!    for [`stale_after`] are asked of the API, least recently heard of
+//!    first: a job completed (or gone) while its delivery was lost ends; a
+//!    job still queued whose run ended (a `startup_failure`, say) ends too.
+//! 2. For each `repository` scope, the jobs of its queued runs that billet
+//!    never heard of are taken as if their `queued` delivery had come.
+//!    (An organization's runs cannot be listed in one call: see the
+//!    README.)
+//! 3. Registrations named for this store that GitHub lists, not busy,
+//!    whose billet job has ended or is unknown, are removed.
+//!
+//! Bounded: at most [`CALLS`] API calls per reconcile, listings in pages
+//! as `billet-github` bounds them; a rate limit ends the reconcile at once
+//! (the client blocks calls until it passes).
+
+use std::time::{Duration, SystemTime};
+
+use billet_config::ScopeTarget;
+use billet_github::{ApiError, JobStatus, Scope, WorkflowJobEvent};
+use billet_scheduler::InstanceName;
+
+use super::super::demand::JobStage;
+use super::Intake;
+
+/// The most API calls one reconcile makes. Every 60 s (the default) that
+/// is at most 3,000 an hour, of an App's 5,000.
+pub const CALLS: usize = 50;
+
+/// How long a GitHub job billet holds may go without news before the
+/// reconcile asks the API of it: one reconcile interval.
+pub fn stale_after(reconcile_every: Duration) -> Duration {
+    reconcile_every
+}
+
+/// What one reconcile did, for its log line and its tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Reconciled {
+    /// API calls made.
+    pub calls: usize,
+    /// Jobs the API said more of than the deliveries had.
+    pub settled: usize,
+    /// Queued jobs found whose delivery never came.
+    pub found: usize,
+    /// Orphan registrations removed.
+    pub orphans: usize,
+}
+
+/// An event as a delivery would have said what `status` says of a job of
+/// `repository`.
+fn event_of(status: &JobStatus, repository: &str) -> Option<WorkflowJobEvent> {
+    let action = match status.status.as_str() {
+        "queued" => "queued",
+        "in_progress" => "in_progress",
+        "completed" => "completed",
+        _ => return None,
+    };
+    serde_json::from_value(serde_json::json!({
+        "action": action,
+        "workflow_job": {
+            "id": status.id,
+            "run_id": status.run_id,
+            "labels": status.labels,
+            "runner_name": status.runner_name,
+            "conclusion": status.conclusion,
+        },
+        // The payload's `private` decides nothing (G4 reads the run's own
+        // facts); said public, the cautious reading, all the same.
+        "repository": {"id": 0, "full_name": repository, "private": false},
+    }))
+    .map_err(
+        |error| tracing::warn!(%error, "a job the API described could not be read as an event"),
+    )
+    .ok()
+}
+
+/// A `completed` event for GitHub job `job` of run `run` in `repository`.
+fn completed(job: u64, run: u64, repository: &str) -> Option<WorkflowJobEvent> {
+    let status = JobStatus {
+        id: job,
+        run_id: run,
+        status: "completed".to_owned(),
+        conclusion: None,
+        runner_name: None,
+        labels: Vec::new(),
+    };
+    event_of(&status, repository)
+}
+
+impl Intake {
+    /// One reconcile (see the module's docs).
+    pub(super) async fn reconcile(&mut self) -> Reconciled {
+        let mut done = Reconciled::default();
+        if self.settle_stale(&mut done).await.is_err()
+            || self.find_lost(&mut done).await.is_err()
+            || self.remove_orphans(&mut done).await.is_err()
+        {
+            tracing::warn!("GitHub's rate limit ended the reconcile early");
+        }
+        if done.settled + done.found + done.orphans > 0 {
+            tracing::info!(
+                calls = done.calls,
+                settled = done.settled,
+                found = done.found,
+                orphans = done.orphans,
+                "reconciled with GitHub's API"
+            );
+        }
+        done
+    }
+
+    /// Keeps what the API said of a job in `github.db`, as its delivery
+    /// would have.
+    fn record(&self, event: &WorkflowJobEvent) {
+        let Some(webhook) = self.parts.webhook.upgrade() else {
+            return;
+        };
+        if let Err(error) = webhook.record(event, self.parts.shared.now()) {
+            tracing::warn!(github_job = event.workflow_job.id, %error, "what the API said of a GitHub job could not be kept");
+        }
+    }
+
+    /// A call may be made: counts it, or says the budget is spent.
+    fn spend(done: &mut Reconciled) -> bool {
+        if done.calls >= CALLS {
+            return false;
+        }
+        done.calls += 1;
+        true
+    }
+
+    /// Step 1: jobs without news, asked of the API.
+    async fn settle_stale(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
+        let now = self.parts.shared.now();
+        let age = stale_after(self.parts.settings.reconcile_every);
+        let mut stale: Vec<(SystemTime, u64)> = self
+            .taken
+            .iter()
+            .filter(|(job, _)| {
+                matches!(
+                    self.demand.stage(**job),
+                    Some(JobStage::Queued | JobStage::InProgress)
+                )
+            })
+            .filter(|(_, taken)| now.duration_since(taken.heard).is_ok_and(|d| d >= age))
+            .map(|(job, taken)| (taken.heard, *job))
+            .collect();
+        stale.sort_unstable();
+        for (_, job) in stale {
+            let Some(taken) = self.taken.get_mut(&job) else {
+                continue;
+            };
+            taken.heard = now;
+            let (repository, run) = (taken.repository.clone(), taken.run_id);
+            let Some((owner, repo)) = repository.split_once('/') else {
+                continue;
+            };
+            if !Intake::spend(done) {
+                return Ok(());
+            }
+            let status = match self.parts.api.job(owner, repo, job).await {
+                Ok(status) => status,
+                Err(ApiError::NotFound { .. }) => JobStatus {
+                    id: job,
+                    run_id: run,
+                    status: "completed".to_owned(),
+                    conclusion: None,
+                    runner_name: None,
+                    labels: Vec::new(),
+                },
+                Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                Err(error) => {
+                    tracing::warn!(github_job = job, %error, "the reconcile could not read a GitHub job");
+                    continue;
+                }
+            };
+            let event = if status.status == "queued" {
+                // Still queued: its run may have ended without it.
+                if !Intake::spend(done) {
+                    return Ok(());
+                }
+                match self.parts.api.run(owner, repo, run).await {
+                    Ok(run) if run.status.as_deref() == Some("completed") => {
+                        completed(job, run.id, &repository)
+                    }
+                    Ok(_) => None,
+                    Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                    Err(_) => None,
+                }
+            } else {
+                event_of(&status, &repository)
+            };
+            if let Some(event) = event.filter(|event| event.action != billet_github::Action::Queued)
+            {
+                done.settled += 1;
+                self.record(&event);
+                self.on_event(event).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2: queued jobs of `repository` scopes whose delivery never came.
+    async fn find_lost(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
+        let repositories: Vec<(String, String)> = self
+            .parts
+            .settings
+            .scopes
+            .iter()
+            .filter_map(|scope| match &scope.target {
+                ScopeTarget::Repository { owner, name } => Some((owner.clone(), name.clone())),
+                _ => None,
+            })
+            .collect();
+        for (owner, repo) in repositories {
+            if !Intake::spend(done) {
+                return Ok(());
+            }
+            let runs = match self.parts.api.runs(&owner, &repo, "queued").await {
+                Ok(runs) => runs,
+                Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%owner, %repo, %error, "the reconcile could not list queued runs");
+                    continue;
+                }
+            };
+            for run in runs {
+                if !Intake::spend(done) {
+                    return Ok(());
+                }
+                let jobs = match self.parts.api.run_jobs(&owner, &repo, run).await {
+                    Ok(jobs) => jobs,
+                    Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                    Err(_) => continue,
+                };
+                let full_name = format!("{owner}/{repo}");
+                for status in jobs {
+                    let unheard = self.demand.stage(status.id).is_none();
+                    if status.status == "queued"
+                        && unheard
+                        && let Some(event) = event_of(&status, &full_name)
+                    {
+                        done.found += 1;
+                        tracing::info!(
+                            github_job = status.id,
+                            run,
+                            "found a queued GitHub job whose delivery never came"
+                        );
+                        self.record(&event);
+                        self.on_event(event).await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 3: registrations named for this store that no live runner holds.
+    async fn remove_orphans(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
+        let Some(identity) = self.parts.identity.clone() else {
+            // Without an identity no name says it is this store's.
+            return Ok(());
+        };
+        let mut scopes: Vec<Scope> = Vec::new();
+        for scope in &self.parts.settings.scopes {
+            let scope = match &scope.target {
+                ScopeTarget::Org { name, .. } => Scope::Org(name.clone()),
+                ScopeTarget::Repository { owner, name } => Scope::Repository {
+                    owner: owner.clone(),
+                    name: name.clone(),
+                },
+                _ => continue,
+            };
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        for scope in scopes {
+            if !Intake::spend(done) {
+                return Ok(());
+            }
+            let runners = match self.parts.api.runners(&scope, None).await {
+                Ok(runners) => runners,
+                Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                Err(error) => {
+                    tracing::warn!(%error, "the reconcile could not list runners");
+                    continue;
+                }
+            };
+            let orphans: Vec<(u64, String)> = {
+                let jobs = self.parts.shared.jobs.read();
+                runners
+                    .into_iter()
+                    .filter(|runner| !runner.busy)
+                    .filter(|runner| {
+                        InstanceName::parse(&runner.name).is_some_and(|name| {
+                            name.store == Some(identity.as_str()) && jobs.live(name.job.0).is_none()
+                        })
+                    })
+                    .map(|runner| (runner.id, runner.name))
+                    .collect()
+            };
+            for (id, name) in orphans {
+                if !Intake::spend(done) {
+                    return Ok(());
+                }
+                match self.parts.api.delete_runner(&scope, id).await {
+                    Ok(_) => {
+                        done.orphans += 1;
+                        tracing::info!(runner = %name, "removed an orphan registration: its billet job has ended");
+                    }
+                    Err(error @ ApiError::RateLimited { .. }) => return Err(error),
+                    Err(error) => {
+                        tracing::warn!(runner = %name, %error, "an orphan registration could not be removed");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
