@@ -98,6 +98,7 @@ pub const ONLY: &[Only] = &[Only {
         "--test=quiescence",
         "--test=disk",
         "--test=github_webhook",
+        "--test=github_intake",
     ],
 }];
 

@@ -1,0 +1,183 @@
+//! G9 end to end on a real daemon (docker, and podman in `cargo xtask ci`'s
+//! podman step): the built `billet` binary serving a `github:` section whose
+//! API is the loopback stand-in held to GitHub's published description. A
+//! `queued` delivery gives a runner container with its JIT config in its
+//! environment, registered with the pool's labels under the container's
+//! name; `in_progress` and `completed` end it; a fork's pull request is
+//! left; the JIT config appears nowhere else (the log, the API's answers).
+//! Without a daemon the test skips with one line, unless
+//! `BILLET_DOCKER_REQUIRED=1` (set by `.ci/run`) makes that a failure.
+
+mod support;
+
+#[path = "../../billet-github/tests/support/standin.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod standin;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use billet_github::sign;
+use serde_json::{Value, json};
+use standin::{Auth, StandIn};
+use support::{Deadline, POLL, Pool, Service, daemon, daemon_endpoint, docker_config, raw_client};
+
+const SECRET: &str = "the webhook's secret";
+const TOKEN: &str = "ghp_the-operators-token";
+const JIT: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
+
+fn private_file(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A `workflow_job` delivery's body.
+fn event(action: &str, id: u64, run: u64, runner: Option<&str>) -> Value {
+    json!({
+        "action": action,
+        "workflow_job": {
+            "id": id,
+            "run_id": run,
+            "labels": ["self-hosted", "linux"],
+            "runner_name": runner,
+            "conclusion": (action == "completed").then_some("success"),
+        },
+        "repository": {"id": 1, "full_name": "octo-org/app", "private": true},
+    })
+}
+
+async fn deliver(base: &str, n: u64, body: &Value) -> u16 {
+    let body = body.to_string();
+    reqwest::Client::new()
+        .post(format!("{base}/v1/github/webhook"))
+        .header("X-GitHub-Event", "workflow_job")
+        .header("X-GitHub-Delivery", format!("delivery-{n}"))
+        .header(
+            "X-Hub-Signature-256",
+            sign(SECRET.as_bytes(), body.as_bytes()),
+        )
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+// G5, G9, P2: on a real daemon, a queued GitHub job gets a runner container
+// whose environment holds the JIT config GitHub made for a runner named as
+// the container, with the pool's labels; in_progress and completed (the
+// runner exits after its one job) end it; a fork's pull request is left for
+// other runners; neither the log nor any answer holds the JIT config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
+    if !daemon("g9_a_queued_job_gets_a_runner_container_with_its_jit_config") {
+        return;
+    }
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    let secrets = tempfile::tempdir().unwrap();
+    private_file(&secrets.path().join("token"), TOKEN);
+    private_file(&secrets.path().join("secret"), SECRET);
+    {
+        let repo = |name: &str| json!({"id": 1, "full_name": name, "private": true});
+        let mut github = standin.state.lock();
+        github.runs.insert(
+            10,
+            json!({"id": 10, "repository": repo("octo-org/app"), "head_repository": repo("octo-org/app")}),
+        );
+        github.runs.insert(
+            20,
+            json!({"id": 20, "repository": repo("octo-org/app"), "head_repository": repo("someone/app")}),
+        );
+    }
+    let pool = Pool {
+        capacity: 2,
+        endpoint: daemon_endpoint(),
+    };
+    let url = standin.url.clone();
+    let dir = secrets.path().display().to_string();
+    let mut service = Service::with_yaml("github", |id| {
+        format!(
+            "{docker}github:
+  api_url: {url}
+  token_file: {dir}/token
+  webhook_secret_file: {dir}/secret
+  scopes: [{{org: octo-org, trust: trusted}}]
+  pools: [{{pool: linux, labels: [self-hosted, linux]}}]
+  runner:
+    command:
+      - sh
+      - -c
+      - 'test -n \"${JIT}\" && sleep 8'
+",
+            docker = docker_config(id, &pool),
+        )
+    });
+    service.start().await;
+    let base = service.base().to_owned();
+
+    assert_eq!(deliver(&base, 1, &event("queued", 1, 10, None)).await, 202);
+    assert_eq!(deliver(&base, 2, &event("queued", 2, 20, None)).await, 202);
+    service
+        .wait_containers_running(1, Duration::from_secs(60))
+        .await;
+    let container = service.containers().await.remove(0);
+    let inspected = billet_docker::dialect::inspect_container(&raw_client(), &container.id)
+        .await
+        .expect("inspect");
+    let env = inspected.config.and_then(|c| c.env).unwrap_or_default();
+    let secret = format!("jit-secret-for-{}", container.name);
+    assert!(
+        env.contains(&format!("{JIT}={secret}")),
+        "the container's environment: {env:?}"
+    );
+    let registered: Vec<(String, Vec<String>)> = standin
+        .state
+        .lock()
+        .runners
+        .values()
+        .map(|(name, labels, _)| (name.clone(), labels.clone()))
+        .collect();
+    assert_eq!(
+        registered,
+        [(
+            container.name.clone(),
+            vec!["self-hosted".to_owned(), "linux".to_owned()]
+        )]
+    );
+
+    // GitHub hands it job 1; it runs and completes; the runner exits.
+    let name = container.name.clone();
+    deliver(&base, 3, &event("in_progress", 1, 10, Some(&name))).await;
+    deliver(&base, 4, &event("completed", 1, 10, Some(&name))).await;
+    let jobs = service.jobs(None).await;
+    assert_eq!(
+        jobs.len(),
+        1,
+        "one runner; the fork's job was left: {jobs:?}"
+    );
+    let id = jobs[0]["id"].as_u64().unwrap();
+    let ended = service.wait_ended(&[id], Duration::from_secs(60)).await;
+    assert_eq!(ended[&id]["state"], "finished", "{:?}", ended[&id]);
+    assert_eq!(ended[&id]["exit_code"], 0, "the runner saw its JIT config");
+    let view = service.job(id).await;
+    assert_eq!(view["github"]["job_id"], 1, "{view}");
+    assert_eq!(view["github"]["conclusion"], "success", "{view}");
+    assert!(!view.to_string().contains("jit-secret"));
+
+    let deadline = Deadline::after(Duration::from_secs(20), "the fork's job counted as left");
+    loop {
+        let metrics = service.metrics().await;
+        if metrics.contains(r#"billet_github_jobs_left_total{reason="trust"} 1"#) {
+            break;
+        }
+        deadline.check(&metrics);
+        tokio::time::sleep(POLL).await;
+    }
+    standin.assert_no_violation();
+    service.finish().await;
+    let log = service.log();
+    assert!(!log.contains("jit-secret"), "the log holds a JIT config");
+    assert!(log.contains("took a GitHub job"), "{log}");
+}
