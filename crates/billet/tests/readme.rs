@@ -728,3 +728,65 @@ async fn d19_readme_gvisor_section() {
     }
     service.finish().await;
 }
+
+// G1: the README's "Run GitHub Actions jobs" section as written: its
+// commands make the secret private, and the built binary validates its
+// `billet.yaml` (the paths it names relative to the file). A section that
+// breaks the schema fails here.
+#[test]
+fn readme_github_actions_section_validates() {
+    let section = readme_section("## Run GitHub Actions jobs");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("github-app.pem"), "not read by validate\n").unwrap();
+    let commands: Vec<String> = fenced(&section, "```console\n")
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("$ ").map(str::to_owned))
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    for command in &commands {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(dir.path())
+            .output()
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "`{command}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    use std::os::unix::fs::PermissionsExt;
+    for file in ["webhook-secret", "github-app.pem"] {
+        let mode = std::fs::metadata(dir.path().join(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{file} is private: {mode:o}");
+    }
+    let yaml = fenced(&section, "```yaml\n");
+    assert!(yaml.contains("github:"), "{yaml}");
+    std::fs::write(dir.path().join("billet.yaml"), &yaml).unwrap();
+    let out = Command::new(BINARY)
+        .args(["validate", "billet.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run billet validate");
+    assert!(
+        out.status.success(),
+        "billet validate refused the README's github section: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A broken section is refused: the check can fail.
+    std::fs::write(
+        dir.path().join("billet.yaml"),
+        yaml.replace("pool: linux-docker", "pool: no-such-pool"),
+    )
+    .unwrap();
+    let out = Command::new(BINARY)
+        .args(["validate", "billet.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
