@@ -1,6 +1,6 @@
 //! The intake's task: it takes the `workflow_job` events the webhook
 //! committed, decides which jobs billet takes (G3, G4, [`take`]), keeps
-//! runners by demand ([`demand`]) and turns what that decides into billet
+//! runners by demand ([`demand`](super::demand)) and turns what that decides into billet
 //! jobs pinned to their pools (a runner's billet job, which the pool's
 //! [`Registering`](super::registering::Registering) provider registers just
 //! in time, G5) or into their cancellation.
