@@ -60,13 +60,33 @@ fn private_file(path: &Path, text: &str) {
 /// only, as docker's provider) offering `self-hosted, linux`, the scope
 /// `octo-org` trusted, runners that run for an hour of modelled time.
 async fn start() -> Running {
+    start_with("").await
+}
+
+/// [`start`], with `extra` added to the `github:` section.
+async fn start_with(extra: &str) -> Running {
     let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
     let state = tempfile::Builder::new()
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
         .unwrap();
     let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    start_in(standin, state, Host::new(), clock, "").await
+    start_in(standin, state, Host::new(), clock, extra).await
+}
+
+/// [`start_with`] `extra`, then job 1 of run 10 (the scope's own code)
+/// queued and its runner running: the service and that runner's billet job.
+async fn one_runner(extra: &str) -> (Running, Value) {
+    let mut running = start_with(extra).await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    running
+        .deliver(&event("queued", 1, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a runner runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let runner = live(&jobs)[0].clone();
+    (running, runner)
 }
 
 /// [`start`] over `standin`, `state`, `host` and `clock` as an earlier
@@ -535,16 +555,8 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
 // trusted work only.
 #[tokio::test]
 async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
-    let mut running = start().await;
-    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    let (mut running, runner) = one_runner("").await;
     run(&running.standin, 20, "octo-org/app", "someone/app");
-    running
-        .deliver(&event("queued", 1, 10, "octo-org/app", None))
-        .await;
-    let jobs = running
-        .until("a runner runs", |jobs| live(jobs).len() == 1)
-        .await;
-    let runner = live(&jobs)[0].clone();
     let id = runner["id"].as_u64().unwrap();
     let name = running.runner_name(&runner["id"]);
     // The fork's job (queued delivery lost) is reported taken by it.
@@ -626,15 +638,8 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
 // its job still waiting, another is made.
 #[tokio::test]
 async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
-    let mut running = start().await;
-    run(&running.standin, 10, "octo-org/app", "octo-org/app");
-    running
-        .deliver(&event("queued", 1, 10, "octo-org/app", None))
-        .await;
-    let jobs = running
-        .until("a runner runs", |jobs| live(jobs).len() == 1)
-        .await;
-    let first = live(&jobs)[0]["id"].as_u64().unwrap();
+    let (running, runner) = one_runner("").await;
+    let first = runner["id"].as_u64().unwrap();
     let Running {
         service,
         standin,
@@ -698,27 +703,13 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
 // removed, and no other: another store's, a busy one, a live runner's.
 #[tokio::test]
 async fn g7_the_reconcile_finds_what_deliveries_lost() {
-    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
-    let state = tempfile::Builder::new()
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .unwrap();
-    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
-    let extra = "  reconcile_every: 1s\n";
-    let mut running = start_in(standin, state, Host::new(), clock, extra).await;
+    let (running, runner) = one_runner("  reconcile_every: 1s\n").await;
     let identity = running
         .identity
         .clone()
         .expect("a store on disk has an identity");
-    run(&running.standin, 10, "octo-org/app", "octo-org/app");
-    running
-        .deliver(&event("queued", 1, 10, "octo-org/app", None))
-        .await;
-    let jobs = running
-        .until("a runner runs", |jobs| live(jobs).len() == 1)
-        .await;
-    let first = jobs[0]["id"].as_u64().unwrap();
-    let first_name = running.runner_name(&jobs[0]["id"]);
+    let first = runner["id"].as_u64().unwrap();
+    let first_name = running.runner_name(&runner["id"]);
     {
         let mut github = running.standin.state.lock();
         // Orphans: this store's, ended; another store's; this store's, busy.

@@ -506,17 +506,22 @@ impl Intake {
         let Some(&job) = self.job_of.get(&runner) else {
             return;
         };
-        if let Some((place, Some(registration))) = self.parts.runners.get(runner.0)
-            && let Err(error) = self
-                .parts
-                .api
-                .delete_runner(&place.scope, registration)
-                .await
-        {
+        if let Err(error) = self.unregister(runner).await {
             tracing::warn!(runner = runner.0, %error, "a runner's registration could not be removed: it is kept");
             return;
         }
         self.cancel(job).await;
+    }
+
+    /// Removes runner `runner`'s registration, when billet knows it made one.
+    async fn unregister(&self, runner: RunnerId) -> Result<(), billet_github::ApiError> {
+        if let Some((place, Some(registration))) = self.parts.runners.get(runner.0) {
+            self.parts
+                .api
+                .delete_runner(&place.scope, registration)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Destroys a runner whatever it runs: its billet job cancelled, then
@@ -527,13 +532,7 @@ impl Intake {
             return;
         };
         self.cancel(job).await;
-        if let Some((place, Some(registration))) = self.parts.runners.get(runner.0)
-            && let Err(error) = self
-                .parts
-                .api
-                .delete_runner(&place.scope, registration)
-                .await
-        {
+        if let Err(error) = self.unregister(runner).await {
             tracing::warn!(runner = runner.0, %error, "a destroyed runner's registration could not be removed");
         }
     }
