@@ -394,10 +394,8 @@ impl Metrics {
             let counter = self.github.api.get_or_create(&StatusLabel {
                 status: status.clone(),
             });
-            let held = counter.get();
-            if count > held {
-                counter.inc_by(count - held);
-            }
+            // Raised to the count, never lowered.
+            counter.inc_by(count.saturating_sub(counter.get()));
         }
         if let Some(remaining) = remaining {
             self.github
