@@ -544,6 +544,13 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
         })
         .await;
     assert_eq!(jobs.len(), 3, "no runner more than the jobs taken");
+    // A queued delivery that comes after its job completed (and billet
+    // forgot it) changes nothing: forward only.
+    running
+        .deliver(&event("queued", 3, 10, "octo-org/app", None))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(running.jobs().await.len(), 3, "a late queued takes nothing");
     running.standin.assert_no_violation();
     running.service.abort();
 }

@@ -158,17 +158,14 @@ impl Demand {
         );
     }
 
-    /// Forgets job `job` once it completed and no runner is kept for it:
-    /// what a table of taken jobs is bounded by.
-    pub fn forget(&mut self, job: u64) {
-        let completed = self
-            .jobs
-            .get(&job)
-            .is_some_and(|taken| taken.stage == JobStage::Completed);
-        let kept = self.runners.values().any(|r| r.kept_for == Some(job));
-        if completed && !kept {
-            self.jobs.remove(&job);
-        }
+    /// Forgets every job that completed and that no runner is kept for:
+    /// what the table of jobs is bounded by. (A `queued` arriving after a
+    /// job is forgotten is the caller's to refuse, from what it keeps.)
+    pub fn forget_completed(&mut self) {
+        let kept: std::collections::BTreeSet<u64> =
+            self.runners.values().filter_map(|r| r.kept_for).collect();
+        self.jobs
+            .retain(|id, job| job.stage != JobStage::Completed || kept.contains(id));
     }
 
     /// Forgets runner `runner` once it is gone.
@@ -376,9 +373,21 @@ mod tests {
                 runner: RunnerId(5)
             }]
         );
-        demand.forget(10);
-        demand.forget(11);
+        demand.reached(12, JobStage::Completed);
+        demand.taken(13, "linux");
+        assert_eq!(demand.settle(), [launch(6, "linux", 13)]);
+        demand.reached(13, JobStage::Completed);
+        demand.forget_completed();
         assert_eq!(demand.stage(10), None);
+        assert_eq!(demand.stage(12), None, "known only from its completion");
+        assert_eq!(
+            demand.stage(13),
+            Some(JobStage::Completed),
+            "a runner is kept for it until the next settle"
+        );
+        demand.settle();
+        demand.forget_completed();
+        assert_eq!(demand.stage(13), None);
         assert_eq!(
             demand.stage(11),
             Some(JobStage::InProgress),

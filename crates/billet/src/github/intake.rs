@@ -228,7 +228,9 @@ impl Intake {
             taken.heard = now;
         }
         match event.action {
-            Action::Queued if self.demand.stage(job).is_none() => self.on_queued(&event).await,
+            Action::Queued if self.demand.stage(job).is_none() && !self.went_further(job) => {
+                self.on_queued(&event).await;
+            }
             Action::Queued | Action::Waiting | Action::Unknown => {}
             Action::InProgress => {
                 if let Some(queued_at) = self
@@ -272,7 +274,6 @@ impl Intake {
                     self.finishing.entry(runner).or_insert(deadline);
                 }
                 self.taken.remove(&job);
-                self.demand.forget(job);
             }
         }
     }
@@ -436,8 +437,21 @@ impl Intake {
         }
     }
 
+    /// Whether `github.db` says GitHub job `job` went past `queued` (a
+    /// `queued` that comes late, after the job was forgotten, changes
+    /// nothing: forward only, G6).
+    fn went_further(&self, job: u64) -> bool {
+        self.parts
+            .webhook
+            .upgrade()
+            .and_then(|webhook| webhook.job(job))
+            .is_some_and(|facts| matches!(facts.action, Action::InProgress | Action::Completed))
+    }
+
     async fn settle(&mut self) {
-        for act in self.demand.settle() {
+        let acts = self.demand.settle();
+        self.demand.forget_completed();
+        for act in acts {
             match act {
                 Act::Launch {
                     runner,
