@@ -780,3 +780,26 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
     running.standin.assert_no_violation();
     running.service.abort();
 }
+
+// G6, L10: a runner's name is matched by its store's identity too. Another
+// store's runner whose billet job has the same id takes job 1: billet's own
+// runner, made for job 1, is no longer needed and is retired, not counted
+// as the taker.
+#[tokio::test]
+async fn g6_another_stores_runner_of_the_same_job_id_is_not_ours() {
+    let (mut running, runner) = one_runner("").await;
+    let id = runner["id"].as_u64().unwrap();
+    let ours = running.runner_name(&runner["id"]);
+    let theirs = format!("0123456789abcdef.job-{id}.linux");
+    assert_ne!(ours, theirs);
+    running
+        .deliver(&event("in_progress", 1, 10, "octo-org/app", Some(&theirs)))
+        .await;
+    running
+        .until("billet's runner is retired", |jobs| {
+            state_of(jobs, id) == "cancelled"
+        })
+        .await;
+    running.standin.assert_no_violation();
+    running.service.abort();
+}

@@ -244,12 +244,7 @@ impl Intake {
                         .metrics
                         .github_startup(took.unwrap_or_default());
                 }
-                let runner = event
-                    .workflow_job
-                    .runner_name
-                    .as_deref()
-                    .and_then(InstanceName::parse)
-                    .and_then(|name| self.runner_of.get(&name.job.0).copied());
+                let runner = self.our_runner(event.workflow_job.runner_name.as_deref());
                 match runner {
                     Some(runner) => {
                         self.demand.took(runner, job);
@@ -263,12 +258,7 @@ impl Intake {
             }
             Action::Completed => {
                 self.demand.reached(job, JobStage::Completed);
-                let runner = event
-                    .workflow_job
-                    .runner_name
-                    .as_deref()
-                    .and_then(InstanceName::parse)
-                    .and_then(|name| self.runner_of.get(&name.job.0).copied());
+                let runner = self.our_runner(event.workflow_job.runner_name.as_deref());
                 if let Some(runner) = runner {
                     let deadline = self.parts.shared.now() + COMPLETED_GRACE;
                     self.finishing.entry(runner).or_insert(deadline);
@@ -276,6 +266,18 @@ impl Intake {
                 self.taken.remove(&job);
             }
         }
+    }
+
+    /// The runner of this store a runner's name names: its instance's name
+    /// carries this store's identity (L10) and the id of a runner's billet
+    /// job billet holds. Another store's runner of the same job id is not
+    /// one of ours.
+    fn our_runner(&self, name: Option<&str>) -> Option<RunnerId> {
+        let name = InstanceName::parse(name?)?;
+        if name.store != self.parts.identity.as_deref() {
+            return None;
+        }
+        self.runner_of.get(&name.job.0).copied()
     }
 
     async fn on_queued(&mut self, event: &WorkflowJobEvent) {
