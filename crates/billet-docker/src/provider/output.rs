@@ -142,7 +142,13 @@ impl Reader {
                 return None;
             }
             match self.logs.next().await {
-                Some(Ok(output)) => self.pieces.extend(self.skip.past(&message(output))),
+                Some(Ok(output)) => match message(output) {
+                    Ok(message) => self.pieces.extend(self.skip.past(&message)),
+                    Err(text) => {
+                        self.done = true;
+                        return Some(Err(not_a_frame(&self.endpoint, &self.id, &text)));
+                    }
+                },
                 Some(Err(err)) => {
                     self.done = true;
                     return Some(Err(read_failed(&self.endpoint, self.budget, &self.id, err)));
@@ -181,14 +187,30 @@ fn log_stream(reader: Reader) -> OutputStream {
     }))
 }
 
-/// The bytes of one log message, whichever stream wrote them.
-fn message(output: LogOutput) -> Bytes {
+/// The bytes of one log message the container wrote (stdout or stderr),
+/// or, as `Err`, bytes that are no frame of its log. billet's containers
+/// have no TTY, so their log is always multiplexed: what bollard reads as a
+/// console (or stdin) message is text the engine wrote into the stream in
+/// place of frames. Podman 4 does so when the container is removed during a
+/// follow (`{"cause":"no such container",...}`); taken as output, that text
+/// would end up in the job's output.
+fn message(output: LogOutput) -> Result<Bytes, Bytes> {
     match output {
-        LogOutput::StdOut { message }
-        | LogOutput::StdErr { message }
-        | LogOutput::StdIn { message }
-        | LogOutput::Console { message } => message,
+        LogOutput::StdOut { message } | LogOutput::StdErr { message } => Ok(message),
+        LogOutput::StdIn { message } | LogOutput::Console { message } => Err(message),
     }
+}
+
+/// The error a log stream ends with when the engine wrote `text` into it
+/// in place of frames: unavailable, the text shown (at most 200 bytes), so
+/// that a reader opens the log again (and finds the container gone, if it
+/// is).
+fn not_a_frame(endpoint: &str, id: &InstanceId, text: &[u8]) -> Error {
+    let shown = String::from_utf8_lossy(&text[..text.len().min(200)]);
+    Error::unavailable(format!(
+        "the daemon at {endpoint} wrote into the log stream of {} what is no log frame: {shown}",
+        id.as_str()
+    ))
 }
 
 /// The error a broken log read ends with: the container gone is
@@ -235,6 +257,60 @@ impl Skip {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // D16, P9: what an engine writes into a log stream in place of frames
+    // (podman's error when the container is removed during a follow) is no
+    // output: the read ends unavailable, the text shown, and the bytes
+    // before it are yielded as they came.
+    #[tokio::test]
+    async fn d16_text_in_place_of_frames_ends_the_read_and_is_no_output() {
+        let client =
+            Docker::connect_with_http("http://127.0.0.1:9", 1, bollard::API_DEFAULT_VERSION)
+                .expect("a client is made without connecting");
+        let mut reader = Reader::new(
+            client,
+            "unix:///d.sock".to_owned(),
+            Duration::from_secs(1),
+            InstanceId::from("c0ffee"),
+            0,
+            false,
+        );
+        let error = format!("{{\"cause\":\"no such container\",{}}}", "x".repeat(300));
+        reader.logs = stream::iter([
+            Ok(LogOutput::StdOut {
+                message: Bytes::from_static(b"out "),
+            }),
+            Ok(LogOutput::StdErr {
+                message: Bytes::from_static(b"err "),
+            }),
+            Ok(LogOutput::Console {
+                message: Bytes::from(error),
+            }),
+            Ok(LogOutput::StdOut {
+                message: Bytes::from_static(b"never"),
+            }),
+        ])
+        .boxed();
+        assert_eq!(reader.next().await.unwrap().unwrap(), b"out ");
+        assert_eq!(reader.next().await.unwrap().unwrap(), b"err ");
+        let ended = reader.next().await.unwrap().unwrap_err();
+        assert_eq!(ended.kind(), billet_provider::ErrorKind::Unavailable);
+        let said = ended.to_string();
+        assert!(said.contains("no such container"), "{said}");
+        assert!(
+            said.contains("c0ffee") && said.contains("unix:///d.sock"),
+            "{said}"
+        );
+        assert!(
+            !said.contains(&"x".repeat(200)),
+            "at most 200 bytes shown: {said}"
+        );
+        assert!(reader.next().await.is_none(), "the read has ended");
+        let stdin = message(LogOutput::StdIn {
+            message: Bytes::from_static(b"in"),
+        });
+        assert_eq!(stdin, Err(Bytes::from_static(b"in")));
+    }
 
     fn pieces(skip: &mut Skip, message: &[u8]) -> Vec<Vec<u8>> {
         skip.past(message).collect()
