@@ -491,5 +491,66 @@ mod tests {
             prop_assert_eq!(demand.stage(2), Some(JobStage::Completed));
             prop_assert!(demand.runners.values().all(|r| r.gone || r.took.is_some()));
         }
+
+        // G6, G7: any of one job's deliveries lost, the rest in any order
+        // and repeated, then what the reconcile reads of a job still open
+        // (GitHub says it completed): the same end as every delivery once,
+        // in order. At no step are there more untaken runners than waiting
+        // jobs.
+        #[test]
+        fn g6_any_loss_order_and_repetition_of_one_jobs_deliveries_gives_the_same_end(
+            order in Just((0..3usize).collect::<Vec<_>>()).prop_shuffle(),
+            lost in proptest::collection::vec(any::<bool>(), 3),
+            repeats in proptest::collection::vec(0..3usize, 0..4),
+        ) {
+            let script = [
+                (7, Delivery::Queued),
+                (7, Delivery::InProgress(1)),
+                (7, Delivery::Completed),
+            ];
+            let end = |demand: &Demand| {
+                (
+                    demand.stage(7),
+                    demand.waiting_jobs("linux"),
+                    demand.untaken_runners("linux"),
+                    demand.runners.values().all(|r| r.gone || r.took.is_some()),
+                )
+            };
+            let mut in_order = Demand::new(1);
+            for (job, delivery) in script {
+                apply(&mut in_order, job, delivery);
+            }
+            let mut arrived: Vec<(u64, Delivery)> = order
+                .iter()
+                .filter(|&&i| !lost[i])
+                .map(|&i| script[i])
+                .collect();
+            for &r in &repeats {
+                if !lost[r] {
+                    let at = r % (arrived.len() + 1);
+                    arrived.insert(at, script[r]);
+                }
+            }
+            let mut demand = Demand::new(1);
+            for (job, delivery) in arrived {
+                apply(&mut demand, job, delivery);
+                prop_assert!(demand.untaken_runners("linux") <= demand.waiting_jobs("linux"));
+            }
+            // The reconcile: a job heard of and not completed is read from
+            // the API, which says it completed.
+            if demand.stage(7).is_some_and(|stage| stage != JobStage::Completed) {
+                demand.reached(7, JobStage::Completed);
+                demand.settle();
+            }
+            let expected = end(&in_order);
+            prop_assert_eq!(expected, (Some(JobStage::Completed), 0, 0, true));
+            if demand.stage(7).is_some() {
+                prop_assert_eq!(end(&demand), expected);
+            } else {
+                // Every delivery lost: billet never heard of the job and
+                // holds nothing for it.
+                prop_assert_eq!(end(&demand), (None, 0, 0, true));
+            }
+        }
     }
 }
