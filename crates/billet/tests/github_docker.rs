@@ -181,3 +181,109 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
     assert!(!log.contains("jit-secret"), "the log holds a JIT config");
     assert!(log.contains("took a GitHub job"), "{log}");
 }
+
+// G5, G7, L6: `kill -9` between a placement and its launch, on a real
+// daemon. GitHub made the runner's registration (its JIT config) but
+// billet died before the answer reached it, so no container was made. The
+// restarted service does not start that runner (where it registers is no
+// longer known); its billet job ends, and the reconcile removes the
+// registration named for it: removed, never left. No container of the
+// deployment is left either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
+    if !daemon("g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration") {
+        return;
+    }
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    standin.state.lock().jit_hold = Some(Duration::from_secs(120));
+    let secrets = tempfile::tempdir().unwrap();
+    private_file(&secrets.path().join("token"), TOKEN);
+    private_file(&secrets.path().join("secret"), SECRET);
+    {
+        let repo = json!({"id": 1, "full_name": "octo-org/app", "private": true});
+        standin.state.lock().runs.insert(
+            10,
+            json!({"id": 10, "repository": repo, "head_repository": repo}),
+        );
+    }
+    let pool = Pool {
+        capacity: 2,
+        endpoint: daemon_endpoint(),
+    };
+    let url = standin.url.clone();
+    let dir = secrets.path().display().to_string();
+    let mut service = Service::with_yaml("github-kill", |id| {
+        format!(
+            "{docker}github:
+  api_url: {url}
+  token_file: {dir}/token
+  webhook_secret_file: {dir}/secret
+  reconcile_every: 1s
+  scopes: [{{org: octo-org, trust: trusted}}]
+  pools: [{{pool: linux, labels: [self-hosted, linux]}}]
+  runner: {{command: [sleep, '30']}}
+",
+            docker = docker_config(id, &pool),
+        )
+    });
+    service.start().await;
+    let base = service.base().to_owned();
+    assert_eq!(deliver(&base, 1, &event("queued", 1, 10, None)).await, 202);
+
+    // The registration is made; its answer is held back: billet dies.
+    let deadline = Deadline::after(Duration::from_secs(30), "the runner's registration");
+    let registered = loop {
+        let names: Vec<String> = standin
+            .state
+            .lock()
+            .runners
+            .values()
+            .map(|(name, _, _)| name.clone())
+            .collect();
+        if let [name] = names.as_slice() {
+            break name.clone();
+        }
+        deadline.check(&names);
+        tokio::time::sleep(POLL).await;
+    };
+    service.kill9();
+    standin.state.lock().jit_hold = None;
+    assert!(
+        service.containers().await.is_empty(),
+        "no container was made before the crash"
+    );
+
+    service.start().await;
+    let deadline = Deadline::after(
+        Duration::from_secs(60),
+        "the crashed launch's registration removed",
+    );
+    loop {
+        let names: Vec<String> = standin
+            .state
+            .lock()
+            .runners
+            .values()
+            .map(|(name, _, _)| name.clone())
+            .collect();
+        if !names.contains(&registered) {
+            break;
+        }
+        deadline.check(&names);
+        tokio::time::sleep(POLL).await;
+    }
+    let jobs = service.jobs(None).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert!(support::is_ended(&jobs[0]), "{:?}", jobs[0]);
+    assert!(
+        service.containers().await.is_empty(),
+        "the runner was never started"
+    );
+    standin.assert_no_violation();
+    service.finish().await;
+    let log = service.log();
+    assert!(
+        log.contains("never launched"),
+        "the restarted service refused the runner it never launched: {log}"
+    );
+}

@@ -81,6 +81,9 @@ pub struct State {
     /// Added to the `total_count` a runners listing answers: GitHub's
     /// count may be ahead of the items it lists.
     pub total_bias: u64,
+    /// How long a JIT config's answer is held back after the registration
+    /// is made (a test's window to crash billet between the two).
+    pub jit_hold: Option<std::time::Duration>,
 }
 
 /// A running stand-in.
@@ -116,7 +119,17 @@ impl StandIn {
                     let state = Arc::clone(&state);
                     let operations = Arc::clone(&operations);
                     let auth = auth.clone();
-                    async move { answer(&operations, &state, &auth, &method, &uri, &headers, &body) }
+                    async move {
+                        let response =
+                            answer(&operations, &state, &auth, &method, &uri, &headers, &body);
+                        let hold = state.lock().jit_hold;
+                        if let Some(hold) =
+                            hold.filter(|_| uri.path().ends_with("/generate-jitconfig"))
+                        {
+                            tokio::time::sleep(hold).await;
+                        }
+                        response
+                    }
                 },
             )
         };
