@@ -287,3 +287,188 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
         "the restarted service refused the runner it never launched: {log}"
     );
 }
+
+/// Job `id` of run `run` of `solo/tool` as GitHub's API answers it.
+fn solo_job(id: u64, run: u64, status: &str) -> Value {
+    json!({"id": id, "run_id": run, "status": status, "labels": ["self-hosted", "linux"]})
+}
+
+/// A delivery about `solo/tool`'s job `id` of run `run`.
+fn solo_event(action: &str, id: u64, run: u64) -> Value {
+    let mut body = event(action, id, run, None);
+    body["repository"] = json!({"id": 2, "full_name": "solo/tool", "private": true});
+    body
+}
+
+/// Waits (at most `within`) until `done` holds of the stand-in's state.
+async fn until_github(
+    standin: &StandIn,
+    what: &str,
+    within: Duration,
+    done: impl Fn(&standin::State) -> bool,
+) {
+    let deadline = Deadline::after(within, what);
+    loop {
+        if done(&standin.state.lock()) {
+            return;
+        }
+        deadline.check(standin.state.lock().calls.len());
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+// G2, G6, G7, G8, G9: on a real daemon, deliveries repeated (the same id
+// again, and the same event under a new id) give one runner; a job's
+// `completed` before its `queued` gives none; a queued job whose delivery
+// was lost is found by the reconcile and gets its runner; GitHub's API
+// rate-limited (403 with Retry-After) and then down (503) for several
+// reconciles, while a job's `completed` is lost: /healthz says so, and
+// once the API answers again the reconcile ends that job's runner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g9_lost_repeated_and_reordered_deliveries_and_an_outage_on_a_daemon() {
+    if !daemon("g9_lost_repeated_and_reordered_deliveries_and_an_outage_on_a_daemon") {
+        return;
+    }
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    let secrets = tempfile::tempdir().unwrap();
+    private_file(&secrets.path().join("token"), TOKEN);
+    private_file(&secrets.path().join("secret"), SECRET);
+    {
+        let repo = json!({"id": 2, "full_name": "solo/tool", "private": true});
+        let mut github = standin.state.lock();
+        for run in [10, 20, 30] {
+            github.runs.insert(
+                run,
+                json!({"id": run, "repository": repo, "head_repository": repo}),
+            );
+        }
+        github.jobs.insert(1, solo_job(1, 10, "queued"));
+        github.jobs.insert(2, solo_job(2, 20, "completed"));
+    }
+    let pool = Pool {
+        capacity: 3,
+        endpoint: daemon_endpoint(),
+    };
+    let url = standin.url.clone();
+    let dir = secrets.path().display().to_string();
+    let mut service = Service::with_yaml("github-faults", |id| {
+        format!(
+            "{docker}github:
+  api_url: {url}
+  token_file: {dir}/token
+  webhook_secret_file: {dir}/secret
+  reconcile_every: 1s
+  scopes: [{{repository: solo/tool, trust: trusted}}]
+  pools: [{{pool: linux, labels: [self-hosted, linux]}}]
+  runner:
+    command: [sh, -c, 'test -n \"${JIT}\" && sleep 120']
+",
+            docker = docker_config(id, &pool),
+        )
+    });
+    service.start().await;
+    let base = service.base().to_owned();
+
+    // Repeated: the same delivery twice, and the same event once more
+    // under another id.
+    assert_eq!(deliver(&base, 1, &solo_event("queued", 1, 10)).await, 202);
+    assert_eq!(deliver(&base, 1, &solo_event("queued", 1, 10)).await, 200);
+    assert_eq!(deliver(&base, 2, &solo_event("queued", 1, 10)).await, 202);
+    // Reordered: job 2's completed before its queued.
+    assert_eq!(
+        deliver(&base, 3, &solo_event("completed", 2, 20)).await,
+        202
+    );
+    assert_eq!(deliver(&base, 4, &solo_event("queued", 2, 20)).await, 202);
+    let first = service
+        .wait_containers_running(1, Duration::from_secs(60))
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let jobs = service.jobs(None).await;
+    assert_eq!(jobs.len(), 1, "one runner, for job 1 only: {jobs:?}");
+    let runner = jobs[0]["id"].as_u64().unwrap();
+    assert_eq!(service.job(runner).await["github"]["job_id"], 1);
+
+    // Lost: job 300 of run 30 is queued; its delivery never comes.
+    {
+        let mut github = standin.state.lock();
+        github.jobs.insert(300, solo_job(300, 30, "queued"));
+        github.runs_by_status.insert("queued".to_owned(), vec![30]);
+        github
+            .run_jobs
+            .insert(30, vec![solo_job(300, 30, "queued")]);
+    }
+    let both = service
+        .wait_containers_running(2, Duration::from_secs(60))
+        .await;
+    assert!(first.is_subset(&both), "{first:?} {both:?}");
+    let jobs = service.jobs(None).await;
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    let found = jobs
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .find(|id| *id != runner)
+        .unwrap();
+    assert_eq!(service.job(found).await["github"]["job_id"], 300);
+    {
+        let mut github = standin.state.lock();
+        github.runs_by_status.clear();
+        // Job 1 is cancelled on GitHub; its completed delivery is lost.
+        github.jobs.insert(1, solo_job(1, 10, "completed"));
+        // Rate-limited, then down for several reconciles.
+        github.faults.push_back(standin::Fault {
+            status: 403,
+            headers: vec![
+                ("retry-after", "2".to_owned()),
+                ("x-ratelimit-remaining", "0".to_owned()),
+            ],
+        });
+        for _ in 0..6 {
+            github.faults.push_back(standin::Fault {
+                status: 503,
+                headers: vec![],
+            });
+        }
+    }
+    let deadline = Deadline::after(
+        Duration::from_secs(30),
+        "/healthz to say GitHub's API fails",
+    );
+    loop {
+        let health = service.health().await;
+        if health.status == 503 {
+            let body = health.json();
+            assert!(body["github"].is_string(), "{body}");
+            break;
+        }
+        deadline.check(health.json());
+        tokio::time::sleep(POLL).await;
+    }
+    until_github(
+        &standin,
+        "every fault answered",
+        Duration::from_secs(60),
+        |github| github.faults.is_empty(),
+    )
+    .await;
+    let ended = service.wait_ended(&[runner], Duration::from_secs(60)).await;
+    assert_eq!(ended[&runner]["state"], "cancelled", "{:?}", ended[&runner]);
+    let deadline = Deadline::after(Duration::from_secs(30), "/healthz well again");
+    while service.health().await.status != 200 {
+        deadline.check(service.health().await.json());
+        tokio::time::sleep(POLL).await;
+    }
+    assert!(
+        !support::is_ended(&service.job(found).await),
+        "job 300's runner still waits for it"
+    );
+    // Job 300 is cancelled before any runner took it: its runner retires.
+    assert_eq!(
+        deliver(&base, 5, &solo_event("completed", 300, 30)).await,
+        202
+    );
+    let ended = service.wait_ended(&[found], Duration::from_secs(60)).await;
+    assert_eq!(ended[&found]["state"], "cancelled", "{:?}", ended[&found]);
+    standin.assert_no_violation();
+    service.finish().await;
+}
