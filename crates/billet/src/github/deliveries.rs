@@ -150,17 +150,38 @@ impl Deliveries {
         event: Option<&WorkflowJobEvent>,
         now: SystemTime,
     ) -> rusqlite::Result<Committed> {
-        let at = millis(now);
-        let cutoff = millis(now.checked_sub(KEEP).unwrap_or(SystemTime::UNIX_EPOCH));
+        let mut committed = self.commit_many(&[(id, event, now)])?;
+        Ok(committed.pop().unwrap_or(Committed::Repeated))
+    }
+
+    /// [`commit`](Deliveries::commit) of each of `deliveries` (id, event,
+    /// when received), in order, in one transaction: one write to the disk
+    /// for them all (group commit). Answers what each was, in the same
+    /// order; on an error none is committed.
+    pub fn commit_many(
+        &mut self,
+        deliveries: &[(&str, Option<&WorkflowJobEvent>, SystemTime)],
+    ) -> rusqlite::Result<Vec<Committed>> {
+        let Some(latest) = deliveries.iter().map(|(_, _, now)| *now).max() else {
+            return Ok(Vec::new());
+        };
+        let cutoff = millis(latest.checked_sub(KEEP).unwrap_or(SystemTime::UNIX_EPOCH));
         let tx = self.conn.transaction()?;
-        let inserted = tx.execute(
-            "INSERT OR IGNORE INTO deliveries (id, received_at) VALUES (?1, ?2)",
-            params![id, at],
-        )?;
-        if inserted == 0 {
-            return Ok(Committed::Repeated);
-        }
-        if let Some(event) = event {
+        let mut answers = Vec::with_capacity(deliveries.len());
+        for &(id, event, now) in deliveries {
+            let at = millis(now);
+            let inserted = tx.execute(
+                "INSERT OR IGNORE INTO deliveries (id, received_at) VALUES (?1, ?2)",
+                params![id, at],
+            )?;
+            if inserted == 0 {
+                answers.push(Committed::Repeated);
+                continue;
+            }
+            answers.push(Committed::New);
+            let Some(event) = event else {
+                continue;
+            };
             let job = &event.workflow_job;
             let labels = serde_json::to_string(&job.labels).unwrap_or_else(|_| "[]".to_owned());
             let runner = (event.action >= Action::InProgress)
@@ -199,7 +220,7 @@ impl Deliveries {
         )?;
         tx.execute("DELETE FROM runner_jobs WHERE at < ?1", params![cutoff])?;
         tx.commit()?;
-        Ok(Committed::New)
+        Ok(answers)
     }
 
     /// Runner billet job `billet_job` serves GitHub job `github_job` (it was
@@ -338,6 +359,47 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM runner_jobs", [], |row| row.get(0))
             .unwrap();
         assert_eq!(kept, 0);
+    }
+
+    // G2: deliveries committed together (group commit) answer each as it
+    // would alone, in order: an id seen before, in an earlier commit or
+    // earlier in the same one, is a redelivery; what each says of its job
+    // is kept, forward only.
+    #[test]
+    fn g2_deliveries_committed_together_answer_each_as_alone() {
+        let mut deliveries = Deliveries::memory().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(
+            deliveries.commit("d-1", Some(&queued(41)), t0).unwrap(),
+            Committed::New
+        );
+        let mut completed = queued(41);
+        completed.action = Action::Completed;
+        let answers = deliveries
+            .commit_many(&[
+                ("d-1", Some(&queued(41)), t0),
+                ("d-2", Some(&completed), t0),
+                ("d-2", Some(&queued(41)), t0),
+                ("d-3", Some(&queued(41)), t0),
+                ("d-4", Some(&queued(43)), t0),
+            ])
+            .unwrap();
+        assert_eq!(
+            answers,
+            [
+                Committed::Repeated,
+                Committed::New,
+                Committed::Repeated,
+                Committed::New,
+                Committed::New
+            ]
+        );
+        assert_eq!(
+            deliveries.job(41).unwrap().unwrap().action,
+            Action::Completed
+        );
+        assert_eq!(deliveries.job(43).unwrap().unwrap().action, Action::Queued);
+        assert_eq!(deliveries.commit_many(&[]).unwrap(), []);
     }
 
     // G5: runner numbers name runners' billet jobs by their keys, which the

@@ -69,11 +69,24 @@ impl Received {
 pub struct Webhook {
     secret: Vec<u8>,
     deliveries: Mutex<Deliveries>,
+    /// Deliveries waiting to be committed by whichever receiver holds
+    /// `deliveries` next, all in one transaction (group commit). At most one
+    /// per receiver blocked in [`Webhook::receive`], so bounded by the
+    /// listener's connections.
+    waiting: Mutex<Vec<Waiting>>,
     /// GitHub's API as the intake uses it, once it runs: what `/healthz`
     /// asks whether GitHub can be used (G8).
     api: std::sync::OnceLock<billet_github::Api>,
     /// Where committed `workflow_job` events go: the intake, once it runs.
     events: std::sync::OnceLock<tokio::sync::mpsc::Sender<billet_github::WorkflowJobEvent>>,
+}
+
+/// A delivery waiting for its commit, and where its answer goes.
+struct Waiting {
+    id: String,
+    event: WorkflowJobEvent,
+    now: SystemTime,
+    done: std::sync::mpsc::SyncSender<Result<Committed, String>>,
 }
 
 impl std::fmt::Debug for Webhook {
@@ -108,6 +121,7 @@ impl Webhook {
         Webhook {
             secret,
             deliveries: Mutex::new(deliveries),
+            waiting: Mutex::new(Vec::new()),
             events: std::sync::OnceLock::new(),
             api: std::sync::OnceLock::new(),
         }
@@ -167,7 +181,7 @@ impl Webhook {
                 );
             }
         };
-        match self.deliveries.lock().commit(id, Some(&event), now) {
+        match self.commit(id, &event, now) {
             Ok(Committed::New) => {
                 if let Some(permit) = permit {
                     permit.send(*event);
@@ -179,6 +193,52 @@ impl Webhook {
                 Received::Unwritten(format!("the delivery could not be committed: {error}"))
             }
         }
+    }
+
+    /// Commits delivery `id` of `event` with the others waiting (group
+    /// commit): it waits in `waiting`; whichever receiver holds the
+    /// database next commits every delivery waiting, in one transaction,
+    /// and hands each its answer before it lets the database go. So when
+    /// this receiver holds the database, its delivery is either committed
+    /// (answered) or still waiting (it commits it, with the others).
+    fn commit(
+        &self,
+        id: &str,
+        event: &WorkflowJobEvent,
+        now: SystemTime,
+    ) -> Result<Committed, String> {
+        let (done, answer) = std::sync::mpsc::sync_channel(1);
+        self.waiting.lock().push(Waiting {
+            id: id.to_owned(),
+            event: event.clone(),
+            now,
+            done,
+        });
+        let mut deliveries = self.deliveries.lock();
+        if let Ok(answered) = answer.try_recv() {
+            return answered;
+        }
+        let batch = std::mem::take(&mut *self.waiting.lock());
+        let items: Vec<(&str, Option<&WorkflowJobEvent>, SystemTime)> = batch
+            .iter()
+            .map(|waiting| (waiting.id.as_str(), Some(&waiting.event), waiting.now))
+            .collect();
+        match deliveries.commit_many(&items) {
+            Ok(answers) => {
+                for (waiting, committed) in batch.iter().zip(answers) {
+                    let _ = waiting.done.try_send(Ok(committed));
+                }
+            }
+            Err(error) => {
+                for waiting in &batch {
+                    let _ = waiting.done.try_send(Err(error.to_string()));
+                }
+            }
+        }
+        drop(deliveries);
+        answer
+            .try_recv()
+            .unwrap_or_else(|_| Err("the delivery was lost before its commit".to_owned()))
     }
 
     /// Watches `api`, the intake's client, for [`api_problem`](Webhook::api_problem).
@@ -250,5 +310,73 @@ impl Webhook {
     /// What the deliveries said of GitHub job `id`.
     pub fn job(&self, id: u64) -> Option<super::deliveries::JobFacts> {
         self.deliveries.lock().job(id).ok().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    // G2: deliveries received at once on many threads are committed
+    // together, and each is answered as it would be alone: every id
+    // accepted once, every repetition of it a redelivery, every accepted
+    // event handed to the intake once.
+    #[test]
+    fn g2_deliveries_received_at_once_are_each_accepted_once() {
+        let webhook = Arc::new(Webhook::new(
+            b"secret".to_vec(),
+            Deliveries::memory().unwrap(),
+        ));
+        let (events, mut inbox) = tokio::sync::mpsc::channel(1024);
+        webhook.feed(events);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let threads: Vec<_> = (0..8u64)
+            .map(|thread| {
+                let webhook = Arc::clone(&webhook);
+                std::thread::spawn(move || {
+                    let mut answers = Vec::new();
+                    for i in 0..50u64 {
+                        // Each id is sent by two threads.
+                        let job = (thread / 2) * 50 + i;
+                        let body = serde_json::json!({
+                            "action": "queued",
+                            "workflow_job": {"id": job, "run_id": 7, "labels": ["linux"]},
+                            "repository": {"id": 3, "full_name": "octo-org/app", "private": true},
+                        })
+                        .to_string();
+                        let signature = billet_github::sign(b"secret", body.as_bytes());
+                        let received = webhook.receive(
+                            Some("workflow_job"),
+                            Some(&format!("d-{job}")),
+                            Some(&signature),
+                            body.as_bytes(),
+                            now,
+                        );
+                        answers.push(received);
+                    }
+                    answers
+                })
+            })
+            .collect();
+        let mut accepted = 0;
+        let mut repeated = 0;
+        for thread in threads {
+            for answer in thread.join().unwrap() {
+                match answer {
+                    Received::Accepted => accepted += 1,
+                    Received::Repeated => repeated += 1,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!((accepted, repeated), (200, 200));
+        let mut handed = BTreeSet::new();
+        while let Ok(event) = inbox.try_recv() {
+            assert!(handed.insert(event.workflow_job.id), "handed twice");
+        }
+        assert_eq!(handed, (0..200).collect());
     }
 }
