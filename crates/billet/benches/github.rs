@@ -29,7 +29,11 @@
 //!   `start` event, its own nanosecond time), against a bare create and
 //!   start of the same image by the same client library plus one JIT round
 //!   trip to the stand-in through billet's own API client, timed the same
-//!   way, one at a time, interleaved. Goal: p50 within 1.25x.
+//!   way, one at a time, interleaved. Goal: p50 within 1.25x. Beside
+//!   them, the JIT round trip and billet's docker provider's own launch of
+//!   the same image (its confinement, D15, included), for a deployment of
+//!   its own: what the service and the intake add, apart from what the
+//!   provider's container costs the daemon.
 //!
 //! ```sh
 //! cargo bench -p billet --bench github
@@ -567,7 +571,16 @@ fn since(start: SystemTime, at: SystemTime) -> Duration {
     at.duration_since(start).unwrap_or_default()
 }
 
-async fn startup(starts: usize) -> (Vec<Duration>, Vec<Duration>) {
+/// What the startup part measured: the delivery to its runner's start,
+/// the bare JIT round trip and create and start, and the JIT round trip
+/// and the docker provider's own launch (with its confinement, D15).
+struct Startups {
+    subject: Vec<Duration>,
+    bare: Vec<Duration>,
+    provider: Vec<Duration>,
+}
+
+async fn startup(starts: usize) -> Startups {
     let owner = support::unique_id("ghbench");
     let standin = standin().await;
     let dir = tempfile::Builder::new()
@@ -609,12 +622,28 @@ async fn startup(starts: usize) -> (Vec<Duration>, Vec<Duration>) {
     let api = billet::github::wiring::api(&settings, Arc::new(SystemClock)).expect("the API");
     let scope = Scope::Org("octo-org".to_owned());
     let labels = vec!["self-hosted".to_owned(), "linux".to_owned()];
+    // The provider alone, for a deployment of its own (a client removes
+    // only what it created).
+    let direct_owner = format!("{owner}-direct");
+    let direct_config = Config::from_yaml_str(&support::docker_config(
+        &direct_owner,
+        &support::Pool {
+            capacity: 2,
+            endpoint: support::daemon_endpoint(),
+        },
+    ))
+    .expect("the provider's configuration");
+    let direct = billet::backends::build(&direct_config, Duration::from_secs(30), None)
+        .expect("the docker provider")
+        .named
+        .remove(0)
+        .1;
     let mut starts_seen = Starts::open().await;
-    let (mut subject, mut baseline) = (Vec::new(), Vec::new());
+    let (mut subject, mut baseline, mut provider) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..starts {
-        for ours in [n % 2 == 0, n % 2 == 1] {
+        for which in 0..3 {
             let id = n as u64 + 1;
-            if ours {
+            if which == n % 3 {
                 let request = delivery(id * 10, event("queued", id, None));
                 let sent = SystemTime::now();
                 let mut post = client
@@ -639,6 +668,26 @@ async fn startup(starts: usize) -> (Vec<Duration>, Vec<Duration>) {
                     }
                     post.send().await.expect("the webhook answers");
                 }
+            } else if which == (n + 1) % 3 {
+                let name = format!("direct-{id}");
+                // The container's name on the daemon starts with the
+                // instance's (billet-docker's naming).
+                let prefix = format!("billet-{name}-");
+                let sent = SystemTime::now();
+                let jit = api
+                    .generate_jitconfig(&scope, &name, 1, &labels)
+                    .await
+                    .expect("a JIT config");
+                let mut spec = billet_provider::Spec::new(&name, ["sleep", "2"]);
+                spec.image = support::TEST_IMAGE.to_owned();
+                spec.trust = billet_provider::TrustClass::Trusted;
+                spec.env.set(JIT, jit.encoded());
+                let instance = direct.launch(spec).await.expect("the provider launches");
+                let (_, at) = starts_seen.next(|seen| seen.starts_with(&prefix)).await;
+                provider.push(since(sent, at));
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                let _ = direct.destroy(&instance.id).await;
+                continue;
             } else {
                 let name = format!("{owner}-baseline-{n}");
                 let sent = SystemTime::now();
@@ -685,7 +734,12 @@ async fn startup(starts: usize) -> (Vec<Duration>, Vec<Duration>) {
         .await
         .expect("the service stops");
     support::remove_containers_of(&owner).await;
-    (subject, baseline)
+    support::remove_containers_of(&direct_owner).await;
+    Startups {
+        subject,
+        bare: baseline,
+        provider,
+    }
 }
 
 fn startup_part(full: bool) {
@@ -702,9 +756,14 @@ fn startup_part(full: bool) {
         .enable_all()
         .build()
         .expect("a runtime");
-    let (mut subject, mut baseline) = runtime.block_on(startup(starts));
+    let Startups {
+        mut subject,
+        bare: mut baseline,
+        mut provider,
+    } = runtime.block_on(startup(starts));
     let (p50, p99) = (quantile(&mut subject, 0.5), quantile(&mut subject, 0.99));
     let (b50, b99) = (quantile(&mut baseline, 0.5), quantile(&mut baseline, 0.99));
+    let (d50, d99) = (quantile(&mut provider, 0.5), quantile(&mut provider, 0.99));
     let ratio = p50.as_secs_f64() / b50.as_secs_f64().max(1e-9);
     println!(
         "startup: queued delivery to runner container started: p50 {p50:.1?}, p99 {p99:.1?}; bare JIT round trip + create + start: p50 {b50:.1?}, p99 {b99:.1?}; {starts} of each, interleaved"
@@ -714,10 +773,28 @@ fn startup_part(full: bool) {
         if ratio <= 1.25 { "met" } else { "MISSED" },
         p99.as_secs_f64() / b99.as_secs_f64().max(1e-9)
     );
+    println!(
+        "ratio startup against the provider: {p50:.1?} / {d50:.1?} (JIT round trip + DockerProvider::launch, its confinement included; p99 {d99:.1?}) = {:.2}x; p99 {:.2}x",
+        p50.as_secs_f64() / d50.as_secs_f64().max(1e-9),
+        p99.as_secs_f64() / d99.as_secs_f64().max(1e-9)
+    );
 }
 
 fn main() {
+    // What the service does, with timestamps, to see where a startup's
+    // time goes: `BILLET_BENCH_LOG=billet=debug`.
+    if let Ok(filter) = std::env::var("BILLET_BENCH_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .init();
+    }
     let full = full_run();
-    accept_part(full);
-    startup_part(full);
+    // `BILLET_BENCH_ONLY=deliveries` or `startup`: one part alone.
+    let only = std::env::var("BILLET_BENCH_ONLY").unwrap_or_default();
+    if only != "startup" {
+        accept_part(full);
+    }
+    if only != "deliveries" {
+        startup_part(full);
+    }
 }
