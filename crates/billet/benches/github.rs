@@ -48,7 +48,6 @@
 //! `BILLET_DOCKER_REQUIRED=1`, a failure).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 #[path = "../../billet-github/tests/support/standin.rs"]
