@@ -65,6 +65,38 @@ async fn deliver(base: &str, n: u64, body: &Value) -> u16 {
         .as_u16()
 }
 
+/// A service of deployment `tag` (one docker pool of `capacity`) whose
+/// `github:` section reads GitHub through `standin`, its secrets in a
+/// directory of their own (answered, to be kept while the service runs),
+/// with `rest` (the section's other keys, indented) after them.
+fn github_service(
+    tag: &str,
+    capacity: u32,
+    standin: &StandIn,
+    rest: &str,
+) -> (Service, tempfile::TempDir) {
+    let secrets = tempfile::tempdir().unwrap();
+    private_file(&secrets.path().join("token"), TOKEN);
+    private_file(&secrets.path().join("secret"), SECRET);
+    let pool = Pool {
+        capacity,
+        endpoint: daemon_endpoint(),
+    };
+    let url = standin.url.clone();
+    let dir = secrets.path().display().to_string();
+    let service = Service::with_yaml(tag, |id| {
+        format!(
+            "{docker}github:
+  api_url: {url}
+  token_file: {dir}/token
+  webhook_secret_file: {dir}/secret
+{rest}",
+            docker = docker_config(id, &pool),
+        )
+    });
+    (service, secrets)
+}
+
 // G5, G9, P2: on a real daemon, a queued GitHub job gets a runner container
 // whose environment holds the JIT config GitHub made for a runner named as
 // the container, with the pool's labels; in_progress and completed (the
@@ -76,9 +108,6 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
         return;
     }
     let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
-    let secrets = tempfile::tempdir().unwrap();
-    private_file(&secrets.path().join("token"), TOKEN);
-    private_file(&secrets.path().join("secret"), SECRET);
     {
         let repo = |name: &str| json!({"id": 1, "full_name": name, "private": true});
         let mut github = standin.state.lock();
@@ -91,29 +120,21 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
             json!({"id": 20, "repository": repo("octo-org/app"), "head_repository": repo("someone/app")}),
         );
     }
-    let pool = Pool {
-        capacity: 2,
-        endpoint: daemon_endpoint(),
-    };
-    let url = standin.url.clone();
-    let dir = secrets.path().display().to_string();
-    let mut service = Service::with_yaml("github", |id| {
-        format!(
-            "{docker}github:
-  api_url: {url}
-  token_file: {dir}/token
-  webhook_secret_file: {dir}/secret
-  scopes: [{{org: octo-org, trust: trusted}}]
+    let (mut service, _secrets) = github_service(
+        "github",
+        2,
+        &standin,
+        &format!(
+            "  scopes: [{{org: octo-org, trust: trusted}}]
   pools: [{{pool: linux, labels: [self-hosted, linux]}}]
   runner:
     command:
       - sh
       - -c
       - 'test -n \"${JIT}\" && sleep 8'
-",
-            docker = docker_config(id, &pool),
-        )
-    });
+"
+        ),
+    );
     service.start().await;
     let base = service.base().to_owned();
 
@@ -196,9 +217,6 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
     }
     let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
     standin.state.lock().jit_hold = Some(Duration::from_secs(120));
-    let secrets = tempfile::tempdir().unwrap();
-    private_file(&secrets.path().join("token"), TOKEN);
-    private_file(&secrets.path().join("secret"), SECRET);
     {
         let repo = json!({"id": 1, "full_name": "octo-org/app", "private": true});
         standin.state.lock().runs.insert(
@@ -206,26 +224,16 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
             json!({"id": 10, "repository": repo, "head_repository": repo}),
         );
     }
-    let pool = Pool {
-        capacity: 2,
-        endpoint: daemon_endpoint(),
-    };
-    let url = standin.url.clone();
-    let dir = secrets.path().display().to_string();
-    let mut service = Service::with_yaml("github-kill", |id| {
-        format!(
-            "{docker}github:
-  api_url: {url}
-  token_file: {dir}/token
-  webhook_secret_file: {dir}/secret
-  reconcile_every: 1s
-  scopes: [{{org: octo-org, trust: trusted}}]
-  pools: [{{pool: linux, labels: [self-hosted, linux]}}]
-  runner: {{command: [sleep, '30']}}
+    let (mut service, _secrets) = github_service(
+        "github-kill",
+        2,
+        &standin,
+        "  reconcile_every: 1s
+  scopes: [{org: octo-org, trust: trusted}]
+  pools: [{pool: linux, labels: [self-hosted, linux]}]
+  runner: {command: [sleep, '30']}
 ",
-            docker = docker_config(id, &pool),
-        )
-    });
+    );
     service.start().await;
     let base = service.base().to_owned();
     assert_eq!(deliver(&base, 1, &event("queued", 1, 10, None)).await, 202);
@@ -330,9 +338,6 @@ async fn g9_lost_repeated_and_reordered_deliveries_and_an_outage_on_a_daemon() {
         return;
     }
     let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
-    let secrets = tempfile::tempdir().unwrap();
-    private_file(&secrets.path().join("token"), TOKEN);
-    private_file(&secrets.path().join("secret"), SECRET);
     {
         let repo = json!({"id": 2, "full_name": "solo/tool", "private": true});
         let mut github = standin.state.lock();
@@ -345,27 +350,19 @@ async fn g9_lost_repeated_and_reordered_deliveries_and_an_outage_on_a_daemon() {
         github.jobs.insert(1, solo_job(1, 10, "queued"));
         github.jobs.insert(2, solo_job(2, 20, "completed"));
     }
-    let pool = Pool {
-        capacity: 3,
-        endpoint: daemon_endpoint(),
-    };
-    let url = standin.url.clone();
-    let dir = secrets.path().display().to_string();
-    let mut service = Service::with_yaml("github-faults", |id| {
-        format!(
-            "{docker}github:
-  api_url: {url}
-  token_file: {dir}/token
-  webhook_secret_file: {dir}/secret
-  reconcile_every: 1s
+    let (mut service, _secrets) = github_service(
+        "github-faults",
+        3,
+        &standin,
+        &format!(
+            "  reconcile_every: 1s
   scopes: [{{repository: solo/tool, trust: trusted}}]
   pools: [{{pool: linux, labels: [self-hosted, linux]}}]
   runner:
     command: [sh, -c, 'test -n \"${JIT}\" && sleep 120']
-",
-            docker = docker_config(id, &pool),
-        )
-    });
+"
+        ),
+    );
     service.start().await;
     let base = service.base().to_owned();
 
