@@ -417,6 +417,17 @@ impl Service {
         self.child.as_ref().expect("a running server").id()
     }
 
+    /// Waits until the current run of the server has read its pool's
+    /// inventory once (its log says "first inventory read"): until then nothing is placed (L8), so a
+    /// test that makes the daemon unreadable before it would wait forever.
+    pub async fn wait_first_inventory_read(&self) {
+        let deadline = Deadline::after(Duration::from_secs(10), "the first inventory read");
+        while !self.last_log().contains("first inventory read") {
+            deadline.check(self.last_log());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Every log the server wrote (stderr of every run, in order).
     pub fn log(&self) -> String {
         let mut all = String::new();
