@@ -6,7 +6,10 @@
 //! the deployment ever has on the daemon); what they print is gVisor's
 //! kernel, not the host's; kill -9 of `serve` mid-job and a restart adopt
 //! the gVisor container, which ends once. A runtime the daemon does not
-//! list stops the start naming the pool.
+//! list stops the start naming the pool. With the GitHub intake (its API
+//! the loopback stand-in), a public repository's job and a fork's pull
+//! request get runners only behind gVisor, though a runc pool with the
+//! same labels comes first.
 //!
 //! On podman (the `podman` step), whose Docker-compatible API runs every
 //! container on its service's default runtime, the gVisor pool is served by
@@ -15,12 +18,18 @@
 
 mod support;
 
+#[path = "../../billet-github/tests/support/standin.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod standin;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use billet_github::sign;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
+use standin::{Auth, StandIn};
 use support::{
     RUNSC, Service, TEST_IMAGE, containers_of, daemon, daemon_endpoint, daemon_socket, engine_at,
     lists_runsc_at, podman_runsc_socket, runtime_at, serve_refused,
@@ -338,4 +347,188 @@ routing: {{default_kind: docker, untrusted_kinds: [docker]}}
         !refused.state_made,
         "nothing is made before the pools are checked"
     );
+}
+
+/// The GitHub webhook's secret and API token of the intake's test.
+const SECRET: &str = "the webhook's secret";
+const TOKEN: &str = "ghp_the-operators-token";
+
+/// A `queued` delivery of GitHub job `id` of run `run` in `repository`,
+/// signed as GitHub signs; the status the service answers.
+async fn deliver(service: &Service, n: u64, body: &Value) -> u16 {
+    let body = body.to_string();
+    reqwest::Client::new()
+        .post(format!("{}/v1/github/webhook", service.base()))
+        .header("X-GitHub-Event", "workflow_job")
+        .header("X-GitHub-Delivery", format!("delivery-{n}"))
+        .header(
+            "X-Hub-Signature-256",
+            sign(SECRET.as_bytes(), body.as_bytes()),
+        )
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("the webhook answers")
+        .status()
+        .as_u16()
+}
+
+/// A `workflow_job` delivery's body: GitHub job `id` of run `run` in
+/// `repository`, labelled `self-hosted, linux`.
+fn workflow_job(action: &str, id: u64, run: u64, repository: &str) -> Value {
+    json!({
+        "action": action,
+        "workflow_job": {"id": id, "run_id": run, "labels": ["self-hosted", "linux"]},
+        "repository": {"id": 1, "full_name": repository, "private": true},
+    })
+}
+
+// D19, G3, G4 (issue 50): the GitHub intake over the mixed fleet, the runc
+// pool first in `github.pools` with the same labels as the gVisor pool.
+// A private repository's job of the trusted scope gets its runner on the
+// runc pool (the first that fits); a public repository's job and a fork's
+// pull request (their trust lowered to untrusted) get theirs only on the
+// gVisor pool, under runsc (a watcher inspects every container), never on
+// the runc pool. Each runner's container holds its JIT config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn d19_g4_public_and_fork_jobs_get_runners_only_behind_gvisor() {
+    if !gvisor("d19-github") {
+        return;
+    }
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    {
+        let repo =
+            |name: &str, private: bool| json!({"id": 1, "full_name": name, "private": private});
+        let mut github = standin.state.lock();
+        for (run, repository, head, private) in [
+            (10, "octo-org/app", "octo-org/app", true),
+            (20, "octo-org/site", "octo-org/site", false),
+            (30, "octo-org/app", "someone/app", true),
+        ] {
+            github.runs.insert(
+                run,
+                json!({"id": run, "repository": repo(repository, private), "head_repository": repo(head, private)}),
+            );
+        }
+    }
+    let secrets = tempfile::tempdir().expect("a directory");
+    for (name, text) in [("token", TOKEN), ("secret", SECRET)] {
+        let path = secrets.path().join(name);
+        std::fs::write(&path, text).expect("a secret");
+        std::fs::set_permissions(
+            &path,
+            <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o600),
+        )
+        .expect("mode 0600");
+    }
+    let (url, dir) = (standin.url.clone(), secrets.path().display().to_string());
+    let mut service = Service::with_yaml("d19-github", |id| {
+        format!(
+            "{fleet}github:
+  api_url: {url}
+  token_file: {dir}/token
+  webhook_secret_file: {dir}/secret
+  scopes: [{{org: octo-org, trust: trusted}}]
+  pools:
+    - {{pool: {RUNC_POOL}, labels: [self-hosted, linux]}}
+    - {{pool: {GVISOR_POOL}, labels: [self-hosted, linux]}}
+  runner:
+    command: [sh, -c, 'test -n \"$ACTIONS_RUNNER_INPUT_JITCONFIG\" && sleep 60']
+",
+            fleet = mixed_fleet(id)
+        )
+    });
+    service.start().await;
+    let runtimes = Runtimes::start(&service.id);
+    for (n, (run, repository)) in [
+        (10, "octo-org/app"),
+        (20, "octo-org/site"),
+        (30, "octo-org/app"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = n as u64 + 1;
+        let status = deliver(&service, id, &workflow_job("queued", id, run, repository)).await;
+        assert_eq!(status, 202, "GitHub job {id}'s delivery");
+    }
+    let running = service.api().wait_running(3, END).await;
+    let mut pool_of = BTreeMap::new();
+    for job in &running {
+        let view = service.api().job(job["id"].as_u64().expect("an id")).await;
+        let github_job = view["github"]["job_id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{view}"));
+        pool_of.insert(
+            github_job,
+            view["pool"].as_str().expect("a pool").to_owned(),
+        );
+        assert_eq!(
+            view["trust"],
+            if github_job == 1 {
+                "trusted"
+            } else {
+                "untrusted"
+            },
+            "{view}"
+        );
+    }
+    assert_eq!(
+        pool_of,
+        BTreeMap::from([
+            (1, RUNC_POOL.to_owned()),
+            (2, GVISOR_POOL.to_owned()),
+            (3, GVISOR_POOL.to_owned()),
+        ]),
+        "GitHub job to its runner's pool"
+    );
+    // The runners' containers run (their JIT config seen) while the
+    // watcher inspects them.
+    service.wait_containers_running(3, END).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The jobs are cancelled before any runner took one: each runner is
+    // retired, its container removed.
+    for (n, (run, repository)) in [
+        (10, "octo-org/app"),
+        (20, "octo-org/site"),
+        (30, "octo-org/app"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = n as u64 + 1;
+        let status = deliver(
+            &service,
+            10 + id,
+            &workflow_job("completed", id, run, repository),
+        )
+        .await;
+        assert_eq!(status, 202, "GitHub job {id}'s completion");
+    }
+    standin.assert_no_violation();
+    service.finish().await;
+
+    let per_job = runtimes.finish();
+    for job in &running {
+        let id = job["id"].as_u64().expect("an id");
+        let containers = per_job
+            .get(&id)
+            .unwrap_or_else(|| panic!("the watcher never saw runner job {id}'s container"));
+        assert_eq!(containers.len(), 1, "runner job {id}: {containers:?}");
+        let (pool, runtime) = &containers[0];
+        assert_eq!(
+            pool,
+            job["pool"].as_str().unwrap_or_default(),
+            "runner job {id}"
+        );
+        let expected = (pool == GVISOR_POOL).then(|| RUNSC.to_owned());
+        assert_eq!(
+            runtime.as_deref().filter(|name| *name != "runc"),
+            expected.as_deref(),
+            "runner job {id} on {pool}"
+        );
+    }
+    println!("D19 with GitHub's intake: GitHub job to its runner's pool {pool_of:?}");
 }

@@ -241,13 +241,7 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
     // The registration is made; its answer is held back: billet dies.
     let deadline = Deadline::after(Duration::from_secs(30), "the runner's registration");
     let registered = loop {
-        let names: Vec<String> = standin
-            .state
-            .lock()
-            .runners
-            .values()
-            .map(|(name, _, _)| name.clone())
-            .collect();
+        let names = registered_names(&standin.state.lock());
         if let [name] = names.as_slice() {
             break name.clone();
         }
@@ -262,24 +256,13 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
     );
 
     service.start().await;
-    let deadline = Deadline::after(
-        Duration::from_secs(60),
+    until_github(
+        &standin,
         "the crashed launch's registration removed",
-    );
-    loop {
-        let names: Vec<String> = standin
-            .state
-            .lock()
-            .runners
-            .values()
-            .map(|(name, _, _)| name.clone())
-            .collect();
-        if !names.contains(&registered) {
-            break;
-        }
-        deadline.check(&names);
-        tokio::time::sleep(POLL).await;
-    }
+        Duration::from_secs(60),
+        |state| !registered_names(state).contains(&registered),
+    )
+    .await;
     let jobs = service.jobs(None).await;
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     assert!(support::is_ended(&jobs[0]), "{:?}", jobs[0]);
@@ -306,6 +289,15 @@ fn solo_event(action: &str, id: u64, run: u64) -> Value {
     let mut body = event(action, id, run, None);
     body["repository"] = json!({"id": 2, "full_name": "solo/tool", "private": true});
     body
+}
+
+/// The names of the runners registered with the stand-in.
+fn registered_names(state: &standin::State) -> Vec<String> {
+    state
+        .runners
+        .values()
+        .map(|(name, _, _)| name.clone())
+        .collect()
 }
 
 /// Waits (at most `within`) until `done` holds of the stand-in's state.

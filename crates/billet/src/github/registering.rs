@@ -74,11 +74,15 @@ impl Runners {
         let _ = self.shared.set(shared);
     }
 
-    /// The runner number of billet job `job`, read from its key.
-    pub fn number_of_job(&self, job: u64) -> Option<u64> {
-        let shared = self.shared.get()?;
+    /// The runner number of billet job `job`, read from its key: `None`
+    /// when the job is not a runner's. `Err` until the service's table is
+    /// attached: until then no job can be told a runner's or not.
+    pub fn number_of_job(&self, job: u64) -> Result<Option<u64>, Unattached> {
+        let shared = self.shared.get().ok_or(Unattached)?;
         let jobs = shared.jobs.read();
-        runner_of_key(jobs.live(job)?.key.as_deref()?)
+        Ok(jobs
+            .live(job)
+            .and_then(|record| runner_of_key(record.key.as_deref()?)))
     }
 
     fn registered(&self, n: u64, runner_id: u64) {
@@ -87,6 +91,11 @@ impl Runners {
         }
     }
 }
+
+/// The intake has not attached the service's table to its [`Runners`] yet
+/// (the engine may launch before [`Runners::attach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unattached;
 
 /// A pool's provider, registering its GitHub runners as they launch.
 #[derive(Debug)]
@@ -153,8 +162,17 @@ impl Provider for Registering {
     }
 
     async fn launch(&self, mut spec: Spec) -> Result<Instance, Error> {
-        let number =
-            InstanceName::parse(&spec.name).and_then(|name| self.runners.number_of_job(name.job.0));
+        let number = match InstanceName::parse(&spec.name) {
+            // A launch before the intake has started is tried again later:
+            // launched now, a runner would start without its JIT config.
+            Some(name) => self.runners.number_of_job(name.job.0).map_err(|_| {
+                Error::unavailable(format!(
+                    "the GitHub intake has not started yet: {} is launched once it has",
+                    spec.name
+                ))
+            })?,
+            None => None,
+        };
         if let Some(n) = number {
             let Some((place, _)) = self.runners.get(n) else {
                 return Err(Error::invalid_spec(format!(
@@ -191,5 +209,61 @@ impl Provider for Registering {
 
     fn hints(&self) -> Option<&dyn Hints> {
         self.inner.hints()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use billet_clock::SystemClock;
+    use billet_provider::ErrorKind;
+    use billet_scheduler::JobId;
+    use billet_simulated::{Host, SimulatedProvider};
+
+    fn registering() -> (Registering, Arc<dyn Provider>) {
+        let inner: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .build()
+                .unwrap(),
+        );
+        // Never called: no launch here is a runner's.
+        let api = Api::new(
+            "http://127.0.0.1:9",
+            billet_github::Credential::Token("t".to_owned()),
+            Arc::new(SystemClock),
+        )
+        .unwrap();
+        let registering = Registering::new(
+            Arc::clone(&inner),
+            api,
+            Arc::new(Runners::default()),
+            vec!["linux".to_owned()],
+        );
+        (registering, inner)
+    }
+
+    // G5: before the intake attaches the service's table, a job's instance
+    // is not launched (it may be a runner's, which would start without its
+    // JIT config): refused as unavailable, so the scheduler tries again,
+    // and nothing reaches the pool's provider. A name that is no job's
+    // instance is launched as it is.
+    #[tokio::test]
+    async fn g5_no_job_launches_before_the_intake_is_attached() {
+        let (registering, inner) = registering();
+        let spec = |name: &str| {
+            let mut spec = Spec::new(name, ["billet-simulated", "run-for", "90s"]);
+            spec.trust = TrustClass::Trusted;
+            spec
+        };
+        let name = JobId(7).instance_name("blue");
+        let error = registering.launch(spec(&name)).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+        assert!(error.to_string().contains(&name), "{error}");
+        assert!(inner.list().await.unwrap().is_empty());
+
+        let plain = registering.launch(spec("plain")).await.unwrap();
+        assert_eq!(plain.name, "plain");
+        assert_eq!(inner.list().await.unwrap().len(), 1);
     }
 }
