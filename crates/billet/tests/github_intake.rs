@@ -555,6 +555,31 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
     running.service.abort();
 }
 
+// G4: a run's facts are read once for all its jobs, whatever other runs'
+// jobs come between (cached per run).
+#[tokio::test]
+async fn g4_each_runs_facts_are_read_once() {
+    let mut running = start().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    run(&running.standin, 11, "octo-org/app", "octo-org/app");
+    for (id, run) in [(1, 10), (2, 11), (3, 10)] {
+        running
+            .deliver(&event("queued", id, run, "octo-org/app", None))
+            .await;
+    }
+    running
+        .until("three runners run", |jobs| live(jobs).len() == 3)
+        .await;
+    let calls = running.standin.state.lock().calls.clone();
+    for run in [10, 11] {
+        let path = format!("GET /repos/octo-org/app/actions/runs/{run} ");
+        let reads = calls.iter().filter(|call| call.starts_with(&path)).count();
+        assert_eq!(reads, 1, "run {run}: {calls:?}");
+    }
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
 // G4: labels are no trust boundary. A runner made for a trusted job that
 // GitHub reports taken by a fork's pull request (its run's code from
 // another repository) is destroyed at once and its registration removed; a
@@ -666,6 +691,10 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
         "running",
         "adopted, kept: {jobs:#?}"
     );
+    // The intake counts it: a busy runner, what it took GitHub's to say.
+    running
+        .until_metrics(&[r#"billet_github_runners{state="busy"} 1"#])
+        .await;
     running
         .deliver(&event("queued", 2, 10, "octo-org/app", None))
         .await;

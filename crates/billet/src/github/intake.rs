@@ -182,8 +182,9 @@ impl Intake {
     async fn run(mut self, mut inbox: mpsc::Receiver<WorkflowJobEvent>) {
         let mut tick = tokio::time::interval(LOOK_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let every = self.parts.settings.reconcile_every;
-        let mut reconcile = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        // The first reconcile comes at once: a start may follow a crash,
+        // and what GitHub said meanwhile is read now, not an interval later.
+        let mut reconcile = tokio::time::interval(self.parts.settings.reconcile_every);
         reconcile.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -1,4 +1,5 @@
-//! The intake's reconcile with GitHub's API (G7), every `reconcile_every`:
+//! The intake's reconcile with GitHub's API (G7), at start and every
+//! `reconcile_every`:
 //! what deliveries lost or a crash left unsaid, read from the API.
 //!
 //! 1. GitHub jobs billet took that are queued or in progress with no news
