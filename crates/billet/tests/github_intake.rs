@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
-use billet::github::intake::COMPLETED_GRACE;
+use billet::github::intake::{COMPLETED_GRACE, RECONCILE_CALLS};
 use billet::github::registering::JITCONFIG_VARIABLE;
 use billet::github::webhook::Webhook;
 use billet::token::Credentials;
@@ -764,6 +764,16 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
             json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "cancelled"}),
         );
     }
+    // Reconciles come every second of real time; by the service's clock
+    // (held) job 1 was heard of just now: not stale, not asked of the API.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let calls = running.standin.state.lock().calls.clone();
+    assert!(
+        !calls
+            .iter()
+            .any(|call| call.ends_with(" actions/get-job-for-workflow-run")),
+        "{calls:?}"
+    );
     // The job goes without news past one interval.
     running.clock.advance(Duration::from_secs(2)).unwrap();
     running
@@ -806,6 +816,57 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
     let (view, _) = running.job(live(&jobs)[0]["id"].as_u64().unwrap()).await;
     assert_eq!(view["github"]["job_id"], 300);
     assert_eq!(view["github"]["repository"], "solo/tool");
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
+// G7: a reconcile makes at most RECONCILE_CALLS API calls. With 60 queued
+// runs in a repository scope, the first reconcile (at start) lists them and
+// reads the jobs of as many as its budget allows, then stops: no runner
+// listing after.
+#[tokio::test]
+async fn g7_a_reconcile_makes_at_most_its_calls() {
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    standin
+        .state
+        .lock()
+        .runs_by_status
+        .insert("queued".to_owned(), (1..=60).collect());
+    let state = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let running = start_in(
+        standin,
+        state,
+        Host::new(),
+        clock,
+        "  reconcile_every: 1h\n",
+    )
+    .await;
+    let jobs_read = |calls: &[String]| {
+        calls
+            .iter()
+            .filter(|call| call.ends_with(" actions/list-jobs-for-workflow-run"))
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while jobs_read(&running.standin.state.lock().calls) < RECONCILE_CALLS - 1 {
+        assert!(
+            Instant::now() < deadline,
+            "the reconcile did not read the runs' jobs"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let calls = running.standin.state.lock().calls.clone();
+    assert_eq!(jobs_read(&calls), RECONCILE_CALLS - 1, "{calls:?}");
+    assert_eq!(calls.len(), RECONCILE_CALLS, "{calls:?}");
+    assert!(
+        calls[0].ends_with(" actions/list-workflow-runs-for-repo"),
+        "{calls:?}"
+    );
     running.standin.assert_no_violation();
     running.service.abort();
 }

@@ -30,7 +30,7 @@ mod reconcile;
 
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
 use crate::record::NewJob;
-pub use reconcile::{CALLS as RECONCILE_CALLS, Reconciled, stale_after};
+pub use reconcile::{CALLS as RECONCILE_CALLS, stale_after};
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;

@@ -36,9 +36,9 @@ pub fn stale_after(reconcile_every: Duration) -> Duration {
     reconcile_every
 }
 
-/// What one reconcile did, for its log line and its tests.
+/// What one reconcile did, for its log line.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Reconciled {
+pub(super) struct Reconciled {
     /// API calls made.
     pub calls: usize,
     /// Jobs the API said more of than the deliveries had.
@@ -47,6 +47,14 @@ pub struct Reconciled {
     pub found: usize,
     /// Orphan registrations removed.
     pub orphans: usize,
+}
+
+impl Reconciled {
+    /// Whether the reconcile found anything to act on (what its log line
+    /// says at `info`).
+    fn acted(&self) -> bool {
+        self.settled + self.found + self.orphans > 0
+    }
 }
 
 /// An event as a delivery would have said what `status` says of a job of
@@ -92,7 +100,7 @@ fn completed(job: u64, run: u64, repository: &str) -> Option<WorkflowJobEvent> {
 
 impl Intake {
     /// One reconcile (see the module's docs).
-    pub(super) async fn reconcile(&mut self) -> Reconciled {
+    pub(super) async fn reconcile(&mut self) {
         let mut done = Reconciled::default();
         if self.settle_stale(&mut done).await.is_err()
             || self.find_lost(&mut done).await.is_err()
@@ -100,7 +108,7 @@ impl Intake {
         {
             tracing::warn!("GitHub's rate limit ended the reconcile early");
         }
-        if done.settled + done.found + done.orphans > 0 {
+        if done.acted() {
             tracing::info!(
                 calls = done.calls,
                 settled = done.settled,
@@ -109,7 +117,6 @@ impl Intake {
                 "reconciled with GitHub's API"
             );
         }
-        done
     }
 
     /// Keeps what the API said of a job in `github.db`, as its delivery
@@ -320,5 +327,34 @@ impl Intake {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // G7: a reconcile is said at `info` when it settled, found or removed
+    // anything, each alone; the calls it made alone are not news.
+    #[test]
+    fn g7_a_reconcile_that_acted_is_said() {
+        let base = Reconciled {
+            calls: 3,
+            ..Reconciled::default()
+        };
+        assert!(!base.acted());
+        for acted in [
+            Reconciled { settled: 1, ..base },
+            Reconciled { found: 1, ..base },
+            Reconciled { orphans: 1, ..base },
+            Reconciled {
+                settled: 2,
+                found: 3,
+                orphans: 1,
+                ..base
+            },
+        ] {
+            assert!(acted.acted(), "{acted:?}");
+        }
     }
 }
