@@ -40,6 +40,11 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WhatLabel {
+    what: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabel {
     status: String,
 }
@@ -54,6 +59,7 @@ struct GithubMetrics {
     runners: Family<StateLabel, Gauge>,
     api: Family<StatusLabel, Counter>,
     rate_limit_remaining: Gauge,
+    reconciled: Family<WhatLabel, Counter>,
 }
 
 impl GithubMetrics {
@@ -65,6 +71,7 @@ impl GithubMetrics {
             runners: Family::default(),
             api: Family::default(),
             rate_limit_remaining: Gauge::default(),
+            reconciled: Family::default(),
         };
         registry.register(
             "billet_github_jobs",
@@ -96,6 +103,16 @@ impl GithubMetrics {
             "The last X-RateLimit-Remaining GitHub's API sent",
             metrics.rate_limit_remaining.clone(),
         );
+        registry.register(
+            "billet_github_reconciled",
+            "What the reconciles with GitHub's API found that deliveries had not said, by what (settled, found, orphans)",
+            metrics.reconciled.clone(),
+        );
+        for what in RECONCILED {
+            let _ = metrics.reconciled.get_or_create(&WhatLabel {
+                what: what.to_owned(),
+            });
+        }
         for state in GITHUB_JOB_STATES {
             let _ = metrics.jobs.get_or_create(&StateLabel {
                 state: state.to_owned(),
@@ -112,6 +129,10 @@ impl GithubMetrics {
 
 /// The state labels of `billet_github_jobs`.
 pub const GITHUB_JOB_STATES: [&str; 2] = ["queued", "in_progress"];
+/// The labels of `billet_github_reconciled_total`: jobs settled from the
+/// API, queued jobs found whose delivery never came, orphan registrations
+/// removed.
+pub const RECONCILED: [&str; 3] = ["settled", "found", "orphans"];
 /// The state labels of `billet_github_runners`.
 pub const RUNNER_STATES: [&str; 3] = ["starting", "idle", "busy"];
 
@@ -369,6 +390,19 @@ impl Metrics {
         self.github.startup.observe(took.as_secs_f64());
     }
 
+    /// What one reconcile with GitHub's API did: `[settled, found,
+    /// orphans]` (in [`RECONCILED`] order), added.
+    pub fn github_reconciled(&self, counts: [usize; 3]) {
+        for (what, n) in RECONCILED.into_iter().zip(counts) {
+            self.github
+                .reconciled
+                .get_or_create(&WhatLabel {
+                    what: what.to_owned(),
+                })
+                .inc_by(u64::try_from(n).unwrap_or(u64::MAX));
+        }
+    }
+
     /// billet's runners: `[starting, idle, busy]` (in [`RUNNER_STATES`]
     /// order).
     pub fn github_runners(&self, counts: [usize; 3]) {
@@ -510,6 +544,9 @@ mod tests {
             r#"billet_github_runners{state="busy"} 0"#,
             "billet_github_rate_limit_remaining 0",
             "billet_github_job_startup_seconds_count 0",
+            r#"billet_github_reconciled_total{what="settled"} 0"#,
+            r#"billet_github_reconciled_total{what="found"} 0"#,
+            r#"billet_github_reconciled_total{what="orphans"} 0"#,
         ] {
             assert!(text.contains(series), "{series} missing from\n{text}");
         }
@@ -518,6 +555,8 @@ mod tests {
         metrics.github_jobs(3, 2);
         metrics.github_runners([1, 4, 2]);
         metrics.github_startup(std::time::Duration::from_secs(3));
+        metrics.github_reconciled([1, 0, 2]);
+        metrics.github_reconciled([2, 3, 0]);
         let answers = |ok, refused| {
             [("200".to_owned(), ok), ("422".to_owned(), refused)]
                 .into_iter()
@@ -529,6 +568,9 @@ mod tests {
         let text = metrics.render();
         for series in [
             r#"billet_github_jobs_left_total{reason="trust"} 2"#,
+            r#"billet_github_reconciled_total{what="settled"} 3"#,
+            r#"billet_github_reconciled_total{what="found"} 3"#,
+            r#"billet_github_reconciled_total{what="orphans"} 2"#,
             r#"billet_github_jobs{state="queued"} 3"#,
             r#"billet_github_jobs{state="in_progress"} 2"#,
             r#"billet_github_runners{state="starting"} 1"#,

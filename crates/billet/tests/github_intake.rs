@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
-use billet::github::intake::{COMPLETED_GRACE, RECONCILE_CALLS};
+use billet::github::intake::{COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS};
 use billet::github::registering::JITCONFIG_VARIABLE;
 use billet::github::webhook::Webhook;
 use billet::token::Credentials;
@@ -534,10 +534,14 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
         running.job(ids[1]).await.0["github"]["conclusion"],
         "success"
     );
-    running
-        .clock
-        .advance(COMPLETED_GRACE + Duration::from_secs(1))
-        .unwrap();
+    running.clock.advance(COMPLETED_GRACE).unwrap();
+    tokio::time::sleep(LOOK_EVERY + Duration::from_millis(500)).await;
+    assert_eq!(
+        live(&running.jobs().await).len(),
+        2,
+        "at the grace's end exactly"
+    );
+    running.clock.advance(Duration::from_secs(1)).unwrap();
     let jobs = running
         .until("both runners are destroyed", |jobs| {
             ids.iter().all(|id| state_of(jobs, *id) == "cancelled")
@@ -709,12 +713,17 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
     assert_eq!(jobs.len(), 2, "a new job, not the first one's key again");
     let second_name = running.runner_name(&json!(second));
 
-    // Past the idle timeout, the runner no job took is retired; the
-    // adopted one, busy, is not. Job 2 still waits: a third runner.
-    running
-        .clock
-        .advance(Duration::from_secs(10 * 60 + 1))
-        .unwrap();
+    // At the idle timeout exactly, nothing is retired yet; past it, the
+    // runner no job took is retired; the adopted one, busy, is not. Job 2
+    // still waits: a third runner.
+    running.clock.advance(Duration::from_secs(10 * 60)).unwrap();
+    tokio::time::sleep(LOOK_EVERY + Duration::from_millis(500)).await;
+    assert_eq!(
+        live(&running.jobs().await).len(),
+        2,
+        "not idle past 10m yet"
+    );
+    running.clock.advance(Duration::from_secs(1)).unwrap();
     let jobs = running
         .until("the idle runner is retired and replaced", |jobs| {
             state_of(jobs, second) == "cancelled" && live(jobs).len() == 2
@@ -816,6 +825,68 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
     let (view, _) = running.job(live(&jobs)[0]["id"].as_u64().unwrap()).await;
     assert_eq!(view["github"]["job_id"], 300);
     assert_eq!(view["github"]["repository"], "solo/tool");
+    running
+        .until_metrics(&[
+            r#"billet_github_reconciled_total{what="settled"} 1"#,
+            r#"billet_github_reconciled_total{what="found"} 1"#,
+            r#"billet_github_reconciled_total{what="orphans"} 1"#,
+        ])
+        .await;
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
+// G7: what the API says of jobs whose deliveries were lost. Job 1's
+// `in_progress` was lost: the API names the runner that took it, which is
+// then busy, not idle. Job 2 is still queued but its run ended (a
+// `startup_failure`, say): it ends, and its runner, no longer needed, is
+// retired. Job 3 is queued in a run still going: it stays, with its runner.
+#[tokio::test]
+async fn g7_lost_in_progress_and_ended_runs_are_read_from_the_api() {
+    let mut running = start_with("  reconcile_every: 1s\n").await;
+    for (run, status) in [(10, "in_progress"), (11, "completed"), (12, "in_progress")] {
+        crate::run(&running.standin, run, "octo-org/app", "octo-org/app");
+        running.standin.state.lock().runs.get_mut(&run).unwrap()["status"] = json!(status);
+    }
+    for (id, run) in [(1, 10), (2, 11), (3, 12)] {
+        running
+            .deliver(&event("queued", id, run, "octo-org/app", None))
+            .await;
+    }
+    let jobs = running
+        .until("three runners run", |jobs| live(jobs).len() == 3)
+        .await;
+    let ids: Vec<u64> = live(&jobs)
+        .iter()
+        .map(|job| job["id"].as_u64().unwrap())
+        .collect();
+    let taker = running.runner_name(&json!(ids[0]));
+    {
+        let mut github = running.standin.state.lock();
+        github.jobs.insert(
+            1,
+            json!({"id": 1, "run_id": 10, "status": "in_progress", "runner_name": taker}),
+        );
+        github
+            .jobs
+            .insert(2, json!({"id": 2, "run_id": 11, "status": "queued"}));
+        github
+            .jobs
+            .insert(3, json!({"id": 3, "run_id": 12, "status": "queued"}));
+    }
+    running.clock.advance(Duration::from_secs(2)).unwrap();
+    running
+        .until_metrics(&[
+            r#"billet_github_reconciled_total{what="settled"} 2"#,
+            r#"billet_github_runners{state="busy"} 1"#,
+            r#"billet_github_jobs{state="queued"} 1"#,
+            r#"billet_github_jobs{state="in_progress"} 1"#,
+        ])
+        .await;
+    let jobs = running
+        .until("one runner retired", |jobs| live(jobs).len() == 2)
+        .await;
+    assert_eq!(state_of(&jobs, ids[0]), "running", "the taker stays");
     running.standin.assert_no_violation();
     running.service.abort();
 }

@@ -108,6 +108,10 @@ impl Intake {
         {
             tracing::warn!("GitHub's rate limit ended the reconcile early");
         }
+        self.parts
+            .shared
+            .metrics
+            .github_reconciled([done.settled, done.found, done.orphans]);
         if done.acted() {
             tracing::info!(
                 calls = done.calls,
