@@ -559,6 +559,58 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
     running.service.abort();
 }
 
+// G5: a registration left under a runner's name (a launch that registered,
+// then billet died before it started) is removed and made anew: used,
+// never left, and the runner starts with the new one's JIT config.
+#[tokio::test]
+async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
+    let mut running = start().await;
+    let identity = running.identity.clone().expect("an identity");
+    // The reconcile at start has run (it would remove the planted one as
+    // an orphan); the next comes a minute later.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running
+        .standin
+        .operations_called()
+        .contains(&"actions/list-self-hosted-runners-for-org".to_owned())
+    {
+        assert!(Instant::now() < deadline, "no reconcile at start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let planted = format!("{identity}.job-1.linux");
+    running.standin.state.lock().runners.insert(
+        9001,
+        (planted.clone(), vec!["self-hosted".to_owned()], false),
+    );
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    running
+        .deliver(&event("queued", 1, 10, "octo-org/app", None))
+        .await;
+    let jobs = running
+        .until("a runner runs", |jobs| live(jobs).len() == 1)
+        .await;
+    let name = running.runner_name(&live(&jobs)[0]["id"]);
+    assert_eq!(name, planted, "the runner is billet job 1's");
+    let held: Vec<(u64, String)> = running
+        .standin
+        .state
+        .lock()
+        .runners
+        .iter()
+        .map(|(id, (name, _, _))| (*id, name.clone()))
+        .collect();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].1, planted);
+    assert_ne!(held[0].0, 9001, "made anew: {held:?}");
+    let env = running.host.environment_of(OWNER, &name).unwrap();
+    assert_eq!(
+        env.get(JITCONFIG_VARIABLE),
+        Some(format!("jit-secret-for-{name}").as_str())
+    );
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
 // G4: a run's facts are read once for all its jobs, whatever other runs'
 // jobs come between (cached per run).
 #[tokio::test]

@@ -243,6 +243,19 @@ mod tests {
         (registering, inner)
     }
 
+    // G5: a runner's billet job key names its number, and no other key
+    // names one.
+    #[test]
+    fn g5_a_runners_key_names_its_number() {
+        for n in [0, 1, 7, 12_345, u64::MAX] {
+            assert_eq!(runner_of_key(&runner_key(n)), Some(n), "{n}");
+        }
+        assert_eq!(runner_key(42), "github-runner-42");
+        for key in ["", "github-runner-", "github-runner-x", "other-42", "42"] {
+            assert_eq!(runner_of_key(key), None, "{key:?}");
+        }
+    }
+
     // G5: before the intake attaches the service's table, a job's instance
     // is not launched (it may be a runner's, which would start without its
     // JIT config): refused as unavailable, so the scheduler tries again,
