@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
-use billet::github::intake::{COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS};
+use billet::github::intake::{COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS, RUNNER_BLOCK};
 use billet::github::registering::JITCONFIG_VARIABLE;
 use billet::github::webhook::Webhook;
 use billet::token::Credentials;
@@ -611,6 +611,36 @@ async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
     running.service.abort();
 }
 
+// G6: a runner no job took whose billet job ends (cancelled here; a
+// runner that exits) leaves no registration: it is removed at once, not a
+// reconcile later.
+#[tokio::test]
+async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
+    let (running, runner) = one_runner("").await;
+    let id = runner["id"].as_u64().unwrap();
+    let name = running.runner_name(&runner["id"]);
+    assert_eq!(running.registrations().len(), 1);
+    let answer = running
+        .client
+        .delete(format!("{}/v1/jobs/{id}", running.base))
+        .bearer_auth(BILLET_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{answer:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running
+        .registrations()
+        .iter()
+        .any(|(held, _)| *held == name)
+    {
+        assert!(Instant::now() < deadline, "the registration stays");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.standin.assert_no_violation();
+    running.service.abort();
+}
+
 // G4: a run's facts are read once for all its jobs, whatever other runs'
 // jobs come between (cached per run).
 #[tokio::test]
@@ -738,6 +768,13 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
         ..
     } = running;
     service.abort();
+    // Runner numbers are reserved in github.db a block at a time, before
+    // any is given.
+    let reserved = Deliveries::open(state.path())
+        .unwrap()
+        .runners_reserved()
+        .unwrap();
+    assert_eq!(reserved, 1 + RUNNER_BLOCK);
     let mut running = start_in(standin, state, host, clock, "").await;
     running.deliveries = deliveries;
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -260,7 +260,8 @@ mod tests {
     // is not launched (it may be a runner's, which would start without its
     // JIT config): refused as unavailable, so the scheduler tries again,
     // and nothing reaches the pool's provider. A name that is no job's
-    // instance is launched as it is.
+    // instance is launched as it is, and every other call is the pool's
+    // provider's.
     #[tokio::test]
     async fn g5_no_job_launches_before_the_intake_is_attached() {
         let (registering, inner) = registering();
@@ -278,5 +279,20 @@ mod tests {
         let plain = registering.launch(spec("plain")).await.unwrap();
         assert_eq!(plain.name, "plain");
         assert_eq!(inner.list().await.unwrap().len(), 1);
+
+        // Every other call is the pool's provider's.
+        assert_eq!(registering.kind(), inner.kind());
+        assert_eq!(
+            registering.accepts(TrustClass::Untrusted).is_ok(),
+            inner.accepts(TrustClass::Untrusted).is_ok()
+        );
+        assert!(registering.accepts(TrustClass::Trusted).is_ok());
+        let found = registering.find("plain").await.unwrap().expect("found");
+        assert_eq!(found.id, plain.id);
+        assert_eq!(registering.list().await.unwrap().len(), 1);
+        assert!(registering.output().is_some());
+        assert!(registering.hints().is_some());
+        registering.destroy(&plain.id).await.unwrap();
+        assert!(inner.find("plain").await.unwrap().is_none());
     }
 }
