@@ -88,6 +88,10 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/github/take.rs",
         "crates/billet/src/github/webhook.rs",
         "crates/billet/src/github/deliveries.rs",
+        "crates/billet/src/github/intake.rs",
+        "crates/billet/src/github/intake/reconcile.rs",
+        "crates/billet/src/github/registering.rs",
+        "crates/billet/src/github/wiring.rs",
     ],
     tests: &[
         "--lib",
