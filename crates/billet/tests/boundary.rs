@@ -26,7 +26,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use billet_github::sign;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use standin::{Auth, StandIn};
@@ -349,30 +348,16 @@ routing: {{default_kind: docker, untrusted_kinds: [docker]}}
     );
 }
 
+/// The intake test's GitHub jobs: (job id, run id, repository).
+const GITHUB_JOBS: [(u64, u64, &str); 3] = [
+    (1, 10, "octo-org/app"),
+    (2, 20, "octo-org/site"),
+    (3, 30, "octo-org/app"),
+];
+
 /// The GitHub webhook's secret and API token of the intake's test.
 const SECRET: &str = "the webhook's secret";
 const TOKEN: &str = "ghp_the-operators-token";
-
-/// A `queued` delivery of GitHub job `id` of run `run` in `repository`,
-/// signed as GitHub signs; the status the service answers.
-async fn deliver(service: &Service, n: u64, body: &Value) -> u16 {
-    let body = body.to_string();
-    reqwest::Client::new()
-        .post(format!("{}/v1/github/webhook", service.base()))
-        .header("X-GitHub-Event", "workflow_job")
-        .header("X-GitHub-Delivery", format!("delivery-{n}"))
-        .header(
-            "X-Hub-Signature-256",
-            sign(SECRET.as_bytes(), body.as_bytes()),
-        )
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .expect("the webhook answers")
-        .status()
-        .as_u16()
-}
 
 /// A `workflow_job` delivery's body: GitHub job `id` of run `run` in
 /// `repository`, labelled `self-hosted, linux`.
@@ -441,16 +426,9 @@ async fn d19_g4_public_and_fork_jobs_get_runners_only_behind_gvisor() {
     });
     service.start().await;
     let runtimes = Runtimes::start(&service.id);
-    for (n, (run, repository)) in [
-        (10, "octo-org/app"),
-        (20, "octo-org/site"),
-        (30, "octo-org/app"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let id = n as u64 + 1;
-        let status = deliver(&service, id, &workflow_job("queued", id, run, repository)).await;
+    for (id, run, repository) in GITHUB_JOBS {
+        let queued = workflow_job("queued", id, run, repository);
+        let status = support::deliver_github(service.base(), SECRET, id, &queued).await;
         assert_eq!(status, 202, "GitHub job {id}'s delivery");
     }
     let running = service.api().wait_running(3, END).await;
@@ -490,21 +468,9 @@ async fn d19_g4_public_and_fork_jobs_get_runners_only_behind_gvisor() {
 
     // The jobs are cancelled before any runner took one: each runner is
     // retired, its container removed.
-    for (n, (run, repository)) in [
-        (10, "octo-org/app"),
-        (20, "octo-org/site"),
-        (30, "octo-org/app"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let id = n as u64 + 1;
-        let status = deliver(
-            &service,
-            10 + id,
-            &workflow_job("completed", id, run, repository),
-        )
-        .await;
+    for (id, run, repository) in GITHUB_JOBS {
+        let completed = workflow_job("completed", id, run, repository);
+        let status = support::deliver_github(service.base(), SECRET, 10 + id, &completed).await;
         assert_eq!(status, 202, "GitHub job {id}'s completion");
     }
     standin.assert_no_violation();

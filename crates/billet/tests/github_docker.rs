@@ -17,7 +17,6 @@ mod standin;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use billet_github::sign;
 use serde_json::{Value, json};
 use standin::{Auth, StandIn};
 use support::{Deadline, POLL, Pool, Service, daemon, daemon_endpoint, docker_config, raw_client};
@@ -47,22 +46,7 @@ fn event(action: &str, id: u64, run: u64, runner: Option<&str>) -> Value {
 }
 
 async fn deliver(base: &str, n: u64, body: &Value) -> u16 {
-    let body = body.to_string();
-    reqwest::Client::new()
-        .post(format!("{base}/v1/github/webhook"))
-        .header("X-GitHub-Event", "workflow_job")
-        .header("X-GitHub-Delivery", format!("delivery-{n}"))
-        .header(
-            "X-Hub-Signature-256",
-            sign(SECRET.as_bytes(), body.as_bytes()),
-        )
-        .header("Content-Type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    support::deliver_github(base, SECRET, n, body).await
 }
 
 /// A service of deployment `tag` (one docker pool of `capacity`) whose

@@ -867,6 +867,28 @@ impl Api {
     }
 }
 
+/// Sends `body` to the GitHub webhook of the service at `base` as GitHub
+/// would: a `workflow_job` event, delivery id `delivery-{n}`, signed with
+/// `secret`; the status it answers.
+pub async fn deliver_github(base: &str, secret: &str, n: u64, body: &Value) -> u16 {
+    let body = body.to_string();
+    reqwest::Client::new()
+        .post(format!("{base}/v1/github/webhook"))
+        .header("X-GitHub-Event", "workflow_job")
+        .header("X-GitHub-Delivery", format!("delivery-{n}"))
+        .header(
+            "X-Hub-Signature-256",
+            billet_github::sign(secret.as_bytes(), body.as_bytes()),
+        )
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("the webhook answers")
+        .status()
+        .as_u16()
+}
+
 /// A request body: JSON, or raw bytes (sent as `application/json`).
 pub enum Body {
     Json(Value),
