@@ -328,6 +328,15 @@ impl Running {
     }
 }
 
+/// Waits (at most 20 s) until `done` holds; fails saying `what` otherwise.
+async fn until_true(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "not seen: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn live(jobs: &[Value]) -> Vec<&Value> {
     jobs.iter()
         .filter(|job| job["state"] == "running" && job["instance"].is_string())
@@ -568,15 +577,13 @@ async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
     let identity = running.identity.clone().expect("an identity");
     // The reconcile at start has run (it would remove the planted one as
     // an orphan); the next comes a minute later.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !running
-        .standin
-        .operations_called()
-        .contains(&"actions/list-self-hosted-runners-for-org".to_owned())
-    {
-        assert!(Instant::now() < deadline, "no reconcile at start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_true("a reconcile at start", || {
+        running
+            .standin
+            .operations_called()
+            .contains(&"actions/list-self-hosted-runners-for-org".to_owned())
+    })
+    .await;
     let planted = format!("{identity}.job-1.linux");
     running.standin.state.lock().runners.insert(
         9001,
@@ -628,15 +635,13 @@ async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
         .await
         .unwrap();
     assert!(answer.status().is_success(), "{answer:?}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while running
-        .registrations()
-        .iter()
-        .any(|(held, _)| *held == name)
-    {
-        assert!(Instant::now() < deadline, "the registration stays");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_true("the registration removed", || {
+        !running
+            .registrations()
+            .iter()
+            .any(|(held, _)| *held == name)
+    })
+    .await;
     running.standin.assert_no_violation();
     running.service.abort();
 }
@@ -1029,14 +1034,10 @@ async fn g7_a_reconcile_makes_at_most_its_calls() {
             .filter(|call| call.ends_with(" actions/list-jobs-for-workflow-run"))
             .count()
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while jobs_read(&running.standin.state.lock().calls) < RECONCILE_CALLS - 1 {
-        assert!(
-            Instant::now() < deadline,
-            "the reconcile did not read the runs' jobs"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_true("the reconcile reads the runs' jobs", || {
+        jobs_read(&running.standin.state.lock().calls) >= RECONCILE_CALLS - 1
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let calls = running.standin.state.lock().calls.clone();
     assert_eq!(jobs_read(&calls), RECONCILE_CALLS - 1, "{calls:?}");
