@@ -317,6 +317,13 @@ impl Running {
     }
 
     /// The registrations the stand-in holds: (name, labels).
+    /// The end of a test: every call billet made was one GitHub's
+    /// description allows; the service stops.
+    fn end(self) {
+        self.standin.assert_no_violation();
+        self.service.abort();
+    }
+
     fn registrations(&self) -> Vec<(String, Vec<String>)> {
         self.standin
             .state
@@ -564,8 +571,7 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
         .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(running.jobs().await.len(), 3, "a late queued takes nothing");
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G5: a registration left under a runner's name (a launch that registered,
@@ -614,8 +620,7 @@ async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
         env.get(JITCONFIG_VARIABLE),
         Some(format!("jit-secret-for-{name}").as_str())
     );
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G6: a runner no job took whose billet job ends (cancelled here; a
@@ -642,8 +647,7 @@ async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
             .any(|(held, _)| *held == name)
     })
     .await;
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G4: a run's facts are read once for all its jobs, whatever other runs'
@@ -667,8 +671,7 @@ async fn g4_each_runs_facts_are_read_once() {
         let reads = calls.iter().filter(|call| call.starts_with(&path)).count();
         assert_eq!(reads, 1, "run {run}: {calls:?}");
     }
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G4: labels are no trust boundary. A runner made for a trusted job that
@@ -749,8 +752,7 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
         assert!(Instant::now() < deadline, "{:?}", running.health().await);
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G5, G6, L6: a crash and a restart. The runner running before it is
@@ -831,8 +833,7 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
             .any(|(name, _)| *name == second_name),
         "the idle runner's registration is removed"
     );
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G7: every reconcile_every, what deliveries lost is read from the API. A
@@ -944,8 +945,7 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
             r#"billet_github_reconciled_total{what="orphans"} 1"#,
         ])
         .await;
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G7: what the API says of jobs whose deliveries were lost. Job 1's
@@ -999,8 +999,7 @@ async fn g7_lost_in_progress_and_ended_runs_are_read_from_the_api() {
         .until("one runner retired", |jobs| live(jobs).len() == 2)
         .await;
     assert_eq!(state_of(&jobs, ids[0]), "running", "the taker stays");
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G7: a reconcile makes at most RECONCILE_CALLS API calls. With 60 queued
@@ -1046,8 +1045,7 @@ async fn g7_a_reconcile_makes_at_most_its_calls() {
         calls[0].ends_with(" actions/list-workflow-runs-for-repo"),
         "{calls:?}"
     );
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
 
 // G6, L10: a runner's name is matched by its store's identity too. Another
@@ -1069,6 +1067,5 @@ async fn g6_another_stores_runner_of_the_same_job_id_is_not_ours() {
             state_of(jobs, id) == "cancelled"
         })
         .await;
-    running.standin.assert_no_violation();
-    running.service.abort();
+    running.end();
 }
