@@ -78,14 +78,7 @@ async fn start_with(extra: &str) -> Running {
 /// queued and its runner running: the service and that runner's billet job.
 async fn one_runner(extra: &str) -> (Running, Value) {
     let mut running = start_with(extra).await;
-    run(&running.standin, 10, "octo-org/app", "octo-org/app");
-    running
-        .deliver(&event("queued", 1, 10, "octo-org/app", None))
-        .await;
-    let jobs = running
-        .until("a runner runs", |jobs| live(jobs).len() == 1)
-        .await;
-    let runner = live(&jobs)[0].clone();
+    let runner = running.first_runner().await;
     (running, runner)
 }
 
@@ -317,6 +310,18 @@ impl Running {
     }
 
     /// The registrations the stand-in holds: (name, labels).
+    /// Job 1 of run 10 (the scope's own code) queued, and its runner
+    /// running: that runner's billet job.
+    async fn first_runner(&mut self) -> Value {
+        run(&self.standin, 10, "octo-org/app", "octo-org/app");
+        self.deliver(&event("queued", 1, 10, "octo-org/app", None))
+            .await;
+        let jobs = self
+            .until("a runner runs", |jobs| live(jobs).len() == 1)
+            .await;
+        live(&jobs)[0].clone()
+    }
+
     /// The end of a test: every call billet made was one GitHub's
     /// description allows; the service stops.
     fn end(self) {
@@ -595,14 +600,8 @@ async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
         9001,
         (planted.clone(), vec!["self-hosted".to_owned()], false),
     );
-    run(&running.standin, 10, "octo-org/app", "octo-org/app");
-    running
-        .deliver(&event("queued", 1, 10, "octo-org/app", None))
-        .await;
-    let jobs = running
-        .until("a runner runs", |jobs| live(jobs).len() == 1)
-        .await;
-    let name = running.runner_name(&live(&jobs)[0]["id"]);
+    let runner = running.first_runner().await;
+    let name = running.runner_name(&runner["id"]);
     assert_eq!(name, planted, "the runner is billet job 1's");
     let held: Vec<(u64, String)> = running
         .standin
