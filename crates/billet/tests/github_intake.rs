@@ -813,11 +813,9 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
     // still waits: a third runner.
     running.clock.advance(Duration::from_secs(10 * 60)).unwrap();
     tokio::time::sleep(LOOK_EVERY + Duration::from_millis(500)).await;
-    assert_eq!(
-        live(&running.jobs().await).len(),
-        2,
-        "not idle past 10m yet"
-    );
+    let jobs = running.jobs().await;
+    assert_eq!(state_of(&jobs, second), "running", "not idle past 10m yet");
+    assert_eq!(live(&jobs).len(), 2, "{jobs:#?}");
     running.clock.advance(Duration::from_secs(1)).unwrap();
     let jobs = running
         .until("the idle runner is retired and replaced", |jobs| {
