@@ -586,13 +586,17 @@ async fn g6_runners_are_kept_by_demand_not_identity() {
 async fn g5_a_registration_left_under_a_runners_name_is_made_anew() {
     let mut running = start().await;
     let identity = running.identity.clone().expect("an identity");
-    // The reconcile at start has run (it would remove the planted one as
-    // an orphan); the next comes a minute later.
+    // The reconcile at start has listed every scope's registrations (it
+    // would remove the planted one as an orphan: the stand-in holds one
+    // table for all scopes); the next comes a minute later.
     until_true("a reconcile at start", || {
-        running
-            .standin
-            .operations_called()
-            .contains(&"actions/list-self-hosted-runners-for-org".to_owned())
+        let called = running.standin.operations_called();
+        [
+            "actions/list-self-hosted-runners-for-org",
+            "actions/list-self-hosted-runners-for-repo",
+        ]
+        .iter()
+        .all(|operation| called.contains(&(*operation).to_owned()))
     })
     .await;
     let planted = format!("{identity}.job-1.linux");
