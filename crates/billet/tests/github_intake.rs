@@ -991,6 +991,12 @@ async fn g7_lost_in_progress_and_ended_runs_are_read_from_the_api() {
         .until("one runner retired", |jobs| live(jobs).len() == 2)
         .await;
     assert_eq!(state_of(&jobs, ids[0]), "running", "the taker stays");
+    let retired = jobs
+        .iter()
+        .find(|job| job["state"] == "cancelled")
+        .unwrap_or_else(|| panic!("{jobs:#?}"));
+    let (view, _) = running.job(retired["id"].as_u64().unwrap()).await;
+    assert_eq!(view["github"]["job_id"], 2, "job 2's runner: {view}");
     running.end();
 }
 
