@@ -18,7 +18,10 @@
 //!   restart), and reads the instance's output as it is written.
 //! * **Durable before destroy.** [`Capturing`] stands in front of each
 //!   pool's provider: its `destroy` first lets the capture read to the end of
-//!   what the instance wrote (at most [`FINISH_WAIT`]; an instance still
+//!   what the instance wrote (at most [`FINISH_WAIT_STOPPED`] for an instance
+//!   seen stopped, [`FINISH_WAIT`] for one that may still run; output still
+//!   coming when that wait is over is cut and the cut said with
+//!   [`LATE_CUT_NOTICE`]; an instance still
 //!   running, as a cancelled job's is, gives what comes within [`SETTLE`] of
 //!   the last byte, and then what a read opened again from the file's end
 //!   gives within another [`SETTLE`]: a backend's follow that stalls at the
@@ -30,8 +33,9 @@
 //!   its capture from the file's length: what the crash interrupted is read
 //!   again from the backend, which keeps it until the instance is destroyed.
 //! * **Bounded.** One file per job of at most the limit plus the notice;
-//!   one capture task per live instance, holding at most one
-//!   [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK) at a time.
+//!   one capture task per live instance, holding at most two
+//!   [`OUTPUT_CHUNK`](billet_provider::OUTPUT_CHUNK)s at a time (what it
+//!   gathered of the pieces ready for one write, and the next piece).
 
 use std::collections::HashMap;
 use std::io;
@@ -75,12 +79,25 @@ pub const UNWRITTEN_CUT_NOTICE: &str =
 pub const DEFAULT_OUTPUT_TOTAL: u64 = 8 << 30;
 
 /// The longest a destroy waits for its instance's capture to read to the
-/// end of what the instance wrote.
+/// end of what the instance wrote, when the instance may still be running
+/// (a cancelled job's, one timed out).
 pub const FINISH_WAIT: Duration = Duration::from_secs(5);
 
-/// The longest a destroy waits for the capture it asked to finish: past
-/// [`FINISH_WAIT`], room for the capture's last read and its `fsync`.
-const FINISH_BOUND: Duration = Duration::from_secs(6);
+/// The longest a destroy waits for the capture of an instance seen stopped
+/// to read to the end of what it wrote: all of it is written, and a backend
+/// may give a long output slowly (podman gives a log line per message, each
+/// a trip between tasks).
+pub const FINISH_WAIT_STOPPED: Duration = Duration::from_secs(60);
+
+/// Past a finish's wait, the room left for the capture's last write and its
+/// `fsync` before the destroy goes on without it.
+const FINISH_SLACK: Duration = Duration::from_secs(1);
+
+/// What is appended to a job's output where its instance was removed with
+/// output still coming: the finish's wait ([`FINISH_WAIT`],
+/// [`FINISH_WAIT_STOPPED`]) was over.
+pub const LATE_CUT_NOTICE: &str =
+    "\n[billet: the output was cut here: more was still coming when its instance was removed]\n";
 
 /// Once a destroy asked the capture to finish: how long it waits for more
 /// output after the last byte before it takes what it has.

@@ -7,21 +7,26 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use billet_provider::{Instance, InstanceId, Provider};
-use futures::StreamExt;
+use billet_provider::{Instance, InstanceId, OUTPUT_CHUNK, OutputStream, Provider};
+use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 
 use super::{
-    CUT_NOTICE, FINISH_BOUND, FINISH_WAIT, OutputStore, REOPEN_FIRST, REOPEN_MAX, SETTLE,
-    TOTAL_CUT_NOTICE, UNWRITTEN_CUT_NOTICE,
+    CUT_NOTICE, FINISH_SLACK, FINISH_WAIT, FINISH_WAIT_STOPPED, LATE_CUT_NOTICE, OutputStore,
+    REOPEN_FIRST, REOPEN_MAX, SETTLE, TOTAL_CUT_NOTICE, UNWRITTEN_CUT_NOTICE,
 };
 
 /// One capture under way.
 #[derive(Debug)]
 pub(super) struct Live {
     pub(super) job: u64,
-    /// Told `true` when a destroy wants the capture to finish.
-    pub(super) finish: watch::Sender<bool>,
+    /// Told `Some(wait)` when a destroy wants the capture to finish within
+    /// `wait`.
+    pub(super) finish: watch::Sender<Option<Duration>>,
+    /// Whether an inventory or a find has seen the instance stopped: its
+    /// output is then all written, and a finish reads it to its end
+    /// ([`FINISH_WAIT_STOPPED`]).
+    pub(super) stopped: bool,
     /// Turns `true` when the capture has ended and its file is synced.
     pub(super) done: watch::Receiver<bool>,
 }
@@ -36,13 +41,23 @@ impl OutputStore {
         let Some(job) = self.job_of(&instance.name) else {
             return;
         };
+        let stopped = instance.state.is_stopped();
         let mut live = self.live.lock();
-        if live.contains_key(&instance.id) {
+        if let Some(capture) = live.get_mut(&instance.id) {
+            capture.stopped |= stopped;
             return;
         }
-        let (finish, finishing) = watch::channel(false);
+        let (finish, finishing) = watch::channel(None);
         let (ended, done) = watch::channel(false);
-        live.insert(instance.id.clone(), Live { job, finish, done });
+        live.insert(
+            instance.id.clone(),
+            Live {
+                job,
+                finish,
+                stopped,
+                done,
+            },
+        );
         drop(live);
         let store = Arc::clone(self);
         let provider = Arc::clone(provider);
@@ -59,32 +74,41 @@ impl OutputStore {
         });
     }
 
-    /// Lets `id`'s capture read to its end (bounded: [`FINISH_WAIT`]), then
-    /// forgets it.
+    /// Lets `id`'s capture read to its end (bounded: [`FINISH_WAIT`], or
+    /// [`FINISH_WAIT_STOPPED`] for an instance seen stopped), then forgets
+    /// it.
     pub(super) async fn finish(&self, id: &InstanceId) {
-        let done = {
+        let (done, wait) = {
             let live = self.live.lock();
             let Some(capture) = live.get(id) else {
                 return;
             };
-            let _ = capture.finish.send(true);
-            capture.done.clone()
+            let wait = if capture.stopped {
+                FINISH_WAIT_STOPPED
+            } else {
+                FINISH_WAIT
+            };
+            let _ = capture.finish.send(Some(wait));
+            (capture.done.clone(), wait)
         };
         let mut done = done;
-        let _ = tokio::time::timeout(FINISH_BOUND, done.wait_for(|ended| *ended)).await;
+        let bound = wait + FINISH_SLACK;
+        let _ = tokio::time::timeout(bound, done.wait_for(|ended| *ended)).await;
         self.live.lock().remove(id);
     }
 
     /// Appends `id`'s output to job `job`'s file until the output ends, the
     /// limit cuts it, or a finish is asked and nothing more comes within
     /// [`SETTLE`], twice: the second time on a stream opened again from the
-    /// file's end. The file is synced before it answers.
+    /// file's end. Output still coming when the finish's wait is over is
+    /// cut there, and the cut said ([`LATE_CUT_NOTICE`]). The file is synced
+    /// before it answers.
     async fn capture(
         &self,
         provider: &dyn Provider,
         id: &InstanceId,
         job: u64,
-        mut finishing: watch::Receiver<bool>,
+        mut finishing: watch::Receiver<Option<Duration>>,
     ) -> io::Result<Ended> {
         if tokio::fs::try_exists(self.cut_path(job))
             .await
@@ -125,11 +149,18 @@ impl OutputStore {
                     continue;
                 }
             };
+            // An item taken from the stream while gathering (an error, the
+            // end, or bytes that would not fit), handled next.
+            let mut held = None;
             loop {
-                let item = if let Some(by) = finish_by {
+                let item = if let Some(item) = held.take() {
+                    item
+                } else if let Some(by) = finish_by {
                     let until = by.min(tokio::time::Instant::now() + SETTLE);
                     match tokio::time::timeout_at(until, stream.next()).await {
                         Ok(item) => item,
+                        // The wait is over with the output still coming.
+                        Err(_) if until == by => break 'reads Ended::Late,
                         // Once only (a read that settles twice is taken as
                         // it is); the destroy waits at most FINISH_BOUND.
                         Err(_) => match look_again.take() {
@@ -140,16 +171,18 @@ impl OutputStore {
                 } else {
                     tokio::select! {
                         item = stream.next() => item,
-                        _ = finishing.wait_for(|finish| *finish) => {
-                            finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+                        wait = finishing.wait_for(Option::is_some) => {
+                            let wait = wait.ok().and_then(|wait| *wait).unwrap_or(FINISH_WAIT);
+                            finish_by = Some(tokio::time::Instant::now() + wait);
                             continue;
                         }
                     }
                 };
                 match item {
                     None => break 'reads Ended::Whole,
-                    Some(Ok(bytes)) => {
+                    Some(Ok(mut bytes)) => {
                         pause = REOPEN_FIRST;
+                        held = gather(&mut stream, &mut bytes);
                         let own = self.limit.saturating_sub(written);
                         let shared = self.total_limit.saturating_sub(self.total());
                         let room = own.min(shared);
@@ -192,10 +225,23 @@ impl OutputStore {
                 }
             }
         };
-        if let Ended::Unwritten = ended {
+        match ended {
             // The instance goes while the disk is still full.
-            self.end_cut(&mut file, id, job, written, UNWRITTEN_CUT_NOTICE)
-                .await;
+            Ended::Unwritten => {
+                self.end_cut(&mut file, id, job, written, UNWRITTEN_CUT_NOTICE)
+                    .await;
+            }
+            Ended::Late => {
+                tracing::warn!(
+                    job,
+                    instance = id.as_str(),
+                    written,
+                    "the job's output was still coming when its instance was to be removed: it is cut there"
+                );
+                self.end_cut(&mut file, id, job, written, LATE_CUT_NOTICE)
+                    .await;
+            }
+            _ => {}
         }
         file.sync_all().await?;
         if let Ended::Broken(why) = &ended {
@@ -252,6 +298,27 @@ impl OutputStore {
     }
 }
 
+/// Appends to `bytes` what `stream` has ready now, without waiting, while
+/// it fits in [`OUTPUT_CHUNK`]: a backend that gives a piece per line (a
+/// log frame per `echo`) is written in fewer, larger writes, not one write
+/// (and one trip to a blocking thread) per line. Answers the item taken
+/// that was not appended (an error, the end, or bytes that did not fit),
+/// to be handled next; so a capture holds at most two chunks at a time.
+pub(super) fn gather(
+    stream: &mut OutputStream,
+    bytes: &mut Vec<u8>,
+) -> Option<Option<Result<Vec<u8>, billet_provider::Error>>> {
+    loop {
+        let item = stream.next().now_or_never()?;
+        match item {
+            Some(Ok(more)) if bytes.len() + more.len() <= OUTPUT_CHUNK => {
+                bytes.extend_from_slice(&more);
+            }
+            other => return Some(other),
+        }
+    }
+}
+
 /// Writes `bytes` to `file` and waits for the write to be done: a tokio
 /// file tells a write's failure only at its next operation, so it is
 /// flushed before the answer.
@@ -263,16 +330,18 @@ async fn write_through(file: &mut tokio::fs::File, bytes: &[u8]) -> io::Result<(
 
 /// Waits `pause` (doubled for next time, up to [`REOPEN_MAX`]) before a
 /// capture opens its output again; `false` when it should not: a finish was
-/// asked and [`FINISH_WAIT`] has passed since. A finish asked during the
+/// asked and its wait has passed since. A finish asked during the
 /// wait ends the wait, and starts that bound.
 pub(super) async fn wait_to_reopen(
     pause: &mut Duration,
     finish_by: &mut Option<tokio::time::Instant>,
-    finishing: &mut watch::Receiver<bool>,
+    finishing: &mut watch::Receiver<Option<Duration>>,
 ) -> bool {
     let now = tokio::time::Instant::now();
-    if finish_by.is_none() && *finishing.borrow() {
-        *finish_by = Some(now + FINISH_WAIT);
+    if finish_by.is_none()
+        && let Some(wait) = *finishing.borrow()
+    {
+        *finish_by = Some(now + wait);
     }
     let until = match *finish_by {
         Some(by) if now >= by => return false,
@@ -285,8 +354,9 @@ pub(super) async fn wait_to_reopen(
     } else {
         tokio::select! {
             () = tokio::time::sleep_until(until) => {}
-            _ = finishing.wait_for(|finish| *finish) => {
-                *finish_by = Some(tokio::time::Instant::now() + FINISH_WAIT);
+            wait = finishing.wait_for(Option::is_some) => {
+                let wait = wait.ok().and_then(|wait| *wait).unwrap_or(FINISH_WAIT);
+                *finish_by = Some(tokio::time::Instant::now() + wait);
             }
         }
     }
@@ -301,8 +371,11 @@ enum Ended {
     /// The limit cut it.
     Cut,
     /// A destroy asked it to finish, and nothing more came within
-    /// [`SETTLE`] (or [`FINISH_WAIT`] passed).
+    /// [`SETTLE`].
     Settled,
+    /// A destroy asked it to finish, and its wait passed with the output
+    /// still coming.
+    Late,
     /// The instance is gone (destroyed by someone else, or never there).
     Gone,
     /// The output stream kept breaking.

@@ -15,7 +15,7 @@ use billet_simulated::{Host, SimulatedProvider, run_for_writing};
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use super::capture::wait_to_reopen;
+use super::capture::{gather, wait_to_reopen};
 use super::*;
 
 struct Fixture {
@@ -584,7 +584,7 @@ async fn l15_a_destroy_at_once_still_keeps_what_was_written() {
 // past the bound, no more opens.
 #[tokio::test(start_paused = true)]
 async fn l15_opens_again_after_pauses_that_double_until_a_finish_bounds_them() {
-    let (sender, mut finishing) = watch::channel(false);
+    let (sender, mut finishing) = watch::channel(None);
     let mut pause = REOPEN_FIRST;
     let mut finish_by = None;
     let start = tokio::time::Instant::now();
@@ -600,20 +600,21 @@ async fn l15_opens_again_after_pauses_that_double_until_a_finish_bounds_them() {
     let asked = tokio::time::Instant::now();
     let ask = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        sender.send(true).unwrap();
+        sender.send(Some(Duration::from_secs(7))).unwrap();
         sender
     });
     assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
     assert_eq!(asked.elapsed(), Duration::from_secs(1));
     assert_eq!(
         finish_by,
-        Some(asked + Duration::from_secs(1) + FINISH_WAIT)
+        Some(asked + Duration::from_secs(1) + Duration::from_secs(7)),
+        "the finish's own wait bounds it"
     );
     let _sender = ask.await.unwrap();
     // Bounded from then on: the wait stops at the bound, then none.
     let before = tokio::time::Instant::now();
     assert!(wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await);
-    assert_eq!(before.elapsed(), REOPEN_MAX.min(FINISH_WAIT));
+    assert_eq!(before.elapsed(), REOPEN_MAX);
     let mut waits = 0;
     while wait_to_reopen(&mut pause, &mut finish_by, &mut finishing).await {
         waits += 1;
@@ -621,7 +622,7 @@ async fn l15_opens_again_after_pauses_that_double_until_a_finish_bounds_them() {
     }
     assert_eq!(tokio::time::Instant::now(), finish_by.unwrap());
     // A finish asked before the first wait starts the bound at once.
-    let (_asked, mut finishing) = watch::channel(true);
+    let (_asked, mut finishing) = watch::channel(Some(FINISH_WAIT));
     let mut pause = REOPEN_FIRST;
     let mut finish_by = None;
     let now = tokio::time::Instant::now();
@@ -819,4 +820,179 @@ async fn l26_output_that_cannot_be_written_is_said_cut_from_memory() {
     assert_eq!(f.store.total(), 0);
     f.store.remove(8);
     assert_eq!(f.store.kept(8), Kept::default());
+}
+
+/// A stream of `items`, every one ready, then (when `stall`) pending for
+/// good rather than ended.
+fn ready_stream(items: Vec<Result<Vec<u8>, Error>>, stall: bool) -> billet_provider::OutputStream {
+    let ready = futures::stream::iter(items);
+    if stall {
+        Box::pin(ready.chain(futures::stream::pending()))
+    } else {
+        Box::pin(ready)
+    }
+}
+
+// L15: the pieces a backend has ready are gathered into one write, up to
+// one chunk; what does not fit, an error, or the end is handed back, in
+// order, and nothing waits for a piece not yet there.
+#[test]
+fn l15_ready_pieces_are_gathered_in_order_up_to_a_chunk() {
+    use billet_provider::OUTPUT_CHUNK;
+    // Many one-line pieces, then a stall: every line in one buffer, in order.
+    let lines: Vec<Result<Vec<u8>, Error>> = (0..1000)
+        .map(|n| Ok(format!("line-{n}\n").into_bytes()))
+        .collect();
+    let mut stream = ready_stream(lines, true);
+    let mut bytes = b"first\n".to_vec();
+    assert!(
+        gather(&mut stream, &mut bytes).is_none(),
+        "nothing more is ready"
+    );
+    let expected: String = std::iter::once("first\n".to_owned())
+        .chain((0..1000).map(|n| format!("line-{n}\n")))
+        .collect();
+    assert_eq!(String::from_utf8(bytes).unwrap(), expected);
+
+    // Bytes that would pass a chunk are handed back whole, untouched.
+    let mut stream = ready_stream(
+        vec![
+            Ok(vec![b'a'; OUTPUT_CHUNK - 10]),
+            Ok(vec![b'b'; 10]),
+            Ok(vec![b'c'; 1]),
+        ],
+        false,
+    );
+    let mut bytes = Vec::new();
+    let held = gather(&mut stream, &mut bytes);
+    assert_eq!(bytes.len(), OUTPUT_CHUNK, "exactly one chunk fits");
+    assert!(
+        matches!(held, Some(Some(Ok(ref c))) if c == &vec![b'c'; 1]),
+        "{held:?}"
+    );
+
+    // An error is handed back after what came before it.
+    let mut stream = ready_stream(
+        vec![
+            Ok(b"x".to_vec()),
+            Err(Error::unavailable("cut")),
+            Ok(b"y".to_vec()),
+        ],
+        false,
+    );
+    let mut bytes = Vec::new();
+    let held = gather(&mut stream, &mut bytes);
+    assert_eq!(bytes, b"x");
+    assert!(matches!(held, Some(Some(Err(_)))), "{held:?}");
+
+    // The end is handed back.
+    let mut stream = ready_stream(vec![Ok(b"z".to_vec())], false);
+    let mut bytes = Vec::new();
+    assert!(matches!(gather(&mut stream, &mut bytes), Some(None)));
+    assert_eq!(bytes, b"z");
+}
+
+/// A provider over the simulated one whose output never ends: a byte every
+/// 100 ms, as a job that keeps writing; its inventory says its instances
+/// stopped when `stopped`.
+#[derive(Debug)]
+struct Endless {
+    inner: SimulatedProvider,
+    stopped: bool,
+}
+
+#[async_trait]
+impl Provider for Endless {
+    fn kind(&self) -> ProviderKind {
+        self.inner.kind()
+    }
+    fn accepts(&self, trust: TrustClass) -> Result<(), Error> {
+        self.inner.accepts(trust)
+    }
+    async fn launch(&self, spec: Spec) -> Result<Instance, Error> {
+        self.inner.launch(spec).await
+    }
+    async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
+        self.inner.find(name).await
+    }
+    async fn list(&self) -> Result<Vec<Instance>, Error> {
+        let mut instances = self.inner.list().await?;
+        if self.stopped {
+            for instance in &mut instances {
+                instance.state = billet_provider::State::Stopped { exit_code: 0 };
+            }
+        }
+        Ok(instances)
+    }
+    async fn destroy(&self, id: &InstanceId) -> Result<Teardown, Error> {
+        self.inner.destroy(id).await
+    }
+    fn output(&self) -> Option<&dyn Output> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Output for Endless {
+    async fn read(
+        &self,
+        _id: &InstanceId,
+        _from: u64,
+    ) -> Result<billet_provider::OutputStream, Error> {
+        Ok(Box::pin(futures::stream::unfold((), |()| async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            Some((Ok(b"x".to_vec()), ()))
+        })))
+    }
+}
+
+/// How long a destroy of an instance of `Endless { stopped }` waits, with
+/// what the job's output file then holds.
+async fn destroy_endless(stopped: bool) -> (Duration, Vec<u8>, bool) {
+    let f = fixture(1 << 20, None);
+    let provider: Arc<dyn Provider> = Arc::new(Endless {
+        inner: SimulatedProvider::builder("blue")
+            .host(Host::new())
+            .clock(Arc::new(f.clock.clone()))
+            .build()
+            .unwrap(),
+        stopped,
+    });
+    let capturing = Capturing::new(Arc::clone(&provider), Arc::clone(&f.store));
+    let instance = capturing.launch(spec(21, 100, 10)).await.unwrap();
+    // The inventory: seen stopped (or running).
+    assert_eq!(capturing.list().await.unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = tokio::time::Instant::now();
+    capturing.destroy(&instance.id).await.unwrap();
+    let waited = started.elapsed();
+    let kept = std::fs::read(f.store.path(21)).unwrap();
+    let cut = f.store.cut_path(21).exists();
+    (waited, kept, cut)
+}
+
+// L15: a destroy waits for the output of an instance seen stopped for up to
+// FINISH_WAIT_STOPPED (all of it is written, and may come slowly), for one
+// that may run for up to FINISH_WAIT; output still coming then is cut
+// there, and the cut said (paused time: exact).
+#[tokio::test(start_paused = true)]
+async fn l15_output_still_coming_when_the_wait_is_over_is_cut_and_said() {
+    for (stopped, wait) in [(true, FINISH_WAIT_STOPPED), (false, FINISH_WAIT)] {
+        let (waited, kept, cut) = destroy_endless(stopped).await;
+        assert!(
+            waited >= wait && waited < wait + Duration::from_millis(500),
+            "stopped {stopped}: waited {waited:?}"
+        );
+        let notice = LATE_CUT_NOTICE.as_bytes();
+        assert!(kept.ends_with(notice), "stopped {stopped}: {kept:?}");
+        let bytes = kept.len() - notice.len();
+        assert!(kept[..bytes].iter().all(|&b| b == b'x'));
+        // A byte every 100 ms from the launch, through the wait.
+        let expected = (wait + Duration::from_secs(1)).as_millis() / 100;
+        assert!(
+            (bytes as u128).abs_diff(expected) <= 2,
+            "stopped {stopped}: {bytes} bytes, about {expected} expected"
+        );
+        assert!(cut, "stopped {stopped}: the cut is said");
+    }
 }
