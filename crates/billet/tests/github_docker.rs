@@ -3,8 +3,10 @@
 //! API is the loopback stand-in held to GitHub's published description. A
 //! `queued` delivery gives a runner container with its JIT config in its
 //! environment, registered with the pool's labels under the container's
-//! name; `in_progress` and `completed` end it; a fork's pull request is
-//! left; the JIT config appears nowhere else (the log, the API's answers).
+//! name; `in_progress` and `completed` end it, also when GitHub hands it
+//! another job than the one it was made for; a fork's pull request and a
+//! public repository's job are left; the JIT config appears nowhere else
+//! (the log, the API's answers).
 //! Without a daemon the test skips with one line, unless
 //! `BILLET_DOCKER_REQUIRED=1` (set by `.ci/run`) makes that a failure.
 
@@ -81,11 +83,14 @@ fn github_service(
     (service, secrets)
 }
 
-// G5, G9, P2: on a real daemon, a queued GitHub job gets a runner container
-// whose environment holds the JIT config GitHub made for a runner named as
-// the container, with the pool's labels; in_progress and completed (the
-// runner exits after its one job) end it; a fork's pull request is left for
-// other runners; neither the log nor any answer holds the JIT config.
+// G4, G5, G6, G9, P2: on a real daemon, each queued GitHub job gets a runner
+// container whose environment holds the JIT config GitHub made for a runner
+// named as the container, with the pool's labels; GitHub hands each runner
+// the other's job (a runner taken by another job than the one it was made
+// for), and in_progress and completed (the runner exits after its one job)
+// end both with no third runner; a fork's pull request and a public
+// repository's job are left for other runners (this pool is trusted only);
+// neither the log nor any answer holds a JIT config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
     if !daemon("g9_a_queued_job_gets_a_runner_container_with_its_jit_config") {
@@ -93,15 +98,20 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
     }
     let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
     {
-        let repo = |name: &str| json!({"id": 1, "full_name": name, "private": true});
+        let repo =
+            |name: &str, private: bool| json!({"id": 1, "full_name": name, "private": private});
         let mut github = standin.state.lock();
         github.runs.insert(
             10,
-            json!({"id": 10, "repository": repo("octo-org/app"), "head_repository": repo("octo-org/app")}),
+            json!({"id": 10, "repository": repo("octo-org/app", true), "head_repository": repo("octo-org/app", true)}),
         );
         github.runs.insert(
             20,
-            json!({"id": 20, "repository": repo("octo-org/app"), "head_repository": repo("someone/app")}),
+            json!({"id": 20, "repository": repo("octo-org/app", true), "head_repository": repo("someone/app", true)}),
+        );
+        github.runs.insert(
+            30,
+            json!({"id": 30, "repository": repo("octo-org/site", false), "head_repository": repo("octo-org/site", false)}),
         );
     }
     let (mut service, _secrets) = github_service(
@@ -115,66 +125,111 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
     command:
       - sh
       - -c
-      - 'test -n \"${JIT}\" && sleep 8'
+      - 'test -n \"${JIT}\" && sleep 10'
 "
         ),
     );
     service.start().await;
     let base = service.base().to_owned();
 
+    // Jobs 1 and 4 of run 10; job 2 a fork's pull request; job 3 a public
+    // repository's.
     assert_eq!(deliver(&base, 1, &event("queued", 1, 10, None)).await, 202);
     assert_eq!(deliver(&base, 2, &event("queued", 2, 20, None)).await, 202);
+    let mut public = event("queued", 3, 30, None);
+    public["repository"] = json!({"id": 1, "full_name": "octo-org/site", "private": false});
+    assert_eq!(deliver(&base, 3, &public).await, 202);
+    assert_eq!(deliver(&base, 4, &event("queued", 4, 10, None)).await, 202);
     service
-        .wait_containers_running(1, Duration::from_secs(60))
+        .wait_containers_running(2, Duration::from_secs(60))
         .await;
-    let container = service.containers().await.remove(0);
-    let inspected = billet_docker::dialect::inspect_container(&raw_client(), &container.id)
-        .await
-        .expect("inspect");
-    let env = inspected.config.and_then(|c| c.env).unwrap_or_default();
-    let secret = format!("jit-secret-for-{}", container.name);
-    assert!(
-        env.contains(&format!("{JIT}={secret}")),
-        "the container's environment: {env:?}"
-    );
-    let registered: Vec<(String, Vec<String>)> = standin
+    let containers = service.containers().await;
+    assert_eq!(containers.len(), 2, "{containers:?}");
+    for container in &containers {
+        let inspected = billet_docker::dialect::inspect_container(&raw_client(), &container.id)
+            .await
+            .expect("inspect");
+        let env = inspected.config.and_then(|c| c.env).unwrap_or_default();
+        let secret = format!("jit-secret-for-{}", container.name);
+        assert!(
+            env.contains(&format!("{JIT}={secret}")),
+            "the container's environment: {env:?}"
+        );
+    }
+    let mut registered: Vec<(String, Vec<String>)> = standin
         .state
         .lock()
         .runners
         .values()
         .map(|(name, labels, _)| (name.clone(), labels.clone()))
         .collect();
-    assert_eq!(
-        registered,
-        [(
-            container.name.clone(),
-            vec!["self-hosted".to_owned(), "linux".to_owned()]
-        )]
-    );
+    registered.sort();
+    let mut expected: Vec<(String, Vec<String>)> = containers
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                vec!["self-hosted".to_owned(), "linux".to_owned()],
+            )
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(registered, expected);
 
-    // GitHub hands it job 1; it runs and completes; the runner exits.
-    let name = container.name.clone();
-    deliver(&base, 3, &event("in_progress", 1, 10, Some(&name))).await;
-    deliver(&base, 4, &event("completed", 1, 10, Some(&name))).await;
+    // Which runner was made for which job: each runner's job names it.
     let jobs = service.jobs(None).await;
     assert_eq!(
         jobs.len(),
-        1,
-        "one runner; the fork's job was left: {jobs:?}"
+        2,
+        "two runners; the fork's and the public repository's jobs were left: {jobs:?}"
     );
-    let id = jobs[0]["id"].as_u64().unwrap();
-    let ended = service.wait_ended(&[id], Duration::from_secs(60)).await;
-    assert_eq!(ended[&id]["state"], "finished", "{:?}", ended[&id]);
-    assert_eq!(ended[&id]["exit_code"], 0, "the runner saw its JIT config");
-    let view = service.job(id).await;
-    assert_eq!(view["github"]["job_id"], 1, "{view}");
-    assert_eq!(view["github"]["conclusion"], "success", "{view}");
-    assert!(!view.to_string().contains("jit-secret"));
+    let mut made_for = std::collections::BTreeMap::new();
+    for job in &jobs {
+        let id = job["id"].as_u64().unwrap();
+        let part = format!(".job-{id}.");
+        let name = containers
+            .iter()
+            .find(|c| c.name.contains(&part))
+            .unwrap_or_else(|| panic!("job {id}'s container among {containers:?}"))
+            .name
+            .clone();
+        let github = service.job(id).await["github"]["job_id"].as_u64();
+        made_for.insert(
+            github.expect("a runner's job names its GitHub job"),
+            (id, name),
+        );
+    }
+    assert_eq!(made_for.keys().copied().collect::<Vec<_>>(), [1, 4]);
+    let (for_1, name_1) = made_for[&1].clone();
+    let (for_4, name_4) = made_for[&4].clone();
 
-    let deadline = Deadline::after(Duration::from_secs(20), "the fork's job counted as left");
+    // GitHub hands each runner the other's job; both run and complete; the
+    // runners exit.
+    deliver(&base, 5, &event("in_progress", 1, 10, Some(&name_4))).await;
+    deliver(&base, 6, &event("in_progress", 4, 10, Some(&name_1))).await;
+    deliver(&base, 7, &event("completed", 1, 10, Some(&name_4))).await;
+    deliver(&base, 8, &event("completed", 4, 10, Some(&name_1))).await;
+    let ended = service
+        .wait_ended(&[for_1, for_4], Duration::from_secs(60))
+        .await;
+    for (id, took) in [(for_1, 4), (for_4, 1)] {
+        assert_eq!(ended[&id]["state"], "finished", "{:?}", ended[&id]);
+        assert_eq!(ended[&id]["exit_code"], 0, "the runner saw its JIT config");
+        let view = service.job(id).await;
+        assert_eq!(view["github"]["job_id"], took, "{view}");
+        assert_eq!(view["github"]["conclusion"], "success", "{view}");
+        assert!(!view.to_string().contains("jit-secret"));
+    }
+    let jobs = service.jobs(None).await;
+    assert_eq!(jobs.len(), 2, "no third runner: {jobs:?}");
+
+    let deadline = Deadline::after(
+        Duration::from_secs(20),
+        "the fork's and the public repository's jobs counted as left",
+    );
     loop {
         let metrics = service.metrics().await;
-        if metrics.contains(r#"billet_github_jobs_left_total{reason="trust"} 1"#) {
+        if metrics.contains(r#"billet_github_jobs_left_total{reason="trust"} 2"#) {
             break;
         }
         deadline.check(&metrics);

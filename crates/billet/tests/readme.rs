@@ -19,6 +19,10 @@ use serde_json::Value;
 
 mod support;
 
+#[path = "../../billet-github/tests/support/standin.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod standin;
+
 const BINARY: &str = env!("CARGO_BIN_EXE_billet");
 const CARGO_RUN: &str = "cargo run --release -p billet --";
 const DEPLOYMENT: &str = "my-ci";
@@ -789,4 +793,146 @@ fn readme_github_actions_section_validates() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+// G1, G5, G9: the README's "Run GitHub Actions jobs" section, run against
+// the GitHub stand-in on a real daemon: its commands make the webhook's
+// secret in the service's directory beside the App's private key, and its
+// `billet.yaml` as written serves, with only what this machine needs
+// changed: the deployment, the App's id and `api_url` (the stand-in's), the
+// pool's endpoint, and its image (no registry: busybox made offline, with a
+// runner command in place of the runner image's entry point). A `queued`
+// job of the organization, signed with the secret the README's command
+// made, gets a runner container holding its JIT config, registered with
+// the pool's labels through the App's installation token; `in_progress`
+// and `completed` end it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g9_readme_github_actions_section_runs_against_the_stand_in() {
+    use serde_json::json;
+    if !support::daemon("readme-github") {
+        return;
+    }
+    let section = readme_section("## Run GitHub Actions jobs");
+    let standin = standin::StandIn::start(standin::Auth::App).await;
+    let repo = json!({"id": 7, "full_name": "my-org/app", "private": true});
+    standin.state.lock().runs.insert(
+        10,
+        json!({"id": 10, "repository": repo, "head_repository": repo}),
+    );
+    ensure_image("busybox:latest");
+    // The block sits in a list item: its lines, their common indent taken off.
+    let block = fenced(&section, "```yaml\n");
+    let indent = block
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.len() - line.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let yaml: String = block
+        .lines()
+        .map(|line| format!("{}\n", line.get(indent..).unwrap_or("")))
+        .collect();
+    let image = "    docker: {image: \"ghcr.io/actions/actions-runner:2.321.0\"}\n";
+    assert!(yaml.contains(image), "{yaml}");
+    let yaml = yaml
+        .replace(
+            image,
+            &format!(
+                "    docker: {{image: \"busybox:latest\", endpoint: \"{}\"}}\n",
+                support::daemon_endpoint()
+            ),
+        )
+        .replace(
+            "  app: {id: 123456,",
+            &format!(
+                "  api_url: {}\n  app: {{id: {},",
+                standin.url,
+                standin::APP_ID
+            ),
+        );
+    assert!(yaml.contains("api_url"), "{yaml}");
+    let yaml = format!(
+        "{yaml}  runner:\n    command: [sh, -c, 'test -n \"$ACTIONS_RUNNER_INPUT_JITCONFIG\" && sleep 3']\n"
+    );
+    let mut service = support::Service::with_yaml("readme-github", |id| {
+        yaml.replace("id: my-ci", &format!("id: {id}"))
+    });
+    let key =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../billet-github/testdata/app-key/private.pem");
+    std::fs::copy(key, service.dir().join("github-app.pem")).unwrap();
+    for line in fenced(&section, "```console\n").lines() {
+        let Some(command) = line.trim_start().strip_prefix("$ ") else {
+            continue;
+        };
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(service.dir())
+            .output()
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "`{command}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let secret = std::fs::read_to_string(service.dir().join("webhook-secret")).unwrap();
+    let secret = secret.trim_end();
+    assert_eq!(secret.len(), 64, "32 random bytes in hex");
+    service.start().await;
+    let base = service.base().to_owned();
+    let event = |action: &str, runner: Option<&str>| {
+        json!({
+            "action": action,
+            "workflow_job": {
+                "id": 1,
+                "run_id": 10,
+                "labels": ["self-hosted", "linux"],
+                "runner_name": runner,
+                "conclusion": (action == "completed").then_some("success"),
+            },
+            "repository": {"id": 7, "full_name": "my-org/app", "private": true},
+        })
+    };
+    assert_eq!(
+        support::deliver_github(&base, secret, 1, &event("queued", None)).await,
+        202
+    );
+    service
+        .wait_containers_running(1, Duration::from_secs(60))
+        .await;
+    let container = service.containers().await.remove(0);
+    let registered: Vec<(String, Vec<String>)> = standin
+        .state
+        .lock()
+        .runners
+        .values()
+        .map(|(name, labels, _)| (name.clone(), labels.clone()))
+        .collect();
+    assert_eq!(
+        registered,
+        [(
+            container.name.clone(),
+            vec!["self-hosted".to_owned(), "linux".to_owned()]
+        )]
+    );
+    for (n, action) in [(2, "in_progress"), (3, "completed")] {
+        let body = event(action, Some(&container.name));
+        assert_eq!(support::deliver_github(&base, secret, n, &body).await, 202);
+    }
+    let jobs = service.jobs(None).await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let id = jobs[0]["id"].as_u64().unwrap();
+    let ended = service.wait_ended(&[id], Duration::from_secs(60)).await;
+    assert_eq!(ended[&id]["state"], "finished", "{:?}", ended[&id]);
+    assert_eq!(ended[&id]["exit_code"], 0, "the runner saw its JIT config");
+    assert_eq!(service.job(id).await["github"]["conclusion"], "success");
+    let calls = standin.operations_called();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c == "apps/create-installation-access-token"),
+        "the App's installation token was made: {calls:?}"
+    );
+    standin.assert_no_violation();
+    service.finish().await;
 }

@@ -446,13 +446,31 @@ impl Drop for Scope {
     }
 }
 
+/// How many times [`scoped_containers`] asks a list that failed on the
+/// engine's side.
+const LIST_ATTEMPTS: u32 = 10;
+
 /// Ids of the containers whose owner label or test-run label starts with
 /// `prefix`, or why the daemon could not list them.
+///
+/// Podman answers a list `500` ("read /proc/PID/cgroup: no such process")
+/// when a container of another test ends while it reads it: that answer is
+/// asked again, up to [`LIST_ATTEMPTS`] times, 100 ms apart.
 async fn scoped_containers(client: &Docker, prefix: &str) -> Result<Vec<String>, String> {
     let options = ListContainersOptionsBuilder::new().all(true).build();
-    let all = billet_docker::dialect::list_containers(client, Some(options))
-        .await
-        .map_err(|e| format!("list containers: {e}"))?;
+    let mut attempt = 1;
+    let all = loop {
+        match billet_docker::dialect::list_containers(client, Some(options.clone())).await {
+            Ok(all) => break all,
+            Err(bollard::errors::Error::DockerResponseServerError { status_code, .. })
+                if status_code >= 500 && attempt < LIST_ATTEMPTS =>
+            {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(format!("list containers (attempt {attempt}): {e}")),
+        }
+    };
     Ok(all
         .into_iter()
         .filter(|c| {

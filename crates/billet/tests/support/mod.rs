@@ -132,16 +132,29 @@ impl Container {
 }
 
 /// Every container (any state) carrying `owner` as its owner label, asked of
-/// the daemon directly.
+/// the daemon directly. Podman answers a list `500` ("read /proc/PID/cgroup:
+/// no such process") when a container ends while it reads it: such an answer
+/// is asked again, up to 10 times, 100 ms apart.
 pub async fn containers_of(owner: &str) -> Vec<Container> {
     let filters = HashMap::from([("label", vec![format!("{OWNER_LABEL}={owner}")])]);
     let options = ListContainersOptionsBuilder::new()
         .all(true)
         .filters(&filters)
         .build();
-    billet_docker::dialect::list_containers(&raw_client(), Some(options))
-        .await
-        .expect("list containers")
+    let mut attempt = 1;
+    let listed = loop {
+        match billet_docker::dialect::list_containers(&raw_client(), Some(options.clone())).await {
+            Ok(listed) => break listed,
+            Err(bollard::errors::Error::DockerResponseServerError { status_code, .. })
+                if status_code >= 500 && attempt < 10 =>
+            {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("list containers (attempt {attempt}): {e}"),
+        }
+    };
+    listed
         .into_iter()
         .map(|c| {
             let labels = c.labels.unwrap_or_default();
