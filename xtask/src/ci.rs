@@ -49,11 +49,33 @@ pub const PODMAN_HOST_VAR: &str = "BILLET_PODMAN_HOST";
 /// no podman socket is there.
 pub const PODMAN_REQUIRED_VAR: &str = "BILLET_PODMAN_REQUIRED";
 
-/// The test targets the `podman` step runs with `DOCKER_HOST` on podman's
+/// The cargo commands the `podman` step runs with `DOCKER_HOST` on podman's
 /// socket: every test of the docker backend (its clauses, the contract
-/// suite in both modes, its outages through the socket proxy) and of the
-/// service (its end-to-end tests and the README's session).
-const PODMAN_TESTS: &[&str] = &["test", "-p", "billet-docker", "-p", "billet", "--tests"];
+/// suite in both modes, its outages through the socket proxy), and the
+/// service's test targets that run on a daemon ([`PODMAN_SERVICE_TARGETS`]).
+/// The service's other targets run in process and would only run twice.
+fn podman_tests() -> [Vec<&'static str>; 2] {
+    let mut service = vec!["test", "-p", "billet"];
+    for target in PODMAN_SERVICE_TARGETS {
+        service.extend(["--test", target]);
+    }
+    [vec!["test", "-p", "billet-docker", "--tests"], service]
+}
+
+/// The service's test targets (`crates/billet/tests/NAME.rs`) the `podman`
+/// step runs: each one that asks for a daemon (`daemon(...)` of the tests'
+/// support). `the_podman_step_runs_every_daemon_test_of_the_service` holds
+/// this list to the files.
+const PODMAN_SERVICE_TARGETS: &[&str] = &[
+    "boundary",
+    "e2e",
+    "github_docker",
+    "many_daemons",
+    "output",
+    "readme",
+    "storage",
+    "stores",
+];
 
 /// The podman socket the `podman` step runs on: `Ok(Some(path))`; `Ok(None)`
 /// when there is none and none is required (the step then skips with one
@@ -218,8 +240,10 @@ pub fn run() -> ExitCode {
         eprintln!("xtask ci: {why}");
         return ExitCode::FAILURE;
     }
+    let started = std::time::Instant::now();
     for (i, step) in STEPS.iter().enumerate() {
         println!("==> [{}/{}] {}", i + 1, STEPS.len(), step.name);
+        let step_started = std::time::Instant::now();
         let outcome = match &step.action {
             Action::Cargo { args, env } => run_cargo(&cargo, &root, args, env),
             Action::Deps => {
@@ -241,6 +265,12 @@ pub fn run() -> ExitCode {
         // What the step left on disk: a CI machine's disk is not ours to
         // size, and a build that outgrows it fails far from its cause.
         println!("{}", disk_line(&root.join("target")));
+        println!(
+            "    time: step `{}` {} s, {} s since the first step",
+            step.name,
+            step_started.elapsed().as_secs(),
+            started.elapsed().as_secs()
+        );
         if let Err(why) = outcome {
             eprintln!("xtask ci: step `{}` failed ({why})", step.name);
             return ExitCode::FAILURE;
@@ -250,7 +280,7 @@ pub fn run() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The `podman` step: [`PODMAN_TESTS`] with `DOCKER_HOST` on podman's
+/// The `podman` step: [`podman_tests`] with `DOCKER_HOST` on podman's
 /// socket and the docker tests required to run; one line and a pass when
 /// there is no socket and none is required.
 fn run_on_podman(cargo: &str, root: &Path) -> Result<(), String> {
@@ -266,15 +296,18 @@ fn run_on_podman(cargo: &str, root: &Path) -> Result<(), String> {
         Some(socket) => {
             let docker_host = format!("unix://{socket}");
             println!("running the docker tests on podman's service at {docker_host}");
-            run_cargo(
-                cargo,
-                root,
-                PODMAN_TESTS,
-                &[
-                    ("DOCKER_HOST", docker_host.as_str()),
-                    ("BILLET_DOCKER_REQUIRED", "1"),
-                ],
-            )
+            for args in podman_tests() {
+                run_cargo(
+                    cargo,
+                    root,
+                    &args,
+                    &[
+                        ("DOCKER_HOST", docker_host.as_str()),
+                        ("BILLET_DOCKER_REQUIRED", "1"),
+                    ],
+                )?;
+            }
+            Ok(())
         }
     }
 }
@@ -352,6 +385,47 @@ fn gib(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether a test file of the service asks for a docker daemon: it calls
+    /// the tests' support `daemon` check.
+    fn asks_for_a_daemon(text: &str) -> bool {
+        text.contains("!daemon(") || text.contains("support::daemon(")
+    }
+
+    // The podman step runs every test target of the service that asks for
+    // a daemon, and names no target that is not there.
+    #[test]
+    fn the_podman_step_runs_every_daemon_test_of_the_service() {
+        let dir = workspace::root().join("crates/billet/tests");
+        let mut asking = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if asks_for_a_daemon(&text) {
+                    asking.push(path.file_stem().unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        asking.sort();
+        assert_eq!(asking, PODMAN_SERVICE_TARGETS, "the service's daemon tests");
+        let [docker, service] = podman_tests();
+        assert_eq!(docker, ["test", "-p", "billet-docker", "--tests"]);
+        assert_eq!(
+            service[..5],
+            ["test", "-p", "billet", "--test", PODMAN_SERVICE_TARGETS[0]]
+        );
+        assert_eq!(service.len(), 3 + 2 * PODMAN_SERVICE_TARGETS.len());
+    }
+
+    #[test]
+    fn a_test_file_asks_for_a_daemon_by_the_support_check() {
+        assert!(asks_for_a_daemon("    if !daemon(\"x\") {"));
+        assert!(asks_for_a_daemon("    if !support::daemon(\"x\") {"));
+        assert!(!asks_for_a_daemon(
+            "fn l8_json_logs_and_an_absent_daemon() {"
+        ));
+    }
 
     #[test]
     fn the_disk_line_counts_every_file_and_reads_df() {
