@@ -451,7 +451,9 @@ async fn g9_lost_repeated_and_reordered_deliveries_and_an_outage_on_a_daemon() {
                 ("x-ratelimit-remaining", "0".to_owned()),
             ],
         });
-        for _ in 0..6 {
+        // A reconcile stops each of its three parts at the part's first
+        // failure: twelve 503s take at least four reconciles.
+        for _ in 0..12 {
             github.faults.push_back(standin::Fault {
                 status: 503,
                 headers: vec![],
