@@ -156,13 +156,7 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
             "the container's environment: {env:?}"
         );
     }
-    let mut registered: Vec<(String, Vec<String>)> = standin
-        .state
-        .lock()
-        .runners
-        .values()
-        .map(|(name, labels, _)| (name.clone(), labels.clone()))
-        .collect();
+    let mut registered = standin.registered();
     registered.sort();
     let mut expected: Vec<(String, Vec<String>)> = containers
         .iter()

@@ -330,13 +330,7 @@ impl Running {
     }
 
     fn registrations(&self) -> Vec<(String, Vec<String>)> {
-        self.standin
-            .state
-            .lock()
-            .runners
-            .values()
-            .map(|(name, labels, _)| (name.clone(), labels.clone()))
-            .collect()
+        self.standin.registered()
     }
 }
 

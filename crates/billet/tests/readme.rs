@@ -733,6 +733,28 @@ async fn d19_readme_gvisor_section() {
     service.finish().await;
 }
 
+/// Runs every `$ ` command of `section`'s first `console` block in `dir`,
+/// each to success; how many there were.
+fn run_console_commands(section: &str, dir: &Path) -> usize {
+    let commands: Vec<String> = fenced(section, "```console\n")
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("$ ").map(str::to_owned))
+        .collect();
+    for command in &commands {
+        let out = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(dir)
+            .output()
+            .expect("run sh");
+        assert!(
+            out.status.success(),
+            "`{command}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    commands.len()
+}
+
 // G1: the README's "Run GitHub Actions jobs" section as written: its
 // commands make the secret private, and the built binary validates its
 // `billet.yaml` (the paths it names relative to the file). A section that
@@ -742,23 +764,7 @@ fn readme_github_actions_section_validates() {
     let section = readme_section("## Run GitHub Actions jobs");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("github-app.pem"), "not read by validate\n").unwrap();
-    let commands: Vec<String> = fenced(&section, "```console\n")
-        .lines()
-        .filter_map(|line| line.trim_start().strip_prefix("$ ").map(str::to_owned))
-        .collect();
-    assert_eq!(commands.len(), 2, "{commands:?}");
-    for command in &commands {
-        let out = Command::new("sh")
-            .args(["-c", command])
-            .current_dir(dir.path())
-            .output()
-            .expect("run sh");
-        assert!(
-            out.status.success(),
-            "`{command}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    assert_eq!(run_console_commands(&section, dir.path()), 2);
     use std::os::unix::fs::PermissionsExt;
     for file in ["webhook-secret", "github-app.pem"] {
         let mode = std::fs::metadata(dir.path().join(file))
@@ -860,21 +866,7 @@ async fn g9_readme_github_actions_section_runs_against_the_stand_in() {
     let key =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../billet-github/testdata/app-key/private.pem");
     std::fs::copy(key, service.dir().join("github-app.pem")).unwrap();
-    for line in fenced(&section, "```console\n").lines() {
-        let Some(command) = line.trim_start().strip_prefix("$ ") else {
-            continue;
-        };
-        let out = Command::new("sh")
-            .args(["-c", command])
-            .current_dir(service.dir())
-            .output()
-            .expect("run sh");
-        assert!(
-            out.status.success(),
-            "`{command}` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    assert_eq!(run_console_commands(&section, service.dir()), 2);
     let secret = std::fs::read_to_string(service.dir().join("webhook-secret")).unwrap();
     let secret = secret.trim_end();
     assert_eq!(secret.len(), 64, "32 random bytes in hex");
@@ -901,13 +893,7 @@ async fn g9_readme_github_actions_section_runs_against_the_stand_in() {
         .wait_containers_running(1, Duration::from_secs(60))
         .await;
     let container = service.containers().await.remove(0);
-    let registered: Vec<(String, Vec<String>)> = standin
-        .state
-        .lock()
-        .runners
-        .values()
-        .map(|(name, labels, _)| (name.clone(), labels.clone()))
-        .collect();
+    let registered = standin.registered();
     assert_eq!(
         registered,
         [(

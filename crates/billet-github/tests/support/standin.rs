@@ -154,6 +154,16 @@ impl StandIn {
         );
     }
 
+    /// The runners registered now: (name, labels), by id.
+    pub fn registered(&self) -> Vec<(String, Vec<String>)> {
+        self.state
+            .lock()
+            .runners
+            .values()
+            .map(|(name, labels, _)| (name.clone(), labels.clone()))
+            .collect()
+    }
+
     /// The operation ids called so far, in order.
     pub fn operations_called(&self) -> Vec<String> {
         self.state
