@@ -332,6 +332,52 @@ mod tests {
         .unwrap()
     }
 
+    /// A delivery about job `id` saying `action` (as GitHub names it).
+    fn saying(action: &str, id: u64) -> WorkflowJobEvent {
+        let mut event = queued(id);
+        event.action = serde_json::from_value(serde_json::json!(action)).unwrap();
+        event
+    }
+
+    // G2: each action a delivery says is kept as said and read back as
+    // such, an action GitHub added later as unknown (not as a queued job);
+    // a delivery's id is known for three days (GitHub redelivers the last
+    // three days') and forgotten past them.
+    #[test]
+    fn g2_every_action_is_kept_as_said_and_ids_for_three_days() {
+        let mut deliveries = Deliveries::memory().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let said = [
+            ("waiting", Action::Waiting),
+            ("queued", Action::Queued),
+            ("in_progress", Action::InProgress),
+            ("completed", Action::Completed),
+            ("a_later_action", Action::Unknown),
+        ];
+        for (id, (name, action)) in (1..).zip(said) {
+            let event = saying(name, id);
+            assert_eq!(event.action, action);
+            deliveries
+                .commit(&format!("d-{id}"), Some(&event), t0)
+                .unwrap();
+            let kept = deliveries.job(id).unwrap().expect("kept");
+            assert_eq!(kept.action, action, "{name}");
+        }
+        let day = 24 * 60 * 60;
+        let within = t0 + Duration::from_secs(3 * day - 60);
+        assert_eq!(
+            deliveries.commit("d-1", None, within).unwrap(),
+            Committed::Repeated
+        );
+        let past = t0 + Duration::from_secs(3 * day + 60);
+        deliveries.commit("d-late", None, past).unwrap();
+        assert_eq!(
+            deliveries.commit("d-2", None, past).unwrap(),
+            Committed::New,
+            "forgotten past three days"
+        );
+    }
+
     // G8: a runner's billet job names the GitHub job it serves (the one it
     // was made for, then the one it took), while that job's facts are kept;
     // both go KEEP after they were last written.
