@@ -308,15 +308,6 @@ impl Deliveries {
         )?;
         Ok(())
     }
-
-    /// How many delivery ids are kept.
-    pub fn kept(&self) -> rusqlite::Result<u64> {
-        self.conn
-            .query_row("SELECT COUNT(*) FROM deliveries", [], |row| {
-                row.get::<_, i64>(0)
-            })
-            .map(|n| n as u64)
-    }
 }
 
 #[cfg(test)]

@@ -324,6 +324,25 @@ mod tests {
     // together, and each is answered as it would be alone: every id
     // accepted once, every repetition of it a redelivery, every accepted
     // event handed to the intake once.
+    // G2, G8: a delivery is counted under its event's name only when that
+    // is a name GitHub could give (lower-case letters and `_`, 1 to 40), so
+    // no sender grows the metric's series; before its signature is checked,
+    // as unverified. The webhook's debug form holds no secret.
+    #[test]
+    fn g2_an_event_is_counted_by_a_name_github_could_give() {
+        let signed = Received::Accepted;
+        assert_eq!(event_label(Some("workflow_job"), &signed), "workflow_job");
+        assert_eq!(event_label(Some(&"a".repeat(40)), &signed), "a".repeat(40));
+        for odd in ["", "Workflow_Job", "workflow-job", "job1", &"a".repeat(41)] {
+            assert_eq!(event_label(Some(odd), &signed), "other", "{odd:?}");
+        }
+        assert_eq!(event_label(None, &signed), "other");
+        let unsigned = Received::Unsigned(SignatureError::Missing);
+        assert_eq!(event_label(Some("workflow_job"), &unsigned), "unverified");
+        let webhook = Webhook::new(b"the-secret".to_vec(), Deliveries::memory().unwrap());
+        assert_eq!(format!("{webhook:?}"), "Webhook { .. }");
+    }
+
     #[test]
     fn g2_deliveries_received_at_once_are_each_accepted_once() {
         let webhook = Arc::new(Webhook::new(
