@@ -343,6 +343,39 @@ mod tests {
         assert_eq!(format!("{webhook:?}"), "Webhook { .. }");
     }
 
+    // G2: a delivery's id is 1 to MAX_DELIVERY_ID visible characters, or the
+    // delivery is unreadable and nothing is recorded.
+    #[test]
+    fn g2_a_delivery_id_is_one_to_the_bound_of_visible_characters() {
+        let webhook = Webhook::new(b"secret".to_vec(), Deliveries::memory().unwrap());
+        let body = serde_json::json!({
+            "action": "queued",
+            "workflow_job": {"id": 1, "run_id": 7, "labels": ["linux"]},
+            "repository": {"id": 3, "full_name": "octo-org/app", "private": true},
+        })
+        .to_string();
+        let signature = billet_github::sign(b"secret", body.as_bytes());
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let receive = |id: &str| {
+            webhook.receive(
+                Some("workflow_job"),
+                Some(id),
+                Some(&signature),
+                body.as_bytes(),
+                now,
+            )
+        };
+        let long = "d".repeat(MAX_DELIVERY_ID + 1);
+        for bad in ["", "d 1", "d\u{7f}", long.as_str()] {
+            assert!(matches!(receive(bad), Received::Unreadable(_)), "{bad:?}");
+        }
+        assert_eq!(webhook.deliveries.lock().job(1).unwrap(), None);
+        assert!(matches!(
+            receive(&"d".repeat(MAX_DELIVERY_ID)),
+            Received::Accepted
+        ));
+    }
+
     #[test]
     fn g2_deliveries_received_at_once_are_each_accepted_once() {
         let webhook = Arc::new(Webhook::new(
