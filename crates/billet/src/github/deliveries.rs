@@ -356,6 +356,9 @@ mod tests {
         }
         let day = 24 * 60 * 60;
         let within = t0 + Duration::from_secs(3 * day - 60);
+        // A commit removes what is past KEEP after it answers its own id:
+        // another delivery first, then the old id again.
+        deliveries.commit("d-within", None, within).unwrap();
         assert_eq!(
             deliveries.commit("d-1", None, within).unwrap(),
             Committed::Repeated
