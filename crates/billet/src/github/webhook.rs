@@ -343,6 +343,18 @@ mod tests {
         assert_eq!(format!("{webhook:?}"), "Webhook { .. }");
     }
 
+    // G5: the runner numbers reserved through the webhook are the ones it
+    // answers as reserved, and a reservation never moves them back.
+    #[test]
+    fn g5_runner_numbers_reserved_through_the_webhook_are_answered() {
+        let webhook = Webhook::new(b"secret".to_vec(), Deliveries::memory().unwrap());
+        let first = webhook.runners_reserved().unwrap();
+        webhook.reserve_runners(first + 2048).unwrap();
+        assert_eq!(webhook.runners_reserved().unwrap(), first + 2048);
+        webhook.reserve_runners(5).unwrap();
+        assert_eq!(webhook.runners_reserved().unwrap(), first + 2048);
+    }
+
     // G2: a delivery's id is 1 to MAX_DELIVERY_ID visible characters, or the
     // delivery is unreadable and nothing is recorded.
     #[test]
