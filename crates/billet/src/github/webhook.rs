@@ -320,10 +320,6 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    // G2: deliveries received at once on many threads are committed
-    // together, and each is answered as it would be alone: every id
-    // accepted once, every repetition of it a redelivery, every accepted
-    // event handed to the intake once.
     // G2, G8: a delivery is counted under its event's name only when that
     // is a name GitHub could give (lower-case letters and `_`, 1 to 40), so
     // no sender grows the metric's series; before its signature is checked,
@@ -388,6 +384,10 @@ mod tests {
         ));
     }
 
+    // G2: deliveries received at once on many threads are committed
+    // together, and each is answered as it would be alone: every id
+    // accepted once, every repetition of it a redelivery, every accepted
+    // event handed to the intake once.
     #[test]
     fn g2_deliveries_received_at_once_are_each_accepted_once() {
         let webhook = Arc::new(Webhook::new(
