@@ -396,6 +396,27 @@ pub fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
+/// How long before `now` `then` was (`12s ago`, `3m ago`, `2h ago`, `5d
+/// ago`; `in 4s` for a time after `now`): how the client and the status
+/// page say times.
+pub fn relative(then: SystemTime, now: SystemTime) -> String {
+    let (secs, future) = match now.duration_since(then) {
+        Ok(past) => (past.as_secs(), false),
+        Err(ahead) => (ahead.duration().as_secs(), true),
+    };
+    let span = match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s => format!("{}d", s / 86_400),
+    };
+    if future {
+        format!("in {span}")
+    } else {
+        format!("{span} ago")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

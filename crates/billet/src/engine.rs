@@ -232,6 +232,7 @@ impl Engine {
             jobs: Arc::clone(&jobs),
             archive,
             stats: RwLock::new(Stats::default()),
+            history: crate::history::History::default(),
             unreadable: Mutex::new(BTreeSet::new()),
             store_full: Mutex::new(None),
             metrics,

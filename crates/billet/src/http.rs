@@ -53,6 +53,8 @@ pub struct AppState {
     pub output: Option<Arc<OutputStore>>,
     /// GitHub's webhook (G2), if `billet.yaml` configures the intake.
     pub github: Option<Arc<Webhook>>,
+    /// The status page's sign-in sessions (K6).
+    pub sessions: Arc<crate::page::session::Sessions>,
     /// Set on the routes of a connection past `--max-connections` (L12):
     /// every request but `/healthz` answers `503` with `Retry-After`.
     pub overflow: bool,
@@ -86,7 +88,8 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// client asked to come back at once would only be refused again.
 pub const FULL_RETRY_AFTER: &str = "30";
 
-/// The service's routes, with the token and shutdown checks in front.
+/// The service's routes and the status page's, with the token and shutdown
+/// checks in front.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/jobs", get(list_jobs).post(submit))
@@ -96,6 +99,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/github/webhook", axum::routing::post(github_webhook))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
+        .merge(crate::page::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -117,7 +121,7 @@ async fn job(app: &AppState, status: StatusCode, view: JobView) -> Response {
 
 /// `view` with what the output store keeps of its output (L15): reads files,
 /// so run off the runtime's workers (L22).
-fn shown(output: Option<&OutputStore>, mut view: JobView) -> JobView {
+pub(crate) fn shown(output: Option<&OutputStore>, mut view: JobView) -> JobView {
     if let Some(output) = output {
         let kept = output.kept(view.id);
         view.output_bytes = kept.bytes;
@@ -141,7 +145,7 @@ fn lacks(grants: Grants, grant: Grant) -> Option<Response> {
 
 /// The token of an `Authorization` header's value, the `Bearer` scheme
 /// matched case-insensitively (L13).
-fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim_start().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -170,7 +174,7 @@ fn unreadable(what: impl std::fmt::Display) -> Response {
 /// without holding the table's lock.
 /// Runs `read` (a read of the jobs that may reach the archive, and so wait
 /// on SQLite) on tokio's blocking threads, off the runtime's workers (L22).
-async fn off_the_workers<T: Send + 'static>(
+pub(crate) async fn off_the_workers<T: Send + 'static>(
     app: &AppState,
     read: impl FnOnce(&Shared) -> T + Send + 'static,
 ) -> T {
@@ -211,6 +215,10 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return response;
+        }
+        // K6: the status page checks its session cookie (or a token) itself.
+        if crate::page::is_page(request.uri().path()) {
+            return next.run(request).await;
         }
         // G2: GitHub signs its deliveries; it holds no token of billet's.
         if app.github.is_some() && request.uri().path() == WEBHOOK_PATH {
@@ -380,27 +388,34 @@ async fn get_job(
         return unknown(&id);
     };
     let webhook = app.github.clone();
-    let found = off_the_workers(&app, move |shared| {
-        let mut view = find_in(shared, n).map_err(|error| error.to_string())?;
-        if let (Some(view), Some(webhook)) = (&mut view, webhook) {
-            view.github = webhook
-                .served_by(view.id)?
-                .map(|facts| crate::api::GithubView {
-                    job_id: facts.id,
-                    run_id: facts.run_id,
-                    repository: facts.repository,
-                    runner: facts.runner,
-                    conclusion: facts.conclusion,
-                });
-        }
-        Ok::<_, String>(view)
-    })
-    .await;
+    let found = off_the_workers(&app, move |shared| job_view(shared, webhook.as_deref(), n)).await;
     match found {
         Ok(Some(view)) => job(&app, StatusCode::OK, view).await,
         Ok(None) => unknown(&id),
         Err(why) => unreadable(why),
     }
+}
+
+/// Job `n` as `GET /v1/jobs/{id}` shows it, with the GitHub job it serves
+/// (G8) when `webhook` is set; `None` when there is no such job.
+pub(crate) fn job_view(
+    shared: &Shared,
+    webhook: Option<&Webhook>,
+    n: u64,
+) -> Result<Option<JobView>, String> {
+    let mut view = find_in(shared, n).map_err(|error| error.to_string())?;
+    if let (Some(view), Some(webhook)) = (&mut view, webhook) {
+        view.github = webhook
+            .served_by(view.id)?
+            .map(|facts| crate::api::GithubView {
+                job_id: facts.id,
+                run_id: facts.run_id,
+                repository: facts.repository,
+                runner: facts.runner,
+                conclusion: facts.conclusion,
+            });
+    }
+    Ok(view)
 }
 
 /// `GET /v1/jobs/{id}/output` (L15): what is kept of the job's output so

@@ -262,6 +262,7 @@ impl Service {
             limits: limits.jobs,
             output: limits.output.clone(),
             github: limits.github.clone(),
+            sessions: Arc::default(),
             overflow: false,
         };
         let routes = router(state.clone());

@@ -42,27 +42,10 @@ fn text(value: &Value) -> String {
 /// How long before `now` an RFC 3339 time was (`12s ago`, `3m ago`, `2h ago`,
 /// `5d ago`; `in 4s` for one after `now`); `-` for null or unreadable.
 pub(super) fn ago(value: &Value, now: SystemTime) -> String {
-    let Some(then) = value
+    value
         .as_str()
         .and_then(|t| humantime::parse_rfc3339(t).ok())
-    else {
-        return "-".to_owned();
-    };
-    let (secs, future) = match now.duration_since(then) {
-        Ok(past) => (past.as_secs(), false),
-        Err(ahead) => (ahead.duration().as_secs(), true),
-    };
-    let span = match secs {
-        s if s < 60 => format!("{s}s"),
-        s if s < 3_600 => format!("{}m", s / 60),
-        s if s < 86_400 => format!("{}h", s / 3_600),
-        s => format!("{}d", s / 86_400),
-    };
-    if future {
-        format!("in {span}")
-    } else {
-        format!("{span} ago")
-    }
+        .map_or_else(|| "-".to_owned(), |then| crate::api::relative(then, now))
 }
 
 /// A job's command as one line, cut to [`COMMAND_WIDTH`] characters.

@@ -528,6 +528,7 @@ impl Hooks for EngineHooks {
         self.idle = core.is_idle();
         let stats = core.stats();
         self.shared.metrics.observe(&stats);
+        self.shared.history.record(self.shared.now(), &stats.pools);
         *self.shared.stats.write() = stats;
     }
 

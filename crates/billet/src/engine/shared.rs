@@ -69,6 +69,9 @@ pub struct Shared {
     /// The scheduler's counts after the engine's last step: where the pools'
     /// figures are read ([`Shared::pools`]).
     pub stats: RwLock<Stats>,
+    /// The pools' counts over the last hour, recorded after every step:
+    /// what the status page's charts draw (K7).
+    pub history: crate::history::History,
     /// Pools whose last inventory could not be read.
     pub unreadable: Mutex<BTreeSet<String>>,
     /// Set while the store cannot commit for lack of space (L25), with the
