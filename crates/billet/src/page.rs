@@ -29,7 +29,7 @@ use maud::Markup;
 
 use crate::http::AppState;
 use crate::output::OutputStore;
-use crate::token::{Caller, Grant};
+use crate::token::Grant;
 use view::{Overview, Tail};
 
 /// Where the page's one stylesheet is served.
@@ -92,7 +92,7 @@ fn secure(headers: &mut HeaderMap) {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
 }
@@ -116,10 +116,10 @@ fn session_id(headers: &HeaderMap) -> Option<&str> {
         .find_map(session::from_cookie)
 }
 
-/// Who asks for a page: a session's caller, else a bearer token's; a
-/// redirect to the sign-in form for neither, `403` for a caller without
-/// `read`.
-fn viewer(app: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
+/// Why a page is not shown to who asks (a session's caller, else a bearer
+/// token's): a redirect to the sign-in form for neither, `403` for a
+/// caller without `read`; `None` when it may be shown.
+fn refusal(app: &AppState, headers: &HeaderMap) -> Option<Response> {
     let now = app.shared.now();
     let caller = session_id(headers)
         .and_then(|id| app.sessions.caller(id, now))
@@ -131,12 +131,12 @@ fn viewer(app: &AppState, headers: &HeaderMap) -> Result<Caller, Response> {
                 .and_then(|token| app.credentials.caller(token))
         });
     match caller {
-        None => Err(see_other("/sign-in")),
-        Some(caller) if !caller.grants.has(Grant::Read) => Err(page(
+        None => Some(see_other("/sign-in")),
+        Some(caller) if !caller.grants.has(Grant::Read) => Some(page(
             StatusCode::FORBIDDEN,
             view::problem("forbidden", &lacks_read()),
         )),
-        Some(caller) => Ok(caller),
+        Some(_) => None,
     }
 }
 
@@ -164,15 +164,13 @@ struct SignIn {
 }
 
 /// Whether a sign-in comes from the page's own form: a browser says where a
-/// form was posted from (`Sec-Fetch-Site`, `Origin`); another site's page
-/// may not sign a viewer in (login forgery). A client that says neither
-/// (curl) is taken.
+/// form was posted from (`Sec-Fetch-Site`, else `Origin`), and another
+/// site's page may not sign a viewer in (login forgery). A client that says
+/// neither (curl) is taken.
 fn from_this_site(headers: &HeaderMap) -> bool {
     let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(site) = text("sec-fetch-site")
-        && !matches!(site, "same-origin" | "none")
-    {
-        return false;
+    if let Some(site) = text("sec-fetch-site") {
+        return matches!(site, "same-origin" | "none");
     }
     match (text("origin"), text("host")) {
         (None, _) => true,
@@ -250,7 +248,7 @@ async fn sign_out(State(app): State<AppState>, headers: HeaderMap) -> Response {
 }
 
 async fn overview(State(app): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(refused) = viewer(&app, &headers) {
+    if let Some(refused) = refusal(&app, &headers) {
         return refused;
     }
     let now = app.shared.now();
@@ -279,7 +277,7 @@ async fn jobs(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    if let Err(refused) = viewer(&app, &headers) {
+    if let Some(refused) = refusal(&app, &headers) {
         return refused;
     }
     let query = match crate::api::parse_list_query(query.as_deref()) {
@@ -323,7 +321,7 @@ fn unreadable(why: &str) -> Response {
 }
 
 async fn job(State(app): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Response {
-    if let Err(refused) = viewer(&app, &headers) {
+    if let Some(refused) = refusal(&app, &headers) {
         return refused;
     }
     let unknown = || {

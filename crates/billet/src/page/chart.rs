@@ -47,19 +47,21 @@ pub fn draw(series: &Series) -> Drawn {
         HEIGHT - PAD - u32::try_from(value.min(top) * span / top).unwrap_or(0)
     };
     let last = series.buckets.last().map_or(0, |bucket| bucket.index);
-    let steps = BUCKETS as u64 - 1;
-    // The last bucket at the right edge, each older one a step to its left.
-    let x = |index: u64| -> u32 {
-        let from_left = steps.saturating_sub(last.saturating_sub(index));
-        let along = u64::from(WIDTH - LEFT - PAD) * from_left / steps;
-        LEFT + u32::try_from(along).unwrap_or(0)
-    };
+    let width = u64::from(WIDTH - LEFT - PAD);
+    let buckets = BUCKETS as u64;
+    // Each bucket is a step as wide as its share of the hour; the last one
+    // ends at the right edge.
+    let x =
+        |from_left: u64| -> u32 { LEFT + u32::try_from(width * from_left / buckets).unwrap_or(0) };
     let mut held = String::new();
     let mut queued = String::new();
     for bucket in &series.buckets {
-        let at = x(bucket.index);
-        let _ = write!(held, "{at},{} ", y(u64::from(bucket.held)));
-        let _ = write!(queued, "{at},{} ", y(bucket.queued));
+        let from_left = (buckets - 1).saturating_sub(last.saturating_sub(bucket.index));
+        let (left, right) = (x(from_left), x(from_left + 1));
+        let held_y = y(u64::from(bucket.held));
+        let queued_y = y(bucket.queued);
+        let _ = write!(held, "{left},{held_y} {right},{held_y} ");
+        let _ = write!(queued, "{left},{queued_y} {right},{queued_y} ");
     }
     Drawn {
         top,
@@ -141,23 +143,16 @@ mod tests {
         };
         let held = points(&drawn.held);
         let queued = points(&drawn.queued);
-        assert_eq!(held.len(), 3);
-        // The right edge is the last bucket; buckets are 4 units apart.
-        let right = WIDTH - PAD;
-        assert_eq!(
-            held.iter().map(|p| p.0).collect::<Vec<_>>(),
-            [right - 8, right - 4, right]
-        );
+        // Three steps, the last ending at the right edge; each bucket is
+        // 436 * 1 / 120 units wide (rounded down at each end).
+        let xs: Vec<u32> = held.iter().map(|p| p.0).collect();
+        assert_eq!(xs, [461, 464, 464, 468, 468, WIDTH - PAD]);
+        assert_eq!(queued.iter().map(|p| p.0).collect::<Vec<_>>(), xs);
         // 0 sits on the floor, 4 of 8 half way, 8 at the top.
         let floor = HEIGHT - PAD;
-        assert_eq!(
-            held.iter().map(|p| p.1).collect::<Vec<_>>(),
-            [floor, 48, 68]
-        );
-        assert_eq!(
-            queued.iter().map(|p| p.1).collect::<Vec<_>>(),
-            [floor, PAD, floor]
-        );
+        let ys = |line: &[(u32, u32)]| line.iter().map(|p| p.1).collect::<Vec<_>>();
+        assert_eq!(ys(&held), [floor, floor, 48, 48, 68, 68]);
+        assert_eq!(ys(&queued), [floor, floor, PAD, PAD, floor, floor]);
         assert_eq!(drawn.capacity_y, 48);
         let svg = chart(series).into_string();
         assert!(

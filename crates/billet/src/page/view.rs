@@ -41,9 +41,9 @@ pub struct Overview {
     pub github: Option<String>,
 }
 
-/// The page around `body`: title, stylesheet, navigation; `refresh` reloads
-/// it (`"5"`, or `"2;url=/jobs/7#end"`).
-pub fn layout(title: &str, signed_in: bool, refresh: Option<&str>, body: Markup) -> Markup {
+/// The page around `body`: title, stylesheet, navigation; `refresh` (in
+/// seconds) reloads it.
+pub fn layout(title: &str, signed_in: bool, refresh: Option<&str>, body: &Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -81,7 +81,7 @@ pub fn sign_in(refused: Option<&str>) -> Markup {
         "sign in",
         false,
         None,
-        html! {
+        &html! {
             h1 { "Sign in" }
             p.soft {
                 "Paste a token of this service's token file (the first line of "
@@ -106,7 +106,7 @@ pub fn problem(title: &str, why: &str) -> Markup {
         title,
         true,
         None,
-        html! {
+        &html! {
             h1 { (title) }
             p.error id="problem" { (why) }
         },
@@ -121,7 +121,7 @@ pub fn overview(pools: &[PoolView], series: &[Series], overview: &Overview) -> M
         "pools",
         true,
         Some("5"),
-        html! {
+        &html! {
             h1 { "Pools" }
             @if let Some(why) = &overview.store_full {
                 p.problem { "The store cannot commit for lack of space: " (why) }
@@ -175,7 +175,7 @@ pub fn overview(pools: &[PoolView], series: &[Series], overview: &Overview) -> M
 
 /// What is wrong with `pool`, with the reason; `ok` when nothing is.
 fn pool_state(pool: &PoolView, overview: &Overview) -> Markup {
-    let unreadable = overview.unreadable.iter().any(|name| *name == pool.name);
+    let unreadable = overview.unreadable.contains(&pool.name);
     html! {
         @if unreadable {
             span.problem { "unreadable: " }
@@ -216,8 +216,11 @@ pub fn jobs(
         Some(state) => format!("{} jobs", state.as_str()),
         None => "jobs".to_owned(),
     };
-    html! {
-        (layout(&title, true, None, html! {
+    layout(
+        &title,
+        true,
+        None,
+        &html! {
             h1 { "Jobs" }
             p.filters {
                 a class=[(state.is_none()).then_some("on")] href=(filter(None)) { "all" }
@@ -250,8 +253,8 @@ pub fn jobs(
             @if let Some(next) = next {
                 p { a id="next" href=(format!("{}{}after={next}", filter(state), if state.is_some() { "&" } else { "?" })) { "next page →" } }
             }
-        }))
-    }
+        },
+    )
 }
 
 /// What is shown of a job's output: its last bytes, and how many came before.
@@ -265,10 +268,13 @@ pub struct Tail {
 
 /// Job `view`'s page: its fields, and its output's tail when the service
 /// keeps output. While the job has not ended, the page reloads every two
-/// seconds at the output's end: the output follows live.
+/// seconds, its output's box scrolled to the end: the output follows live.
 pub fn job(view: &JobView, output: Option<&Tail>, now: SystemTime) -> Markup {
     let ended = view.state.has_ended();
-    let refresh = (!ended).then(|| format!("2;url=/jobs/{}#end", view.id));
+    // No URL in the refresh: a fragment (`#end`) would make it a scroll
+    // within the page, not a reload. The output's box keeps its end in view
+    // instead (`column-reverse`, in the stylesheet).
+    let refresh = (!ended).then_some("2");
     let times = [
         ("submitted", Some(view.submitted_at.as_str())),
         ("started", view.started_at.as_deref()),
@@ -277,8 +283,8 @@ pub fn job(view: &JobView, output: Option<&Tail>, now: SystemTime) -> Markup {
     layout(
         &format!("job {}", view.id),
         true,
-        refresh.as_deref(),
-        html! {
+        refresh,
+        &html! {
             h1 { "Job " (view.id) " " span id="state" class=(format!("state {}", view.state.as_str())) { (view.state.as_str()) } }
             dl.fields {
                 dt { "command" } dd { code id="command" { (command_line(&view.command)) } }
@@ -309,13 +315,12 @@ pub fn job(view: &JobView, output: Option<&Tail>, now: SystemTime) -> Markup {
                         p.soft { "The last " (tail.text.len()) " bytes; " (tail.skipped) " before them are in "
                             code { "billet jobs logs " (view.id) } "." }
                     }
-                    pre id="output" { (tail.text) }
+                    div.tail { pre id="output" { (tail.text) } }
                 }
             }
             @if !ended {
                 p.soft id="following" { "Following: this page reloads every 2 s while the job runs." }
             }
-            a id="end" {}
         },
     )
 }
