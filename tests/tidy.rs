@@ -6,7 +6,9 @@
 //! * one loop drives the scheduler's core: no production source but the
 //!   scheduler's two drivers ([`DRIVERS`]: the `Driver` loop, and `Inline`
 //!   for modelled time) asks the core for its calls (`poll_action`), so every
-//!   call goes out through one of them, with the owner's gate in front of it.
+//!   call goes out through one of them, with the owner's gate in front of it;
+//! * every image the workspace's Markdown shows (`![...](path)`) is a file
+//!   in the repository: a screenshot the README promises is there.
 //!
 //! Each check is a function over file texts, and a test proves it fails on a
 //! text that breaks it.
@@ -169,4 +171,53 @@ fn the_loop_check_catches_a_second_loop() {
     let said = "// the core's poll_action( is asked by the Driver only\n";
     let found = drive_the_core_themselves([("engine.rs", engine), ("said.rs", said)]);
     assert_eq!(found, ["engine.rs:2"]);
+}
+
+/// The local images `text` (Markdown) shows that are not files under `root`,
+/// relative to `dir` (the Markdown file's folder).
+fn missing_images(text: &str, dir: &Path) -> Vec<String> {
+    text.split("![")
+        .skip(1)
+        .filter_map(|rest| {
+            let target = rest.split_once("](")?.1.split_once(')')?.0;
+            let path = target.split_whitespace().next()?;
+            (!path.contains("://") && !dir.join(path).is_file()).then(|| path.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn every_image_the_markdown_shows_is_in_the_repository() {
+    let root = workspace();
+    let mut missing = Vec::new();
+    let mut shown = 0;
+    for name in [
+        "README.md",
+        "BENCHMARKS.md",
+        "ARCHITECTURE.md",
+        "CONTRIBUTING.md",
+    ] {
+        let path = root.join(name);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        shown += text.matches("![").count();
+        missing.extend(
+            missing_images(&text, &root)
+                .into_iter()
+                .map(|image| format!("{name}: {image}")),
+        );
+    }
+    assert!(shown > 0, "the README shows the status page's screenshot");
+    assert!(
+        missing.is_empty(),
+        "images shown but not in the repository: {missing:?}"
+    );
+}
+
+#[test]
+fn the_image_check_catches_a_missing_screenshot() {
+    let root = workspace();
+    let text = "![the page](docs/status-page.png) and ![gone](docs/no-such.png) and ![far](https://example.com/x.png)";
+    assert_eq!(missing_images(text, &root), ["docs/no-such.png"]);
 }

@@ -1,4 +1,4 @@
-//! The README's "Run billet for real" session, run as written (L9): its
+//! The README's "Run billet for real" session, run as written (L9, K6): its
 //! `billet.yaml`, then every `$ ` command of its `console` blocks, in order,
 //! on the docker daemon, each output compared with the README's (times,
 //! container ids and the token aside). `cargo run --release -p billet --` is
@@ -297,8 +297,8 @@ fn readme_run_billet_for_real_session() {
     let session = session();
     assert_eq!(
         session.blocks.len(),
-        5,
-        "validate, serve, submit, read back, the client"
+        6,
+        "validate, serve, submit, read back, the client, the status page"
     );
     // D18: the podman paragraph's file is the session's plus one line, its
     // endpoint; with `DOCKER_HOST` on another socket than docker's (podman's,
@@ -400,7 +400,7 @@ fn readme_run_billet_for_real_session() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // The third, fourth and fifth blocks, in the second terminal. Commands
+    // The third to the sixth blocks, in the second terminal. Commands
     // that only read are tried again until they show what the README shows.
     for block in &session.blocks[2..] {
         for (command, expected) in block {
