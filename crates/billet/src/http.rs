@@ -17,6 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
+pub mod page;
+
 use crate::api::{self, BadRequest, JobView};
 use crate::engine::{Cancelled, EngineHandle, PoolView, Shared, Submitted, Unanswered};
 use crate::github::webhook::{self, Received, Webhook};
@@ -54,7 +56,7 @@ pub struct AppState {
     /// GitHub's webhook (G2), if `billet.yaml` configures the intake.
     pub github: Option<Arc<Webhook>>,
     /// The status page's sign-in sessions (K6).
-    pub sessions: Arc<crate::page::session::Sessions>,
+    pub sessions: Arc<page::session::Sessions>,
     /// Set on the routes of a connection past `--max-connections` (L12):
     /// every request but `/healthz` answers `503` with `Retry-After`.
     pub overflow: bool,
@@ -99,7 +101,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/github/webhook", axum::routing::post(github_webhook))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
-        .merge(crate::page::routes())
+        .merge(page::routes())
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
@@ -217,7 +219,7 @@ async fn guard(State(app): State<AppState>, mut request: Request, next: Next) ->
             return response;
         }
         // K6: the status page checks its session cookie (or a token) itself.
-        if crate::page::is_page(request.uri().path()) {
+        if page::is_page(request.uri().path()) {
             return next.run(request).await;
         }
         // G2: GitHub signs its deliveries; it holds no token of billet's.

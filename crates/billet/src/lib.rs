@@ -13,8 +13,8 @@
 //! * [`listener`]: connections, with their timeouts and cap; [`http`]: the
 //!   routes; [`api`]: request checks and the job as shown; [`token`]: the
 //!   credentials and their grants; [`metrics`]: Prometheus text.
-//! * [`page`]: the status page at `GET /` (HTML, signed in by a cookie);
-//!   [`history`]: the pools' recent counts its charts draw.
+//! * [`http::page`]: the status page at `GET /` (HTML, signed in by a
+//!   cookie); [`history`]: the pools' recent counts its charts draw.
 //! * [`backends`]: one provider per configured pool (docker).
 //!
 //! # Guarantees
@@ -45,7 +45,6 @@ pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod output;
-pub mod page;
 pub mod record;
 pub mod service;
 pub mod store;

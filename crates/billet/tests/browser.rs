@@ -229,7 +229,7 @@ async fn k6_signing_in_and_out_in_a_browser() {
     assert!(
         browser
             .at()
-            .get_named_cookie(billet::page::session::COOKIE)
+            .get_named_cookie(billet::http::page::session::COOKIE)
             .await
             .is_err()
     );
@@ -241,7 +241,7 @@ async fn k6_signing_in_and_out_in_a_browser() {
     assert!(browser.text("#pools").await.is_some());
     let cookie = browser
         .at()
-        .get_named_cookie(billet::page::session::COOKIE)
+        .get_named_cookie(billet::http::page::session::COOKIE)
         .await
         .expect("the session cookie");
     assert_eq!(cookie.http_only(), Some(true));

@@ -10,7 +10,7 @@ mod in_process;
 use std::time::{Duration, Instant};
 
 use billet::Limits;
-use billet::page::{CSP, STYLESHEET, session};
+use billet::http::page::{CSP, STYLESHEET, session};
 use billet_simulated::{Host, run_for};
 use in_process::*;
 use reqwest::StatusCode;

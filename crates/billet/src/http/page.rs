@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use maud::Markup;
 
-use crate::http::AppState;
+use super::AppState;
 use crate::output::OutputStore;
 use crate::token::Grant;
 use view::{Overview, Tail};
@@ -127,7 +127,7 @@ fn refusal(app: &AppState, headers: &HeaderMap) -> Option<Response> {
             headers
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok())
-                .and_then(crate::http::bearer)
+                .and_then(super::bearer)
                 .and_then(|token| app.credentials.caller(token))
         });
     match caller {
@@ -191,7 +191,7 @@ async fn sign_in(State(app): State<AppState>, request: Request) -> Response {
         );
     }
     let bytes = match tokio::time::timeout(
-        crate::http::BODY_TIMEOUT,
+        super::BODY_TIMEOUT,
         axum::body::to_bytes(body, MAX_FORM_BYTES),
     )
     .await
@@ -203,7 +203,7 @@ async fn sign_in(State(app): State<AppState>, request: Request) -> Response {
                 view::sign_in(Some(&format!(
                     "the form did not arrive whole within {} bytes and {} s",
                     MAX_FORM_BYTES,
-                    crate::http::BODY_TIMEOUT.as_secs()
+                    super::BODY_TIMEOUT.as_secs()
                 ))),
             );
         }
@@ -291,14 +291,12 @@ async fn jobs(
     };
     let state = query.state;
     let output = app.output.clone();
-    let found = crate::http::off_the_workers(&app, move |shared| {
+    let found = super::off_the_workers(&app, move |shared| {
         crate::jobs::page(&shared.jobs, query).map(|page| {
             let jobs: Vec<_> = page
                 .jobs
                 .iter()
-                .map(|record| {
-                    crate::http::shown(output.as_deref(), crate::api::JobView::of(record))
-                })
+                .map(|record| super::shown(output.as_deref(), crate::api::JobView::of(record)))
                 .collect();
             (jobs, page.next)
         })
@@ -336,10 +334,10 @@ async fn job(State(app): State<AppState>, headers: HeaderMap, Path(id): Path<Str
     };
     let webhook = app.github.clone();
     let output = app.output.clone();
-    let found = crate::http::off_the_workers(&app, move |shared| {
-        let view = crate::http::job_view(shared, webhook.as_deref(), n)?;
+    let found = super::off_the_workers(&app, move |shared| {
+        let view = super::job_view(shared, webhook.as_deref(), n)?;
         Ok::<_, String>(view.map(|view| {
-            let view = crate::http::shown(output.as_deref(), view);
+            let view = super::shown(output.as_deref(), view);
             let tail = output.as_deref().map(|output| tail(output, n));
             (view, tail)
         }))
