@@ -29,22 +29,22 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use billet::Service;
 use billet::Store;
-use billet::record::NewJob;
-use billet::record::{Change, JobRecord, Verdict};
 use billet_clock::{Clock, SystemClock};
 use billet_config::Config;
-use billet_provider::TrustClass;
-use billet_scheduler::{FailReason, Outcome, Pools, Settings};
+use billet_scheduler::{Pools, Settings};
 use billet_simulated::SimulatedProvider;
 use hdrhistogram::Histogram;
+use store::{at, fill};
 use tokio::net::TcpListener;
 
+#[path = "support/store.rs"]
+mod store;
+
 const TOKEN: &str = "bench-token-0123456789abcdef0123";
-const PER_TRANSACTION: u64 = 10_000;
 
 fn full_run() -> bool {
     std::env::args().any(|a| a == "--bench")
@@ -61,52 +61,6 @@ fn env_list(name: &str, default: &[u64]) -> Vec<u64> {
             })
             .collect(),
         Err(_) => default.to_vec(),
-    }
-}
-
-/// A day before the bench started, and `millis` on: well within the
-/// default retention, so the service keeps every job.
-fn at(millis: u64) -> SystemTime {
-    static START: std::sync::OnceLock<SystemTime> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(|| SystemTime::now() - Duration::from_secs(24 * 60 * 60));
-    start + Duration::from_millis(millis)
-}
-
-/// Jobs `from..to`, accepted and ended, into `store`.
-fn fill(store: &mut Store, from: u64, to: u64) {
-    let mut id = from;
-    while id < to {
-        let end = (id + PER_TRANSACTION).min(to);
-        let mut changes = Vec::with_capacity(2 * (end - id) as usize);
-        for job in id..end {
-            let record = JobRecord::accepted(
-                job,
-                NewJob {
-                    command: vec!["sh".into(), "-c".into(), format!("make test-{job}")],
-                    labels: vec!["linux".into()],
-                    trust: TrustClass::Trusted,
-                    timeout: Some(Duration::from_secs(3600)),
-                    key: None,
-                    pinned: None,
-                },
-                at(job),
-            );
-            changes.push(Change::Accepted(Box::new(record)));
-            let outcome = if job % 10 == 0 {
-                Outcome::Failed {
-                    reason: FailReason::TimedOut,
-                }
-            } else {
-                Outcome::Finished { exit_code: 0 }
-            };
-            changes.push(Change::Ended {
-                id: job,
-                verdict: Verdict::from(&outcome),
-                at: at(job + 1),
-            });
-        }
-        store.commit(&changes).expect("the bench's jobs commit");
-        id = end;
     }
 }
 
