@@ -63,8 +63,10 @@ pub const COVERED: &[&str] = &[
 /// Crates the gate covers in part: only these files, judged only by these
 /// test targets (`cargo test` arguments). `billet`'s are the service's
 /// decision code (the engine, the writer, the job table and its pages, the
-/// archive of ended jobs), judged by its in-process tests over the simulated
-/// backend; the HTTP glue, the CLI and the docker-backed tests are not.
+/// archive of ended jobs, the GitHub intake, the status page's sessions and
+/// charts and the counts they draw), judged by its in-process tests over the
+/// simulated backend; the HTTP glue, the HTML, the CLI and the docker-backed
+/// tests are not.
 pub const ONLY: &[Only] = &[Only {
     package: "billet",
     files: &[
@@ -92,6 +94,9 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/github/intake/reconcile.rs",
         "crates/billet/src/github/registering.rs",
         "crates/billet/src/github/wiring.rs",
+        "crates/billet/src/history.rs",
+        "crates/billet/src/http/page/session.rs",
+        "crates/billet/src/http/page/chart.rs",
     ],
     tests: &[
         "--lib",
@@ -103,6 +108,7 @@ pub const ONLY: &[Only] = &[Only {
         "--test=disk",
         "--test=github_webhook",
         "--test=github_intake",
+        "--test=status_page",
     ],
 }];
 

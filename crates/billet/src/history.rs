@@ -57,6 +57,20 @@ struct Pool {
     name: String,
     capacity: u32,
     buckets: VecDeque<Bucket>,
+    /// Moved on by every record that changes what a chart of this pool
+    /// draws (see [`Stamp`]).
+    version: u64,
+}
+
+/// What a pool's chart at some time is drawn from: two charts with equal
+/// stamps are the same, so one drawn may be kept and shown again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The bucket of the time asked: the chart's right edge.
+    pub end: u64,
+    /// The pool's version: moved on whenever its name, capacity or a
+    /// bucket's peak changes, or a bucket is added.
+    pub version: u64,
 }
 
 /// Every pool's recent counts; shared by the engine (which records) and the
@@ -80,8 +94,13 @@ impl History {
             kept.resize_with(pools.len(), Pool::default);
         }
         for (pool, stats) in kept.iter_mut().zip(pools) {
+            let before = (
+                pool.capacity,
+                pool.buckets.back().map(|b| (b.index, b.held, b.queued)),
+            );
             if pool.name != stats.name {
                 pool.name.clone_from(&stats.name);
+                pool.version += 1;
             }
             pool.capacity = stats.capacity;
             match pool.buckets.back_mut() {
@@ -104,7 +123,48 @@ impl History {
                     });
                 }
             }
+            let after = (
+                pool.capacity,
+                pool.buckets.back().map(|b| (b.index, b.held, b.queued)),
+            );
+            if before != after {
+                pool.version += 1;
+            }
         }
+    }
+
+    /// Each pool's [`Stamp`] for a chart at `now`, in configuration order.
+    pub fn stamps(&self, now: SystemTime) -> Vec<Stamp> {
+        let end = index_of(now);
+        self.pools
+            .lock()
+            .iter()
+            .map(|pool| Stamp {
+                end,
+                version: pool.version,
+            })
+            .collect()
+    }
+
+    /// Pool `n`'s chart (in configuration order) up to the bucket of `now`,
+    /// as [`History::series`] draws it, with its [`Stamp`]; `None` past the
+    /// last pool.
+    pub fn series_of(&self, n: usize, now: SystemTime) -> Option<(Series, Stamp)> {
+        let end = index_of(now);
+        let first = end.saturating_sub(BUCKETS as u64 - 1);
+        let pools = self.pools.lock();
+        let pool = pools.get(n)?;
+        Some((
+            Series {
+                name: pool.name.clone(),
+                capacity: pool.capacity,
+                buckets: filled(&pool.buckets, first, end),
+            },
+            Stamp {
+                end,
+                version: pool.version,
+            },
+        ))
     }
 
     /// Every pool's chart up to the bucket of `now`: the last [`BUCKETS`]
@@ -226,6 +286,49 @@ mod tests {
         let later = history.series(at((last + 10 * BUCKETS as u64) * step));
         assert_eq!(later[0].buckets.len(), BUCKETS);
         assert!(later[0].buckets.iter().all(|bucket| bucket.queued == last));
+    }
+
+    // K7: a pool's stamp moves on exactly when its chart would change: a new
+    // bucket, a higher peak, another capacity or name, or a later time; a
+    // record that changes no peak keeps it (a kept chart is shown again).
+    #[test]
+    fn k7_a_stamp_moves_on_exactly_when_the_chart_changes() {
+        let history = History::default();
+        assert!(history.stamps(at(0)).is_empty());
+        assert!(history.series_of(0, at(0)).is_none());
+        history.record(at(300), &[pool("a", 2, 3), pool("b", 0, 0)]);
+        let first = history.stamps(at(300));
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].end, 10);
+        // Lower counts in the same bucket: the peaks stand.
+        history.record(at(301), &[pool("a", 1, 1), pool("b", 0, 0)]);
+        assert_eq!(history.stamps(at(301)), first);
+        // A higher peak in one pool moves that pool's stamp only.
+        history.record(at(302), &[pool("a", 1, 4), pool("b", 0, 0)]);
+        let raised = history.stamps(at(302));
+        assert_ne!(raised[0], first[0]);
+        assert_eq!(raised[1], first[1]);
+        history.record(at(303), &[pool("a", 3, 4), pool("b", 0, 0)]);
+        assert_ne!(history.stamps(at(303))[0], raised[0], "held's peak too");
+        // Another capacity, another name.
+        let mut wider = pool("b", 0, 0);
+        wider.capacity = 9;
+        let before = history.stamps(at(303))[1];
+        history.record(at(304), &[pool("a", 3, 4), wider]);
+        assert_ne!(history.stamps(at(304))[1], before);
+        let before = history.stamps(at(304))[1];
+        history.record(at(305), &[pool("a", 3, 4), pool("c", 0, 0)]);
+        let renamed = history.stamps(at(305))[1];
+        assert_ne!(renamed.version, before.version);
+        // A new bucket; and a later time with no record, by its end.
+        history.record(at(330), &[pool("a", 0, 0), pool("c", 0, 0)]);
+        let next = history.stamps(at(330));
+        assert_ne!(next[1].version, renamed.version);
+        assert_eq!(history.stamps(at(390))[0].end, 13);
+        let (series, stamp) = history.series_of(1, at(390)).unwrap();
+        assert_eq!(series.name, "c");
+        assert_eq!(stamp, history.stamps(at(390))[1]);
+        assert_eq!(series, history.series(at(390))[1]);
     }
 
     // K7: before the first record there is nothing to draw, and a time

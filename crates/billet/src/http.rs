@@ -57,6 +57,8 @@ pub struct AppState {
     pub github: Option<Arc<Webhook>>,
     /// The status page's sign-in sessions (K6).
     pub sessions: Arc<page::session::Sessions>,
+    /// The status page's charts as last drawn (K7).
+    pub charts: Arc<page::chart::Charts>,
     /// Set on the routes of a connection past `--max-connections` (L12):
     /// every request but `/healthz` answers `503` with `Retry-After`.
     pub overflow: bool,

@@ -263,6 +263,7 @@ impl Service {
             output: limits.output.clone(),
             github: limits.github.clone(),
             sessions: Arc::default(),
+            charts: Arc::default(),
             overflow: false,
         };
         let routes = router(state.clone());

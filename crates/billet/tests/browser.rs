@@ -308,12 +308,12 @@ async fn k7_k9_a_pool_fills_and_drains_and_a_jobs_output_follows() {
     })
     .await;
     browser.shot("pools-full").await;
-    let held_line = "svg.chart[data-pool='linux'] polyline.held";
+    let held_line = "svg.chart[data-pool='linux'] path.held";
     until(
         "the chart's held line at the top (y = 8), where the capacity is",
         async || {
-            let points = browser.attr(held_line, "points").await?;
-            points.split(' ').any(|p| p.ends_with(",8")).then_some(())
+            let d = browser.attr(held_line, "d").await?;
+            (d.contains("V8h") || d.contains(",8h")).then_some(())
         },
     )
     .await;

@@ -253,7 +253,7 @@ async fn overview(State(app): State<AppState>, headers: HeaderMap) -> Response {
     }
     let now = app.shared.now();
     let pools = app.shared.pools();
-    let series = app.shared.history.series(now);
+    let charts = app.charts.drawn(&app.shared.history, now);
     let health = app.shared.health();
     let overview = {
         let stats = app.shared.stats.read();
@@ -269,7 +269,7 @@ async fn overview(State(app): State<AppState>, headers: HeaderMap) -> Response {
             github: app.github.as_ref().and_then(|hook| hook.api_problem()),
         }
     };
-    page(StatusCode::OK, view::overview(&pools, &series, &overview))
+    page(StatusCode::OK, view::overview(&pools, &charts, &overview))
 }
 
 async fn jobs(

@@ -5,31 +5,99 @@
 //! `Content-Security-Policy` forbids).
 
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use maud::{Markup, html};
+use parking_lot::Mutex;
 
-use crate::history::{BUCKETS, Series};
+use crate::history::{BUCKETS, History, Series, Stamp};
 
-/// The chart's width and height in SVG units.
-const WIDTH: u32 = 480;
-const HEIGHT: u32 = 96;
+/// Every pool's chart as last drawn, kept while its [`Stamp`] holds: a
+/// chart is drawn again only when what it shows has changed, so a page of
+/// many quiet pools costs little more than one of a single pool. Holds one
+/// chart a pool.
+#[derive(Debug, Default)]
+pub struct Charts {
+    kept: Mutex<Vec<Option<(Stamp, Arc<str>)>>>,
+}
+
+impl Charts {
+    /// Every pool's chart at `now` as SVG, in configuration order.
+    pub fn drawn(&self, history: &History, now: SystemTime) -> Vec<Arc<str>> {
+        let stamps = history.stamps(now);
+        let mut kept = self.kept.lock();
+        kept.resize(stamps.len(), None);
+        stamps
+            .iter()
+            .zip(kept.iter_mut())
+            .enumerate()
+            .map(|(n, (stamp, kept))| match kept {
+                Some((was, svg)) if was == stamp => Arc::clone(svg),
+                _ => {
+                    let Some((series, stamp)) = history.series_of(n, now) else {
+                        return Arc::from("");
+                    };
+                    let svg: Arc<str> = chart(&series).into_string().into();
+                    *kept = Some((stamp, Arc::clone(&svg)));
+                    svg
+                }
+            })
+            .collect()
+    }
+}
+
+/// The width of one bucket's step, in SVG units.
+const STEP_WIDTH: u32 = 4;
 /// Room at the left for the axis' figures, and at the top and bottom.
 const LEFT: u32 = 36;
 const PAD: u32 = 8;
+/// The chart's width and height in SVG units: an hour of steps between
+/// the margins.
+const WIDTH: u32 = LEFT + BUCKETS as u32 * STEP_WIDTH + PAD;
+const HEIGHT: u32 = 96;
 
-/// Where a chart of `series` ending with bucket `end` puts its lines: the
-/// top of the scale (at least the capacity and the longest queue), and the
-/// `points` of each line.
+/// Where a chart of `series` puts its lines: the top of the scale (at least
+/// the capacity and the longest queue), and each line as an SVG path.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Drawn {
     /// The value at the chart's top.
     pub top: u64,
-    /// Leases held, as SVG `points`.
+    /// Leases held, as an SVG path's `d`.
     pub held: String,
-    /// Jobs queued, as SVG `points`.
+    /// Jobs queued, as an SVG path's `d`.
     pub queued: String,
     /// The capacity's height.
     pub capacity_y: u32,
+}
+
+/// `heights` (one a bucket, oldest first, the last at the right edge) as a
+/// step line: a move to the first, then a horizontal run for every stretch
+/// of equal heights and a vertical step between them. A quiet hour is a
+/// few characters; a busy one about eight a bucket.
+fn steps(heights: impl ExactSizeIterator<Item = u32>) -> String {
+    let mut d = String::new();
+    let left = LEFT + (BUCKETS - heights.len().min(BUCKETS)) as u32 * STEP_WIDTH;
+    let mut run = 0;
+    let mut at = None;
+    for y in heights {
+        match at {
+            None => {
+                let _ = write!(d, "M{left},{y}");
+            }
+            Some(was) if was != y => {
+                let _ = write!(d, "h{run}V{y}");
+                run = 0;
+            }
+            Some(_) => {}
+        }
+        at = Some(y);
+        run += STEP_WIDTH;
+    }
+    if run > 0 {
+        let _ = write!(d, "h{run}");
+    }
+    d
 }
 
 /// The lines of `series`, whose last bucket is the chart's right edge.
@@ -46,27 +114,11 @@ pub fn draw(series: &Series) -> Drawn {
         // value <= top, so the product over top is at most span.
         HEIGHT - PAD - u32::try_from(value.min(top) * span / top).unwrap_or(0)
     };
-    let last = series.buckets.last().map_or(0, |bucket| bucket.index);
-    let width = u64::from(WIDTH - LEFT - PAD);
-    let buckets = BUCKETS as u64;
-    // Each bucket is a step as wide as its share of the hour; the last one
-    // ends at the right edge.
-    let x =
-        |from_left: u64| -> u32 { LEFT + u32::try_from(width * from_left / buckets).unwrap_or(0) };
-    let mut held = String::new();
-    let mut queued = String::new();
-    for bucket in &series.buckets {
-        let from_left = (buckets - 1).saturating_sub(last.saturating_sub(bucket.index));
-        let (left, right) = (x(from_left), x(from_left + 1));
-        let held_y = y(u64::from(bucket.held));
-        let queued_y = y(bucket.queued);
-        let _ = write!(held, "{left},{held_y} {right},{held_y} ");
-        let _ = write!(queued, "{left},{queued_y} {right},{queued_y} ");
-    }
+    let buckets = &series.buckets;
     Drawn {
         top,
-        held: held.trim_end().to_owned(),
-        queued: queued.trim_end().to_owned(),
+        held: steps(buckets.iter().map(|bucket| y(u64::from(bucket.held)))),
+        queued: steps(buckets.iter().map(|bucket| y(bucket.queued))),
         capacity_y: y(u64::from(series.capacity)),
     }
 }
@@ -87,8 +139,8 @@ pub fn chart(series: &Series) -> Markup {
             text class="when" x=(LEFT) y=(HEIGHT) { "-60m" }
             text class="when end" x=(WIDTH - PAD) y=(HEIGHT) { "now" }
             @if !series.buckets.is_empty() {
-                polyline class="queued" points=(drawn.queued) {}
-                polyline class="held" points=(drawn.held) {}
+                path class="queued" d=(drawn.queued) {}
+                path class="held" d=(drawn.held) {}
             }
         }
     }
@@ -133,44 +185,65 @@ mod tests {
         let series = &history.series(at(60))[0];
         let drawn = draw(series);
         assert_eq!(drawn.top, 8);
-        let points = |line: &str| -> Vec<(u32, u32)> {
-            line.split(' ')
-                .map(|p| {
-                    let (x, y) = p.split_once(',').unwrap();
-                    (x.parse().unwrap(), y.parse().unwrap())
-                })
-                .collect()
-        };
-        let held = points(&drawn.held);
-        let queued = points(&drawn.queued);
-        // Three steps, the last ending at the right edge; each bucket is
-        // 436 * 1 / 120 units wide (rounded down at each end).
-        let xs: Vec<u32> = held.iter().map(|p| p.0).collect();
-        assert_eq!(xs, [461, 464, 464, 468, 468, WIDTH - PAD]);
-        assert_eq!(queued.iter().map(|p| p.0).collect::<Vec<_>>(), xs);
-        // 0 sits on the floor, 4 of 8 half way, 8 at the top.
-        let floor = HEIGHT - PAD;
-        let ys = |line: &[(u32, u32)]| line.iter().map(|p| p.1).collect::<Vec<_>>();
-        assert_eq!(ys(&held), [floor, floor, 48, 48, 68, 68]);
-        assert_eq!(ys(&queued), [floor, floor, PAD, PAD, floor, floor]);
+        // Three steps of 4, the last ending at the right edge; 0 sits on
+        // the floor (88), 4 of 8 half way (48), 8 at the top (8).
+        let left = WIDTH - PAD - 3 * STEP_WIDTH;
+        assert_eq!(drawn.held, format!("M{left},88h4V48h4V68h4"));
+        assert_eq!(drawn.queued, format!("M{left},88h4V8h4V88h4"));
         assert_eq!(drawn.capacity_y, 48);
         let svg = chart(series).into_string();
         assert!(
-            svg.contains(&format!(r#"points="{}""#, drawn.held)),
+            svg.contains(&format!(r#"<path class="held" d="{}""#, drawn.held)),
             "{svg}"
         );
         assert!(svg.contains("linux: leases held (of 4)"), "{svg}");
         assert!(!svg.contains("style="), "{svg}");
     }
 
-    // K7: a quiet pool with nothing queued scales to its capacity; a pool
-    // with no bucket yet draws axes and no line.
+    // K7: a chart is drawn again only when its pool's stamp moved on; the
+    // one kept is the one shown until then, and it is the chart as drawn.
+    #[test]
+    fn k7_a_chart_is_kept_while_nothing_it_shows_changed() {
+        let history = History::default();
+        let charts = Charts::default();
+        assert!(charts.drawn(&history, at(0)).is_empty());
+        let mut other = stats(1, 0);
+        other.name = "other".to_owned();
+        history.record(at(0), &[stats(1, 0), other.clone()]);
+        let first = charts.drawn(&history, at(1));
+        assert_eq!(first.len(), 2);
+        assert_eq!(&*first[0], chart(&history.series(at(1))[0]).into_string());
+        assert_eq!(&*first[1], chart(&history.series(at(1))[1]).into_string());
+        let again = charts.drawn(&history, at(2));
+        assert!(Arc::ptr_eq(&first[0], &again[0]) && Arc::ptr_eq(&first[1], &again[1]));
+        history.record(at(3), &[stats(3, 0), other]);
+        let raised = charts.drawn(&history, at(3));
+        assert!(
+            !Arc::ptr_eq(&first[0], &raised[0]),
+            "a higher peak is drawn again"
+        );
+        assert!(Arc::ptr_eq(&first[1], &raised[1]), "the other pool is kept");
+        assert_eq!(&*raised[0], chart(&history.series(at(3))[0]).into_string());
+        let later = charts.drawn(&history, at(40));
+        assert!(
+            !Arc::ptr_eq(&raised[1], &later[1]),
+            "a new bucket at the right edge"
+        );
+        assert_eq!(&*later[1], chart(&history.series(at(40))[1]).into_string());
+    }
+
+    // K7: a quiet pool with nothing queued scales to its capacity and its
+    // hour is one run; a pool with no bucket yet draws axes and no line.
     #[test]
     fn k7_an_empty_or_quiet_chart_scales_to_capacity() {
         let history = History::default();
         history.record(at(0), &[stats(0, 0)]);
-        let drawn = draw(&history.series(at(0))[0]);
+        let drawn = draw(&history.series(at(BUCKETS as u64 * 30))[0]);
         assert_eq!(drawn.top, 4);
+        assert_eq!(
+            drawn.held,
+            format!("M{LEFT},88h{}", BUCKETS as u32 * STEP_WIDTH)
+        );
         assert_eq!(drawn.capacity_y, PAD);
         let empty = Series {
             name: "none".to_owned(),
@@ -178,6 +251,6 @@ mod tests {
             buckets: Vec::new(),
         };
         assert_eq!(draw(&empty).top, 1);
-        assert!(!chart(&empty).into_string().contains("polyline"));
+        assert!(!chart(&empty).into_string().contains("<path"));
     }
 }

@@ -3,14 +3,13 @@
 //! output cannot add markup to the page. No script, no inline style, no
 //! resource from outside the service.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use maud::{DOCTYPE, Markup, html};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-use super::chart::chart;
 use crate::api::{JobView, relative};
 use crate::engine::PoolView;
-use crate::history::Series;
 use crate::record::JobState;
 
 /// Characters of a command shown in the jobs' table.
@@ -113,10 +112,9 @@ pub fn problem(title: &str, why: &str) -> Markup {
     )
 }
 
-/// The main view: every pool's figures and chart, and the service's
-/// totals. Reloads every five seconds.
-pub fn overview(pools: &[PoolView], series: &[Series], overview: &Overview) -> Markup {
-    let named = |name: &str| series.iter().find(|series| series.name == name);
+/// The main view: every pool's figures and chart (`charts`, SVG in the
+/// pools' order), and the service's totals. Reloads every five seconds.
+pub fn overview(pools: &[PoolView], charts: &[Arc<str>], overview: &Overview) -> Markup {
     layout(
         "pools",
         true,
@@ -160,11 +158,11 @@ pub fn overview(pools: &[PoolView], series: &[Series], overview: &Overview) -> M
                 " · ┄ capacity; the most of each in every 30 s of the last hour"
             }
             div.pools {
-                @for pool in pools {
+                @for (n, pool) in pools.iter().enumerate() {
                     section.pool {
                         h2 { (pool.name) }
-                        @if let Some(series) = named(&pool.name) {
-                            (chart(series))
+                        @if let Some(svg) = charts.get(n) {
+                            (PreEscaped(&**svg))
                         }
                     }
                 }
