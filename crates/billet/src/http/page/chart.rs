@@ -19,8 +19,11 @@ use crate::history::{BUCKETS, History, Series, Stamp};
 /// chart a pool.
 #[derive(Debug, Default)]
 pub struct Charts {
-    kept: Mutex<Vec<Option<(Stamp, Arc<str>)>>>,
+    kept: Mutex<Vec<Option<Kept>>>,
 }
+
+/// A chart as drawn, and the stamp it was drawn at.
+type Kept = (Stamp, Arc<str>);
 
 impl Charts {
     /// Every pool's chart at `now` as SVG, in configuration order.
