@@ -26,7 +26,6 @@
 //! so in one line (with `BILLET_DOCKER_REQUIRED=1`, a failure).
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::process::Command;
