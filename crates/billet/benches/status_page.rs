@@ -11,9 +11,11 @@
 //! meanwhile: no job is submitted). The client, in
 //! the same process on one keep-alive connection with a bearer token of the
 //! grant `read`, asks the main view `BILLET_BENCH_PAGES` times (2,000 by
-//! default), then as many first pages of `/jobs`; each answer must be `200`
-//! and show every pool (or a full page of jobs). Latency is sent to body
-//! read, into an HDR histogram: p50 and p99 per size, and their ratio.
+//! default), then as many first pages of `/jobs`, the two deployments'
+//! requests interleaved (both services run at once) so that both meet the
+//! same machine; each answer must be `200` and show every pool (or a full
+//! page of jobs). Latency is sent to body read, into an HDR histogram: p50
+//! and p99 per size, and their ratio.
 //!
 //! ```sh
 //! cargo bench -p billet --bench status_page
@@ -55,10 +57,14 @@ fn env_number(name: &str, default: u64) -> u64 {
     })
 }
 
-struct Figures {
-    overview: Histogram<u64>,
-    jobs: Histogram<u64>,
-    bytes: usize,
+/// A service over a filled store, and what the bench asks it.
+struct Deployment {
+    service: Service,
+    base: String,
+    client: reqwest::Client,
+    pools: usize,
+    jobs: u64,
+    _dir: tempfile::TempDir,
 }
 
 /// An hour of counts for every pool, each bucket its own, from the clock's
@@ -91,7 +97,7 @@ fn fill_history(shared: &billet::engine::Shared, clock: &ManualClock, names: &[S
         .expect("the clock moves on");
 }
 
-async fn measure(jobs: u64, pools: usize, requests: u64) -> Figures {
+async fn deploy(jobs: u64, pools: usize) -> Deployment {
     // L16: a state directory only its owner may enter.
     let dir = tempfile::Builder::new()
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
@@ -138,42 +144,63 @@ async fn measure(jobs: u64, pools: usize, requests: u64) -> Figures {
         .expect("the service starts");
     fill_history(&service.engine_parts().1, &manual, &names);
     let base = format!("http://{}", service.addr());
-    let client = reqwest::Client::new();
-    let get = |path: &str| {
-        let request = client
-            .get(format!("{base}{path}"))
-            .header("Authorization", format!("Bearer {TOKEN}"));
-        async move {
-            let sent = Instant::now();
-            let response = request.send().await.expect("an answer");
-            let status = response.status();
-            let body = response.text().await.expect("a body");
-            assert_eq!(status, 200, "{body}");
-            (sent.elapsed(), body)
-        }
-    };
+    Deployment {
+        service,
+        base,
+        client: reqwest::Client::new(),
+        pools,
+        jobs,
+        _dir: dir,
+    }
+}
+
+/// `GET path` of `deployment` with the bench's token: how long it took, and
+/// the body of its `200`.
+async fn get(deployment: &Deployment, path: &str) -> (Duration, String) {
+    let request = deployment
+        .client
+        .get(format!("{}{path}", deployment.base))
+        .header("Authorization", format!("Bearer {TOKEN}"));
+    let sent = Instant::now();
+    let response = request.send().await.expect("an answer");
+    let status = response.status();
+    let body = response.text().await.expect("a body");
+    assert_eq!(status, 200, "{body}");
+    (sent.elapsed(), body)
+}
+
+/// The main view and a page of jobs of each deployment, `requests` times,
+/// the deployments' requests interleaved so that both meet the same machine.
+async fn measure(
+    deployments: &[Deployment],
+    requests: u64,
+) -> Vec<(Histogram<u64>, Histogram<u64>, usize)> {
     let histogram = || Histogram::<u64>::new(3).expect("a histogram");
-    let (mut overview, mut listed) = (histogram(), histogram());
-    let mut bytes = 0;
+    let mut figures: Vec<_> = deployments
+        .iter()
+        .map(|_| (histogram(), histogram(), 0))
+        .collect();
     for _ in 0..requests {
-        let (took, body) = get("/").await;
-        assert_eq!(body.matches("<tr data-pool=").count(), pools);
-        assert_eq!(body.matches("<svg class=\"chart\"").count(), pools);
-        bytes = body.len();
-        overview.record(took.as_micros() as u64).expect("recorded");
+        for (deployment, figures) in deployments.iter().zip(figures.iter_mut()) {
+            let (took, body) = get(deployment, "/").await;
+            assert_eq!(body.matches("<tr data-pool=").count(), deployment.pools);
+            assert_eq!(
+                body.matches("<svg class=\"chart\"").count(),
+                deployment.pools
+            );
+            figures.2 = body.len();
+            figures.0.record(took.as_micros() as u64).expect("recorded");
+        }
     }
-    let page = jobs.min(100) as usize;
     for _ in 0..requests {
-        let (took, body) = get("/jobs").await;
-        assert_eq!(body.matches("<tr data-job=").count(), page);
-        listed.record(took.as_micros() as u64).expect("recorded");
+        for (deployment, figures) in deployments.iter().zip(figures.iter_mut()) {
+            let (took, body) = get(deployment, "/jobs").await;
+            let page = deployment.jobs.min(100) as usize;
+            assert_eq!(body.matches("<tr data-job=").count(), page);
+            figures.1.record(took.as_micros() as u64).expect("recorded");
+        }
     }
-    service.abort();
-    Figures {
-        overview,
-        jobs: listed,
-        bytes,
-    }
+    figures
 }
 
 fn line(what: &str, small: &Histogram<u64>, large: &Histogram<u64>) {
@@ -201,23 +228,22 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let mut figures = Vec::new();
-    for (jobs, pools) in [small, large] {
-        eprintln!("status_page: {jobs} ended jobs retained, {pools} pools");
-        figures.push(runtime.block_on(measure(jobs, pools, requests)));
-    }
+    let figures = runtime.block_on(async {
+        let mut deployments = Vec::new();
+        for (jobs, pools) in [small, large] {
+            eprintln!("status_page: {jobs} ended jobs retained, {pools} pools");
+            deployments.push(deploy(jobs, pools).await);
+        }
+        let figures = measure(&deployments, requests).await;
+        for deployment in deployments {
+            deployment.service.abort();
+        }
+        figures
+    });
     println!(
         "small: {} jobs, {} pool; large: {} jobs, {} pools; the main view is {} bytes small, {} bytes large",
-        small.0, small.1, large.0, large.1, figures[0].bytes, figures[1].bytes
+        small.0, small.1, large.0, large.1, figures[0].2, figures[1].2
     );
-    line(
-        "GET / (the main view)",
-        &figures[0].overview,
-        &figures[1].overview,
-    );
-    line(
-        "GET /jobs (a page of 100)",
-        &figures[0].jobs,
-        &figures[1].jobs,
-    );
+    line("GET / (the main view)", &figures[0].0, &figures[1].0);
+    line("GET /jobs (a page of 100)", &figures[0].1, &figures[1].1);
 }

@@ -17,8 +17,10 @@ use parking_lot::Mutex;
 /// How far back the charts reach.
 pub const SPAN: Duration = Duration::from_secs(60 * 60);
 
-/// The width of one bucket: a chart's resolution.
-pub const STEP: Duration = Duration::from_secs(30);
+/// The width of one bucket: a chart's resolution. A minute: an hour's chart
+/// is then 60 steps, small enough that a page of a hundred pools' charts
+/// stays small (the `status_page` bench).
+pub const STEP: Duration = Duration::from_secs(60);
 
 /// Buckets a chart draws, and the most kept of one pool: [`SPAN`] over
 /// [`STEP`].
@@ -231,8 +233,10 @@ mod tests {
         }
     }
 
+    /// The tests' times are written in seconds of a 30-s step, and scaled
+    /// to [`STEP`]: each falls in the same bucket whatever the step.
     fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
+        UNIX_EPOCH + Duration::from_secs(secs * STEP.as_secs() / 30)
     }
 
     // K7: a bucket draws the most it held, and quiet buckets after it the
@@ -270,7 +274,7 @@ mod tests {
     #[test]
     fn k7_a_pool_keeps_at_most_an_hour_of_buckets() {
         let history = History::default();
-        let step = STEP.as_secs();
+        let step = 30;
         for n in 0..(BUCKETS as u64 * 3) {
             history.record(at(n * step), &[pool("a", (n % 5) as u32, n)]);
         }

@@ -51,7 +51,7 @@ impl Charts {
 }
 
 /// The width of one bucket's step, in SVG units.
-const STEP_WIDTH: u32 = 4;
+const STEP_WIDTH: u32 = 8;
 /// Room at the left for the axis' figures, and at the top and bottom.
 const LEFT: u32 = 36;
 const PAD: u32 = 8;
@@ -173,8 +173,10 @@ mod tests {
         }
     }
 
+    /// Seconds of a 30-s step, scaled to the history's step (as in its
+    /// tests).
     fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
+        UNIX_EPOCH + Duration::from_secs(secs * crate::history::STEP.as_secs() / 30)
     }
 
     // K7: the scale's top is the capacity or the longest queue, and each
@@ -188,11 +190,11 @@ mod tests {
         let series = &history.series(at(60))[0];
         let drawn = draw(series);
         assert_eq!(drawn.top, 8);
-        // Three steps of 4, the last ending at the right edge; 0 sits on
-        // the floor (88), 4 of 8 half way (48), 8 at the top (8).
-        let left = WIDTH - PAD - 3 * STEP_WIDTH;
-        assert_eq!(drawn.held, format!("M{left},88h4V48h4V68h4"));
-        assert_eq!(drawn.queued, format!("M{left},88h4V8h4V88h4"));
+        // Three steps, the last ending at the right edge; 0 sits on the
+        // floor (88), 4 of 8 half way (48), 8 at the top (8).
+        let (left, h) = (WIDTH - PAD - 3 * STEP_WIDTH, STEP_WIDTH);
+        assert_eq!(drawn.held, format!("M{left},88h{h}V48h{h}V68h{h}"));
+        assert_eq!(drawn.queued, format!("M{left},88h{h}V8h{h}V88h{h}"));
         assert_eq!(drawn.capacity_y, 48);
         let svg = chart(series).into_string();
         assert!(

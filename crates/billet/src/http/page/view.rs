@@ -155,7 +155,7 @@ pub fn overview(pools: &[PoolView], charts: &[Arc<str>], overview: &Overview) ->
             }
             p.key.soft {
                 span.held { "━ leases held" } " · " span.queued { "━ jobs queued" }
-                " · ┄ capacity; the most of each in every 30 s of the last hour"
+                " · ┄ capacity; the most of each in every " (crate::history::STEP.as_secs()) " s of the last hour"
             }
             div.pools {
                 @for (n, pool) in pools.iter().enumerate() {
