@@ -644,6 +644,10 @@ mod tests {
             .with_writer(move || sink.clone())
             .finish();
         let _guard = tracing::subscriber::set_default(subscriber);
+        // Another test's thread may have cached a callsite's interest while
+        // no subscriber of this thread existed (it failed so once with 16
+        // test threads): ask every callsite again, now that this one does.
+        tracing::callsite::rebuild_interest_cache();
         let clock = Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
         let engine = engine_with(
             Store::memory(),

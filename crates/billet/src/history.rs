@@ -152,18 +152,12 @@ impl History {
     /// as [`History::series`] draws it, with its [`Stamp`]; `None` past the
     /// last pool.
     pub fn series_of(&self, n: usize, now: SystemTime) -> Option<(Series, Stamp)> {
-        let end = index_of(now);
-        let first = end.saturating_sub(BUCKETS as u64 - 1);
         let pools = self.pools.lock();
         let pool = pools.get(n)?;
         Some((
-            Series {
-                name: pool.name.clone(),
-                capacity: pool.capacity,
-                buckets: filled(&pool.buckets, first, end),
-            },
+            pool.series(now),
             Stamp {
-                end,
+                end: index_of(now),
                 version: pool.version,
             },
         ))
@@ -172,17 +166,25 @@ impl History {
     /// Every pool's chart up to the bucket of `now`: the last [`BUCKETS`]
     /// buckets, quiet ones holding what the step before them left.
     pub fn series(&self, now: SystemTime) -> Vec<Series> {
-        let end = index_of(now);
-        let first = end.saturating_sub(BUCKETS as u64 - 1);
         self.pools
             .lock()
             .iter()
-            .map(|pool| Series {
-                name: pool.name.clone(),
-                capacity: pool.capacity,
-                buckets: filled(&pool.buckets, first, end),
-            })
+            .map(|pool| pool.series(now))
             .collect()
+    }
+}
+
+impl Pool {
+    /// This pool's chart up to the bucket of `now`: the last [`BUCKETS`]
+    /// buckets, quiet ones holding what the step before them left.
+    fn series(&self, now: SystemTime) -> Series {
+        let end = index_of(now);
+        let first = end.saturating_sub(BUCKETS as u64 - 1);
+        Series {
+            name: self.name.clone(),
+            capacity: self.capacity,
+            buckets: filled(&self.buckets, first, end),
+        }
     }
 }
 
@@ -212,25 +214,30 @@ fn filled(kept: &VecDeque<Bucket>, first: u64, end: u64) -> Vec<Bucket> {
     out
 }
 
+/// A ready pool's counts, for the tests of what draws them.
+#[cfg(test)]
+pub(crate) fn stats_of(name: &str, capacity: u32, leases: u32, queued: u64) -> PoolStats {
+    PoolStats {
+        name: name.to_owned(),
+        kind: billet_provider::ProviderKind::Docker,
+        capacity,
+        leases,
+        launching: 0,
+        queued,
+        orphans: 0,
+        ready: true,
+        contested: 0,
+        leftovers: 0,
+        unsettled: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use billet_provider::ProviderKind;
 
     fn pool(name: &str, leases: u32, queued: u64) -> PoolStats {
-        PoolStats {
-            name: name.to_owned(),
-            kind: ProviderKind::Docker,
-            capacity: 4,
-            leases,
-            launching: 0,
-            queued,
-            orphans: 0,
-            ready: true,
-            contested: 0,
-            leftovers: 0,
-            unsettled: 0,
-        }
+        stats_of(name, 4, leases, queued)
     }
 
     /// The tests' times are written in seconds of a 30-s step, and scaled
@@ -273,6 +280,10 @@ mod tests {
     // chart reaches back SPAN and no further.
     #[test]
     fn k7_a_pool_keeps_at_most_an_hour_of_buckets() {
+        assert_eq!(
+            (BUCKETS, STEP, SPAN.as_secs()),
+            (60, Duration::from_secs(60), 3_600)
+        );
         let history = History::default();
         let step = 30;
         for n in 0..(BUCKETS as u64 * 3) {
@@ -321,7 +332,10 @@ mod tests {
         history.record(at(304), &[pool("a", 3, 4), wider]);
         assert_ne!(history.stamps(at(304))[1], before);
         let before = history.stamps(at(304))[1];
-        history.record(at(305), &[pool("a", 3, 4), pool("c", 0, 0)]);
+        // The name alone (the capacity and the peaks as they were).
+        let mut renamed = pool("c", 0, 0);
+        renamed.capacity = 9;
+        history.record(at(305), &[pool("a", 3, 4), renamed]);
         let renamed = history.stamps(at(305))[1];
         assert_ne!(renamed.version, before.version);
         // A new bucket; and a later time with no record, by its end.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use billet::Limits;
-use billet::output::OutputStore;
+use billet_clock::Clock;
 use billet_simulated::{Host, run_for, run_for_writing};
 use fantoccini::{Client, ClientBuilder, Locator};
 use in_process::*;
@@ -279,16 +279,7 @@ async fn k7_k9_a_pool_fills_and_drains_and_a_jobs_output_follows() {
     };
     let host = Host::new();
     let state = private_dir();
-    let identity = billet::Store::open(state.path())
-        .unwrap()
-        .0
-        .identity()
-        .cloned();
-    let output = Arc::new(OutputStore::open(state.path(), identity.as_ref(), 1 << 20).unwrap());
-    let limits = Limits {
-        output: Some(output),
-        ..Limits::default()
-    };
+    let (limits, _) = keeping_output(state.path());
     let running = start(&host, Some(state.path()), limits).await;
     let base = running.base.as_str();
     browser.sign_in(base, READER).await;
@@ -384,6 +375,84 @@ async fn k7_k9_a_pool_fills_and_drains_and_a_jobs_output_follows() {
         .await
         .unwrap();
     assert_eq!(browser.path().await, format!("/jobs/{id}"));
+    browser.end().await;
+    running.service.abort();
+}
+
+// K7: an hour of a busy pool, in modelled time (the service on a manual
+// clock, moved twenty seconds at a time once it is quiescent, H13): jobs
+// of one or two minutes arrive, for twenty minutes faster than the pool's
+// two leases run them, then slowly; the chart then draws an hour of steps,
+// the queue rising above the capacity and draining, held falling below it.
+// Its screenshot is the README's (`docs/status-page.png`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k7_an_hour_of_a_busy_pool_in_modelled_time() {
+    let Some(browser) = Browser::start("k7_an_hour_of_a_busy_pool_in_modelled_time").await else {
+        return;
+    };
+    let start = std::time::SystemTime::now() - Duration::from_secs(3_600);
+    let manual = Arc::new(billet_clock::ManualClock::new(start));
+    let host = Host::new();
+    let running = start_on(&host, None, Limits::default(), manual.clone()).await;
+    let bound = Duration::from_secs(20);
+    for minute in 0u64..60 {
+        // Busy for twenty minutes (two jobs a minute, more than two leases
+        // hold), then quiet (one every three minutes): the queue builds up,
+        // then drains.
+        let arriving = match minute {
+            0..20 => 2,
+            _ if minute % 3 == 0 => 1,
+            _ => 0,
+        };
+        for n in 0..arriving {
+            submit(
+                &running,
+                run_for(Duration::from_secs(60 + 60 * ((minute + n) % 2))),
+            )
+            .await;
+        }
+        for _ in 0..3 {
+            let now = manual.now();
+            running
+                .service
+                .quiescent(now, bound)
+                .await
+                .unwrap_or_else(|last| panic!("not quiescent at {now:?}: {last:?}"));
+            manual.advance(Duration::from_secs(20)).unwrap();
+        }
+    }
+    let now = manual.now();
+    running
+        .service
+        .quiescent(now, bound)
+        .await
+        .expect("quiescent");
+    running.service.settled(bound).await.expect("settled");
+    let base = running.base.as_str();
+    browser.sign_in(base, READER).await;
+    assert_eq!(browser.path().await, "/");
+    let held = browser
+        .attr("svg.chart[data-pool='linux'] path.held", "d")
+        .await
+        .expect("the held line");
+    let queued = browser
+        .attr("svg.chart[data-pool='linux'] path.queued", "d")
+        .await
+        .expect("the queue's line");
+    // An hour of steps from the left edge (x = 36): held at the capacity,
+    // then below it; the queue up, then down to the floor (y = 88).
+    assert!(held.starts_with("M36,"), "{held}");
+    assert!(held.matches('V').count() >= 2, "{held}");
+    assert!(queued.matches('V').count() >= 4, "{queued}");
+    assert!(queued.contains("V88h"), "the queue drained: {queued}");
+    let top: u64 = browser
+        .attr("svg.chart[data-pool='linux']", "data-top")
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(top > 2, "jobs waited beyond the two leases: top {top}");
+    browser.shot("pools-hour").await;
     browser.end().await;
     running.service.abort();
 }

@@ -60,12 +60,7 @@ async fn billet(server: &str, token: Option<&str>, args: &[&str]) -> Ran {
 
 /// A service with its output kept, and its store's identity learnt.
 async fn service(host: &Host, state: &std::path::Path) -> (Running, Arc<OutputStore>) {
-    let identity = billet::Store::open(state).unwrap().0.identity().cloned();
-    let output = Arc::new(OutputStore::open(state, identity.as_ref(), 1 << 20).unwrap());
-    let limits = Limits {
-        output: Some(Arc::clone(&output)),
-        ..Limits::default()
-    };
+    let (limits, output) = keeping_output(state);
     (start(host, Some(state), limits).await, output)
 }
 

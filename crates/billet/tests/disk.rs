@@ -310,16 +310,7 @@ fn libc_nonblock() -> i32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l22_an_output_file_that_never_answers_holds_up_no_one() {
     let state = private_dir();
-    let identity = billet::Store::open(state.path())
-        .unwrap()
-        .0
-        .identity()
-        .cloned();
-    let output = Arc::new(OutputStore::open(state.path(), identity.as_ref(), 1 << 20).unwrap());
-    let limits = Limits {
-        output: Some(Arc::clone(&output)),
-        ..Limits::default()
-    };
+    let (limits, output) = keeping_output(state.path());
     let host = Host::new();
     let running = start(&host, Some(state.path()), limits).await;
     let auth = format!("Bearer {ALL}");

@@ -8,6 +8,15 @@ use billet::record::{Change, JobRecord, NewJob, Verdict};
 use billet_provider::TrustClass;
 use billet_scheduler::{FailReason, Outcome};
 
+/// A state directory under `std::env::temp_dir()` only its owner may enter
+/// (L16), removed when dropped.
+pub(crate) fn state_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(std::env::temp_dir())
+        .expect("a directory")
+}
+
 /// Jobs a transaction while filling.
 const PER_TRANSACTION: u64 = 10_000;
 

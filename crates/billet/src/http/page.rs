@@ -370,3 +370,62 @@ fn tail(output: &OutputStore, id: u64) -> Tail {
     };
     read().unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    // K6: a browser's word on where a sign-in was posted from decides
+    // (Sec-Fetch-Site first, else Origin against Host); a client that says
+    // neither is taken.
+    #[test]
+    fn k6_a_sign_in_from_another_site_is_told_apart() {
+        let host = ("host", "billet.example:7878");
+        for (pairs, taken) in [
+            (vec![], true),
+            (vec![host], true),
+            (vec![("sec-fetch-site", "same-origin"), host], true),
+            (vec![("sec-fetch-site", "none"), host], true),
+            (vec![("sec-fetch-site", "cross-site"), host], false),
+            (vec![("sec-fetch-site", "same-site"), host], false),
+            // Sec-Fetch-Site is what decides when a browser sends it, even
+            // with an Origin of `null` (a page with no referrer).
+            (
+                vec![("sec-fetch-site", "same-origin"), ("origin", "null"), host],
+                true,
+            ),
+            (vec![("origin", "http://billet.example:7878"), host], true),
+            (vec![("origin", "https://BILLET.example:7878"), host], true),
+            (vec![("origin", "http://evil.example"), host], false),
+            (vec![("origin", "null"), host], false),
+            (vec![("origin", "http://billet.example:7878")], false),
+        ] {
+            assert_eq!(from_this_site(&headers(&pairs)), taken, "{pairs:?}");
+        }
+    }
+
+    // K8: what a page is answered with says its policy and refuses framing,
+    // sniffing, caching and referrers to other sites.
+    #[test]
+    fn k8_every_answer_of_the_page_carries_its_headers() {
+        for response in [
+            page(StatusCode::OK, view::sign_in(None)),
+            see_other("/sign-in"),
+        ] {
+            let headers = response.headers();
+            assert_eq!(headers[header::CONTENT_SECURITY_POLICY], CSP);
+            assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY");
+            assert_eq!(headers[header::REFERRER_POLICY], "same-origin");
+            assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+        }
+    }
+}

@@ -152,6 +152,20 @@ impl Running {
     }
 }
 
+/// Limits that keep jobs' output (1 MiB a job) in the state directory
+/// `state`, under the identity of the store there, as `billet serve` keeps
+/// it; and that output store.
+pub(crate) fn keeping_output(state: &Path) -> (Limits, Arc<billet::output::OutputStore>) {
+    let identity = Store::open(state).unwrap().0.identity().cloned();
+    let output =
+        Arc::new(billet::output::OutputStore::open(state, identity.as_ref(), 1 << 20).unwrap());
+    let limits = Limits {
+        output: Some(Arc::clone(&output)),
+        ..Limits::default()
+    };
+    (limits, output)
+}
+
 /// A directory only its owner may enter (a state directory billet accepts).
 pub(crate) fn private_dir() -> tempfile::TempDir {
     tempfile::Builder::new()

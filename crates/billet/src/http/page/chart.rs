@@ -59,6 +59,8 @@ const PAD: u32 = 8;
 /// the margins.
 const WIDTH: u32 = LEFT + BUCKETS as u32 * STEP_WIDTH + PAD;
 const HEIGHT: u32 = 96;
+/// Room below the chart for the times under its axis.
+const LABELS: u32 = 6;
 
 /// Where a chart of `series` puts its lines: the top of the scale (at least
 /// the capacity and the longest queue), and each line as an SVG path.
@@ -132,15 +134,15 @@ pub fn chart(series: &Series) -> Markup {
     let floor = HEIGHT - PAD;
     html! {
         svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img"
-            viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) width=(WIDTH) height=(HEIGHT)
+            viewBox=(format!("0 0 {WIDTH} {}", HEIGHT + LABELS)) width=(WIDTH) height=(HEIGHT + LABELS)
             data-pool=(series.name) data-top=(drawn.top) {
             title { (series.name) ": leases held (of " (series.capacity) ") and jobs queued, the last hour" }
             line class="axis" x1=(LEFT) y1=(floor) x2=(WIDTH - PAD) y2=(floor) {}
             line class="capacity" x1=(LEFT) y1=(drawn.capacity_y) x2=(WIDTH - PAD) y2=(drawn.capacity_y) {}
             text class="figure" x=(LEFT - 4) y=(PAD + 4) { (drawn.top) }
             text class="figure" x=(LEFT - 4) y=(floor) { "0" }
-            text class="when" x=(LEFT) y=(HEIGHT) { "-60m" }
-            text class="when end" x=(WIDTH - PAD) y=(HEIGHT) { "now" }
+            text class="when" x=(LEFT) y=(HEIGHT + LABELS - 2) { "-60m" }
+            text class="when end" x=(WIDTH - PAD) y=(HEIGHT + LABELS - 2) { "now" }
             @if !series.buckets.is_empty() {
                 path class="queued" d=(drawn.queued) {}
                 path class="held" d=(drawn.held) {}
@@ -153,24 +155,11 @@ pub fn chart(series: &Series) -> Markup {
 mod tests {
     use super::*;
     use crate::history::History;
-    use billet_provider::ProviderKind;
     use billet_scheduler::PoolStats;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     fn stats(leases: u32, queued: u64) -> PoolStats {
-        PoolStats {
-            name: "linux".to_owned(),
-            kind: ProviderKind::Docker,
-            capacity: 4,
-            leases,
-            launching: 0,
-            queued,
-            orphans: 0,
-            ready: true,
-            contested: 0,
-            leftovers: 0,
-            unsettled: 0,
-        }
+        crate::history::stats_of("linux", 4, leases, queued)
     }
 
     /// Seconds of a 30-s step, scaled to the history's step (as in its
