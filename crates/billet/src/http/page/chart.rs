@@ -244,7 +244,25 @@ mod tests {
             capacity: 0,
             buckets: Vec::new(),
         };
-        assert_eq!(draw(&empty).top, 1);
-        assert!(!chart(&empty).into_string().contains("<path"));
+        let drawn = draw(&empty);
+        assert_eq!(
+            (drawn.top, drawn.held.as_str(), drawn.queued.as_str()),
+            (1, "", "")
+        );
+        // Axes, scale and times, exactly; no line to draw.
+        assert_eq!(
+            chart(&empty).into_string(),
+            concat!(
+                r#"<svg class="chart" xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 524 102" width="524" height="102" data-pool="none" data-top="1">"#,
+                "<title>none: leases held (of 0) and jobs queued, the last hour</title>",
+                r#"<line class="axis" x1="36" y1="88" x2="516" y2="88"></line>"#,
+                r#"<line class="capacity" x1="36" y1="88" x2="516" y2="88"></line>"#,
+                r#"<text class="figure" x="32" y="12">1</text>"#,
+                r#"<text class="figure" x="32" y="88">0</text>"#,
+                r#"<text class="when" x="36" y="100">-60m</text>"#,
+                r#"<text class="when end" x="516" y="100">now</text>"#,
+                "</svg>"
+            )
+        );
     }
 }

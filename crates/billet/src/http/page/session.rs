@@ -24,8 +24,9 @@ pub const MAX_SESSIONS: usize = 1024;
 /// How long a session lasts from sign-in.
 pub const LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// The bytes of a session id (hex in the cookie): 256 random bits from the
-/// operating system's generator, seeded per thread.
+/// The bytes of a session id (hex in the cookie): 256 random bits from
+/// rand's thread generator, a cryptographically secure one seeded from the
+/// operating system.
 const ID_BYTES: usize = 32;
 
 #[derive(Debug, Clone)]
@@ -156,6 +157,8 @@ mod tests {
         let one = sessions.start(reader(), at(1_000));
         let two = sessions.start(reader(), at(1_000));
         assert_ne!(one, two);
+        assert_eq!(sessions.len(), 2);
+        assert!(!sessions.is_empty());
         assert_eq!(one.len(), ID_BYTES * 2);
         assert!(one.bytes().all(|b| b.is_ascii_hexdigit()));
         let caller = sessions.caller(&one, at(1_001)).unwrap();
