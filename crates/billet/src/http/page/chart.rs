@@ -1,6 +1,6 @@
 //! A pool's chart on the status page (K7): inline SVG of leases held
 //! against capacity and of the queue over the last hour, drawn from
-//! [`History`](crate::history::History)'s buckets. Styled by class from the
+//! [`History`]'s buckets. Styled by class from the
 //! page's stylesheet alone (no `style` attribute, which the page's
 //! `Content-Security-Policy` forbids).
 
