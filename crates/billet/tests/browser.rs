@@ -143,6 +143,33 @@ impl Browser {
             .click()
             .await
             .unwrap();
+        // A click may answer before the navigation it starts has ended (it
+        // did on a busy machine): wait for the answer, a refusal or another
+        // page.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.path().await == "/sign-in" && self.text("#refused").await.is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the sign-in was never answered: {}",
+                self.at().source().await.unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Clicks what `css` finds, and waits until the browser is at `path`.
+    async fn click_to(&self, css: &str, path: &str) {
+        self.at()
+            .find(Locator::Css(css))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        until(&format!("at {path}"), async || {
+            (self.path().await == path).then_some(())
+        })
+        .await;
     }
 
     async fn path(&self) -> String {
@@ -251,15 +278,7 @@ async fn k6_signing_in_and_out_in_a_browser() {
     );
     assert!(!cookie.value().contains(READER));
 
-    browser
-        .at()
-        .find(Locator::Css("header form button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    assert_eq!(browser.path().await, "/sign-in");
+    browser.click_to("header form button", "/sign-in").await;
     browser.at().goto(&format!("{base}/")).await.unwrap();
     assert_eq!(browser.path().await, "/sign-in", "signed out");
     browser.end().await;
@@ -367,14 +386,11 @@ async fn k7_k9_a_pool_fills_and_drains_and_a_jobs_output_follows() {
     );
     browser.shot("jobs").await;
     browser
-        .at()
-        .find(Locator::Css(&format!("#jobs a[href='/jobs/{id}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    assert_eq!(browser.path().await, format!("/jobs/{id}"));
+        .click_to(
+            &format!("#jobs a[href='/jobs/{id}']"),
+            &format!("/jobs/{id}"),
+        )
+        .await;
     browser.end().await;
     running.service.abort();
 }
