@@ -112,9 +112,9 @@ struct Play<'a> {
     scenario: &'a Scenario,
     clock: ManualClock,
     host: Host,
-    /// Each deployment's providers, one per pool, as the harness holds them
-    /// (to inject outages).
-    faulted: Vec<Vec<Arc<SimulatedProvider>>>,
+    /// Each deployment's provider, serving all its pools, as the harness
+    /// holds it (to inject outages).
+    faulted: Vec<Arc<SimulatedProvider>>,
     /// One provider per deployment over the same host, never faulted: ground truth.
     oracle: Vec<SimulatedProvider>,
     /// Jobs not yet done, by id: done jobs leave, so this holds what is in
@@ -257,15 +257,17 @@ impl Scenario {
             };
             oracle.push(build_one()?);
             let capacities = self.layout.split(spec.capacity);
-            let mut providers = Vec::new();
+            // One provider serves every pool of the deployment, as one
+            // daemon serves several pools: its inventory and its hints are
+            // the owner's, whichever pool asks, so the scheduler reads one
+            // hint stream for them all (issue 49).
+            let provider = Arc::new(build_one()?);
             let mut pools = Vec::new();
             for (layout, &capacity) in self.layout.pools.iter().zip(&capacities) {
-                let provider = Arc::new(build_one()?);
                 let mut seen: Arc<dyn Provider> = provider.clone();
                 if let Some(wrap) = &self.wrap {
                     seen = wrap(index, seen);
                 }
-                providers.push(provider);
                 pools.push(PoolHandle {
                     name: layout.name.clone(),
                     kind: layout.kind,
@@ -273,7 +275,7 @@ impl Scenario {
                     provider: seen,
                 });
             }
-            faulted.push(providers);
+            faulted.push(provider);
             pool_caps.push(capacities);
             pool_names.push(self.layout.pools.iter().map(|p| p.name.clone()).collect());
             handles.push(DeploymentHandle {

@@ -171,8 +171,8 @@ pub struct Driver {
     hints: futures::stream::SelectAll<HintsOf>,
 }
 
-/// One pool's hints, each with the pool it came from.
-type HintsOf = Pin<Box<dyn futures::Stream<Item = (PoolId, Hint)> + Send>>;
+/// One provider's hints, each with the pools that provider serves.
+type HintsOf = Pin<Box<dyn futures::Stream<Item = (Arc<[PoolId]>, Hint)> + Send>>;
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -210,17 +210,18 @@ impl Driver {
     /// as an event of its own, after the calls that ended and before the
     /// timer, and what it asks for goes out in that step. A provider without
     /// hints changes nothing; while draining, hints are not read.
+    /// One subscription per provider object, however many pools it serves
+    /// ([`Core::handle_shared_hint`]).
     pub fn subscribe_hints(&mut self) {
-        for (p, provider) in self.providers.iter().enumerate() {
-            if let Some(hints) = provider.hints() {
-                let pool = PoolId(p);
-                self.hints
-                    .push(Box::pin(hints.subscribe().map(move |hint| (pool, hint))));
-            }
+        for (pools, stream) in crate::inline::subscribe(&self.providers) {
+            let pools: Arc<[PoolId]> = Arc::from(pools);
+            self.hints
+                .push(Box::pin(stream.map(move |hint| (Arc::clone(&pools), hint))));
         }
     }
 
-    /// How many pools' hints the loop reads.
+    /// How many hint streams the loop reads: one per provider object with
+    /// hints.
     pub fn hinted_pools(&self) -> usize {
         self.hints.len()
     }
@@ -339,10 +340,10 @@ impl Driver {
                 Some(ended) = self.calls.next(), if !self.calls.is_empty() => {
                     self.on_ended(ended, hooks);
                 }
-                Some((pool, hint)) = self.hints.next(),
+                Some((pools, hint)) = self.hints.next(),
                     if !self.hints.is_empty() && drain_until.is_none() =>
                 {
-                    self.core.handle_hint(pool, &hint, self.clock.now());
+                    self.core.handle_shared_hint(&pools, &hint, self.clock.now());
                 }
                 () = sleep => {
                     if drain_until.is_none() {

@@ -13,7 +13,31 @@ use crate::core::Core;
 use crate::job::{Job, JobId};
 use crate::pools::Pools;
 use crate::protocol::{Answer, Call, Decision};
-use crate::routing::Refusal;
+use crate::routing::{PoolId, Refusal};
+
+/// One hint stream for each provider object among `providers` (one per pool,
+/// in pool order) that gives hints (P9), with the pools it serves, in the
+/// order each provider first serves a pool. Pools given one shared provider
+/// read one stream: the same hints read once, not once per pool (issue 49).
+pub(crate) fn subscribe(providers: &[Arc<dyn Provider>]) -> Vec<(Box<[PoolId]>, HintStream)> {
+    let mut served: Vec<(&Arc<dyn Provider>, Vec<PoolId>)> = Vec::new();
+    for (p, provider) in providers.iter().enumerate() {
+        match served
+            .iter_mut()
+            .find(|(seen, _)| Arc::ptr_eq(seen, provider))
+        {
+            Some((_, pools)) => pools.push(PoolId(p)),
+            None => served.push((provider, vec![PoolId(p)])),
+        }
+    }
+    served
+        .into_iter()
+        .filter_map(|(provider, pools)| {
+            let hints = provider.hints()?;
+            Some((pools.into_boxed_slice(), hints.subscribe()))
+        })
+        .collect()
+}
 
 /// Makes one call on `provider` and answers what it said.
 pub async fn perform(provider: &dyn Provider, call: Call) -> Answer {
@@ -52,7 +76,8 @@ pub struct Inline {
 /// stream was last polled with, and at the start, so that a stream is polled
 /// only once it has said it may have more.
 struct Subscription {
-    pool: crate::PoolId,
+    /// The pools its provider serves.
+    pools: Box<[PoolId]>,
     stream: HintStream,
     woken: Arc<Woken>,
     waker: Waker,
@@ -94,21 +119,26 @@ impl Inline {
     }
 
     /// The same driver, reading the hints (P9) of every pool whose provider
-    /// gives them (B12). A provider without hints changes nothing.
+    /// gives them (B12): one subscription per provider object, however many
+    /// pools it serves ([`subscribe`]). A provider without hints changes
+    /// nothing.
     #[must_use]
     pub fn with_hints(mut self) -> Inline {
-        for (p, provider) in self.providers.iter().enumerate() {
-            if let Some(hints) = provider.hints() {
-                let woken = Arc::new(Woken(AtomicBool::new(true)));
-                self.hints.push(Subscription {
-                    pool: crate::PoolId(p),
-                    stream: hints.subscribe(),
-                    waker: Waker::from(Arc::clone(&woken)),
-                    woken,
-                });
-            }
+        for (pools, stream) in subscribe(&self.providers) {
+            let woken = Arc::new(Woken(AtomicBool::new(true)));
+            self.hints.push(Subscription {
+                pools,
+                stream,
+                waker: Waker::from(Arc::clone(&woken)),
+                woken,
+            });
         }
         self
+    }
+
+    /// How many hint streams it reads: one per provider object with hints.
+    pub fn hint_streams(&self) -> usize {
+        self.hints.len()
     }
 
     /// Reads every pool's inventory, as a new scheduler must before it places
@@ -168,16 +198,19 @@ impl Inline {
             // Every hint ready now, each with its calls made before the
             // next: one from each pool woken in turn, until none has more.
             match self.next_hint() {
-                Some((pool, hint)) => self.core.handle_hint(pool, &hint, self.clock.now()),
+                Some((from, hint)) => {
+                    let pools = &self.hints[from].pools;
+                    self.core.handle_shared_hint(pools, &hint, self.clock.now());
+                }
                 None => return,
             }
         }
     }
 
-    /// The next hint ready, from the first pool after the last one read
-    /// whose stream was woken (round robin, so a pool with many hints delays
+    /// The next hint ready, with the subscription it came from, from the
+    /// first stream after the last one read that was woken (round robin, so a pool with many hints delays
     /// no other's); `None` when no woken stream has one now.
-    fn next_hint(&mut self) -> Option<(crate::PoolId, Hint)> {
+    fn next_hint(&mut self) -> Option<(usize, Hint)> {
         let n = self.hints.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
@@ -191,7 +224,7 @@ impl Inline {
                     // It may hold more: read it again in its turn.
                     sub.woken.0.store(true, Ordering::Release);
                     self.turn = i + 1;
-                    return Some((sub.pool, hint));
+                    return Some((i, hint));
                 }
                 // An ended stream is never woken again.
                 Poll::Ready(None) | Poll::Pending => {}

@@ -24,7 +24,7 @@ impl JobId {
     /// id in decimal, `.` and the pool's name (`job-42.linux`). Two jobs never
     /// share it; one job's every launch in one pool uses it.
     pub fn instance_name(self, pool: &str) -> String {
-        format!("{NAME_PREFIX}{}.{pool}", self.0)
+        self.instance_name_in(None, pool)
     }
 
     /// The job and the pool name an instance named `name` is for, or `None`
@@ -131,10 +131,24 @@ impl JobId {
     /// identity and a `.` in front (`0a1b2c3d.job-42.linux`), or without
     /// when `store` is `None`.
     pub fn instance_name_in(self, store: Option<&Identity>, pool: &str) -> String {
-        match store {
-            Some(store) => format!("{store}.{NAME_PREFIX}{}.{pool}", self.0),
-            None => self.instance_name(pool),
+        // Written piece by piece, not with `format!`: a name is made for
+        // every launch and every look, and the formatter's machinery cost
+        // more than all the rest of naming (issue 49).
+        let store = store.map(Identity::as_str);
+        let mut digits = itoa::Buffer::new();
+        let id = digits.format(self.0);
+        let mut name = String::with_capacity(
+            store.map_or(0, |s| s.len() + 1) + NAME_PREFIX.len() + id.len() + 1 + pool.len(),
+        );
+        if let Some(store) = store {
+            name.push_str(store);
+            name.push('.');
         }
+        name.push_str(NAME_PREFIX);
+        name.push_str(id);
+        name.push('.');
+        name.push_str(pool);
+        name
     }
 }
 
@@ -284,6 +298,7 @@ mod tests {
             for pool in ["linux", "a.b", "x"] {
                 let name = JobId(id).instance_name(pool);
                 assert_eq!(name, format!("job-{id}.{pool}"));
+                assert_eq!(name.capacity(), name.len(), "made at its size");
                 assert_eq!(JobId::from_instance_name(&name), Some((JobId(id), pool)));
             }
         }
@@ -321,6 +336,7 @@ mod tests {
         assert_eq!(store.to_string(), "0a1b2c3d");
         let name = JobId(42).instance_name_in(Some(&store), "a.b");
         assert_eq!(name, "0a1b2c3d.job-42.a.b");
+        assert_eq!(name.capacity(), name.len(), "made at its size");
         assert_eq!(
             InstanceName::parse(&name),
             Some(InstanceName {

@@ -189,6 +189,45 @@ fn b12_a_look_that_finds_another_instance_decides_nothing() {
     assert!(w.calls().is_empty(), "nothing asked: {:?}", w.calls());
 }
 
+// B12: a hint read from a stream that several pools share (one provider
+// serving them all) looks in the pool whose lease the instance backs, as
+// the same hint from that pool's own stream would; a stream that does not
+// serve that pool looks nowhere.
+#[test]
+fn b12_a_hint_from_a_shared_stream_looks_in_the_pool_that_holds_it() {
+    let mut w = World::new(config(
+        "deployment: {id: blue}
+providers:
+  - {name: a, kind: docker, capacity: 1, docker: {image: img}}
+  - {name: b, kind: docker, capacity: 1, docker: {image: img}}
+routing: {default_kind: docker}",
+    ));
+    w.settle();
+    w.submit(job(1, 3, 7)).unwrap();
+    w.submit(job(2, 3, 5)).unwrap();
+    w.settle();
+    let instance = w.fake.instances(1)[0].clone();
+    assert_eq!(
+        instance.name,
+        JobId(2).instance_name("b"),
+        "job 2 runs in b"
+    );
+    let stopped = hint(HintKind::Stopped, &instance.id, &instance.name);
+    w.now += secs(3);
+    w.core.handle_shared_hint(&[PoolId(0)], &stopped, w.now);
+    w.collect();
+    assert!(finds(&w).is_empty(), "a stream of a alone: {:?}", w.calls());
+    w.core
+        .handle_shared_hint(&[PoolId(0), PoolId(1)], &stopped, w.now);
+    w.collect();
+    let look = the_look(&w);
+    assert_eq!(look.pool, PoolId(1), "looked at in b, where it runs");
+    assert_eq!(look.call, Call::Find(instance.name.clone()));
+    w.settle();
+    assert_eq!(w.outcome(2), Some(Outcome::Finished { exit_code: 5 }));
+    assert_eq!(w.outcome(1), None, "job 1 is told of nothing yet");
+}
+
 mod drivers {
     //! B12 through the drivers, over the simulated backend and a manual
     //! clock: with hints read, a job whose instance stops at 5 s ends at 5
@@ -205,7 +244,10 @@ mod drivers {
     use billet_simulated::{Host, SimulatedProvider, run_for};
     use parking_lot::Mutex;
 
-    fn pools(clock: &ManualClock) -> Pools {
+    /// Pools a and b over one host; `shared`: one provider serves both
+    /// (one hint stream), else each has its own (two streams telling the
+    /// same hints, the owner's).
+    fn pools_over(clock: &ManualClock, shared: bool) -> Pools {
         let config = billet_config::Config::from_yaml_str(
             "deployment: {id: blue}\n\
              providers:\n  - {name: a, kind: docker, capacity: 2, docker: {image: img}}\n  - {name: b, kind: docker, capacity: 2, docker: {image: img}}\n\
@@ -222,15 +264,21 @@ mod drivers {
                     .unwrap(),
             )
         };
+        let a = provider();
+        let b = if shared { Arc::clone(&a) } else { provider() };
         Pools::builder(config)
-            .provider("a", provider())
-            .provider("b", provider())
+            .provider("a", a)
+            .provider("b", b)
             .settings(Settings {
                 reconcile_every: Duration::from_secs(60),
                 ..Settings::default()
             })
             .build()
             .unwrap()
+    }
+
+    fn pools(clock: &ManualClock) -> Pools {
+        pools_over(clock, false)
     }
 
     fn job() -> Job {
@@ -293,11 +341,27 @@ mod drivers {
     // the order they stopped, whichever stream is read first: a stream that
     // has just given a hint is read again only after the other has had its
     // turn, so neither pool's ends wait behind the other's.
+    //
+    // One provider serving both pools: one stream, read once, ends the same
+    // four jobs in the same step and the same order.
     #[tokio::test]
     async fn b12_inline_reads_every_hint_ready_each_pool_in_turn() {
+        for (shared, streams) in [(false, 2), (true, 1)] {
+            assert_eq!(
+                ends_of_four_stopping_at_once(shared, streams).await,
+                [(1, 0), (2, 1), (3, 0), (4, 1)],
+                "shared: {shared}"
+            );
+        }
+    }
+
+    /// Jobs 1 to 4 placed on pools a, b, a, b, all stopping at 10 s: which
+    /// ended in the step at 10 s, in order, with `streams` hint streams read.
+    async fn ends_of_four_stopping_at_once(shared: bool, streams: usize) -> Vec<(u64, usize)> {
         let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
-        let shared: Arc<dyn Clock> = Arc::new(clock.clone());
-        let mut inline = Inline::new(&pools(&clock), shared).with_hints();
+        let clocked: Arc<dyn Clock> = Arc::new(clock.clone());
+        let mut inline = Inline::new(&pools_over(&clock, shared), clocked).with_hints();
+        assert_eq!(inline.hint_streams(), streams);
         inline.start().await;
         for id in 1..=4 {
             let job = Job::new(JobId(id), run_for(Duration::from_secs(10)))
@@ -315,7 +379,7 @@ mod drivers {
         assert_eq!(clock.next_deadline(), Some(stop));
         clock.advance_to(stop).unwrap();
         inline.tick().await;
-        assert_eq!(ended(&mut inline), [(1, 0), (2, 1), (3, 0), (4, 1)]);
+        ended(&mut inline)
     }
 
     /// Submits job 1, then records when each job ended.
@@ -348,13 +412,15 @@ mod drivers {
     }
 
     /// When job 1 ended, seconds after the start, as `Driver` runs it.
-    async fn driver_end(hints: bool) -> u64 {
+    /// With `shared`, one provider serves both pools: one stream.
+    async fn driver_end(hints: bool, shared: bool) -> u64 {
         let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
-        let mut driver = Driver::new(&pools(&clock), Arc::new(clock.clone()));
+        let mut driver = Driver::new(&pools_over(&clock, shared), Arc::new(clock.clone()));
         assert_eq!(driver.hinted_pools(), 0);
         if hints {
             driver.subscribe_hints();
-            assert_eq!(driver.hinted_pools(), 2, "both pools' hints");
+            let streams = if shared { 1 } else { 2 };
+            assert_eq!(driver.hinted_pools(), streams, "one stream per provider");
         }
         let ended = Arc::new(Mutex::new(None));
         let mut hooks = Submit {
@@ -386,7 +452,9 @@ mod drivers {
     // their own: the job ends at its instance's stop, not at the reconcile.
     #[tokio::test]
     async fn b12_the_driver_reads_hints_once_subscribed() {
-        assert_eq!(driver_end(true).await, 5);
-        assert_eq!(driver_end(false).await, 60);
+        for shared in [false, true] {
+            assert_eq!(driver_end(true, shared).await, 5, "shared: {shared}");
+            assert_eq!(driver_end(false, shared).await, 60, "shared: {shared}");
+        }
     }
 }

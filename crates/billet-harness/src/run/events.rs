@@ -186,9 +186,7 @@ impl Play<'_> {
                 self.scenario.deployments[deployment].name
             ))
         });
-        for provider in &self.faulted[deployment] {
-            provider.fail_inventory(fault.clone());
-        }
+        self.faulted[deployment].fail_inventory(fault);
         if starts {
             self.record(Event::OutageStart, 0, deployment, 0);
         } else {
@@ -205,7 +203,7 @@ impl Play<'_> {
             billet_simulated::run_for(stray.lasting),
         )
         .with_trust(TrustClass::Trusted);
-        match self.faulted[deployment][0].launch(spec).await {
+        match self.faulted[deployment].launch(spec).await {
             Ok(instance) => {
                 self.strays.insert(instance.id, deployment);
                 self.strays_of[deployment] += 1;

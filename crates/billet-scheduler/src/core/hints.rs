@@ -24,6 +24,20 @@ impl Core {
     /// an instance confirmed absent has that pool's inventory read at once,
     /// which decides, as it always does; a running one changes nothing.
     pub fn handle_hint(&mut self, pool: PoolId, hint: &Hint, now: std::time::SystemTime) {
+        self.handle_shared_hint(&[pool], hint, now);
+    }
+
+    /// A hint from one provider that serves every pool of `pools` (one
+    /// stream they share), at `now` (B12): [`Core::handle_hint`] from the
+    /// pool whose running lease the instance backs, when that pool is one of
+    /// `pools`; ignored otherwise. What it decides is what the same hint
+    /// read from that pool's own stream would decide.
+    pub fn handle_shared_hint(
+        &mut self,
+        pools: &[PoolId],
+        hint: &Hint,
+        now: std::time::SystemTime,
+    ) {
         self.advance(now);
         if hint.kind == HintKind::Appeared {
             return;
@@ -35,14 +49,12 @@ impl Core {
             return;
         };
         let Stage::Running {
-            pool: held,
-            ref instance,
-            ..
+            pool, ref instance, ..
         } = rec.stage
         else {
             return;
         };
-        if held != pool || *instance != hint.id || !self.looking.insert(job) {
+        if !pools.contains(&pool) || *instance != hint.id || !self.looking.insert(job) {
             return;
         }
         let name = self.instance_name(job, pool);
