@@ -31,8 +31,8 @@ impl MinuteBackend {
         };
         Instance {
             id: id.clone(),
-            name: name.to_owned(),
-            owner: "blue".to_owned(),
+            name: name.into(),
+            owner: "blue".into(),
             kind: self.kind(),
             state,
             started_at,
@@ -60,7 +60,7 @@ impl Provider for MinuteBackend {
         Ok(self.snapshot(&id, &spec.name, now))
     }
     async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
-        Ok(self.list().await?.into_iter().find(|i| i.name == name))
+        Ok(self.list().await?.into_iter().find(|i| *i.name == *name))
     }
     async fn list(&self) -> Result<Vec<Instance>, Error> {
         let held = self.held.lock().unwrap();

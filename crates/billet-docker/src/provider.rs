@@ -789,7 +789,7 @@ impl Provider for DockerProvider {
             return Ok(None);
         };
         let instance = self.settle(&client, deadline, inspected).await?;
-        Ok(instance.filter(|instance| instance.name == name))
+        Ok(instance.filter(|instance| *instance.name == *name))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {

@@ -121,8 +121,8 @@ mod tests {
     fn instance(id: &str, state: State) -> Instance {
         Instance {
             id: InstanceId::from(id.to_owned()),
-            name: format!("job-{id}"),
-            owner: "blue".to_owned(),
+            name: format!("job-{id}").into(),
+            owner: "blue".into(),
             kind: ProviderKind::Docker,
             state,
             started_at: SystemTime::UNIX_EPOCH + Duration::from_secs(7),

@@ -50,7 +50,7 @@ async fn destroyed_at_once(
 }
 
 fn names(instances: &[Instance]) -> BTreeSet<String> {
-    instances.iter().map(|i| i.name.clone()).collect()
+    instances.iter().map(|i| i.name.to_string()).collect()
 }
 
 /// Polls `find` until the instance's state satisfies `done`; a liveness guard
@@ -230,7 +230,7 @@ async fn d2_d4_labels_derived_name_full_id_and_start_time() {
     });
     let launched = blue.launch(spec).await.unwrap();
     assert_eq!(launched.state, State::Running);
-    assert_eq!(launched.owner, scope.owner("blue"));
+    assert_eq!(*launched.owner, *scope.owner("blue"));
     assert_eq!(launched.kind, billet_provider::ProviderKind::Docker);
     assert_eq!(launched.id.as_str().len(), 64, "a full container id");
 
@@ -272,7 +272,7 @@ async fn d2_names_docker_could_not_hold() {
     let all = ["Job 1", "job 1", "job/1:ß", "ジョブ", long.as_str(), "-x"];
     for name in all {
         let launched = blue.launch(sleeper(name)).await.unwrap();
-        assert_eq!(launched.name, name);
+        assert_eq!(&*launched.name, name);
     }
     let listed = blue.list().await.unwrap();
     assert_eq!(
@@ -280,7 +280,7 @@ async fn d2_names_docker_could_not_hold() {
         all.iter().map(|s| (*s).to_owned()).collect()
     );
     for name in all {
-        assert_eq!(blue.find(name).await.unwrap().unwrap().name, name);
+        assert_eq!(blue.find(name).await.unwrap().unwrap().name.as_ref(), name);
     }
     for near in ["job 1 ", "JOB 1", "job", "ジョ", "x"] {
         assert_eq!(blue.find(near).await.unwrap(), None, "{near:?}");
@@ -454,7 +454,7 @@ async fn d5_states_and_real_exit_codes() {
     let zero = wait_for(&blue, "exits-0", State::is_stopped).await;
     assert_eq!(zero.state, State::Stopped { exit_code: 0 });
     let listed = blue.list().await.unwrap();
-    let state = |name: &str| listed.iter().find(|i| i.name == name).unwrap().state;
+    let state = |name: &str| listed.iter().find(|i| *i.name == *name).unwrap().state;
     assert_eq!(state("exits-3"), State::Stopped { exit_code: 3 });
     assert_eq!(state("paused"), State::Running);
     assert_eq!(state("running"), State::Running);
@@ -621,7 +621,7 @@ async fn d5_list_inspects_only_what_changed() {
     let before = proxy.delivered();
     let listed = sorted(blue.list().await.unwrap());
     assert_eq!(requests(before), 2, "the list call and an inspect of d");
-    assert_eq!(listed[3].name, "d");
+    assert_eq!(&*listed[3].name, "d");
     assert_eq!(listed[3].id, trapper.id);
     assert_eq!(listed[3].state, State::Stopped { exit_code: 7 });
     assert_eq!(listed[..3], first[..3]);
@@ -1274,7 +1274,7 @@ async fn d11_a_launch_whose_answer_is_lost_leaves_nothing() {
         if started {
             assert_eq!(listed.len(), 1, "round {round}: {listed:?}");
             assert_eq!(listed[0].id.as_str(), id, "round {round}");
-            assert_eq!(listed[0].name, name, "round {round}");
+            assert_eq!(&*listed[0].name, name, "round {round}");
             assert_eq!(listed[0].state, State::Running, "round {round}");
             assert_eq!(blue.find(&name).await.unwrap().as_ref(), Some(&listed[0]));
             let err = blue.launch(sleeper(&name)).await.unwrap_err();
@@ -1624,7 +1624,7 @@ async fn d13_a_launch_has_one_deadline_not_one_per_daemon_call() {
     let listed = blue.list().await.unwrap();
     assert!(listed.len() <= 1, "{listed:?}");
     for instance in &listed {
-        assert_eq!(instance.name, "job");
+        assert_eq!(&*instance.name, "job");
         assert_ne!(instance.state, State::Pending, "{instance:?}");
         assert_eq!(blue.destroy(&instance.id).await.unwrap(), Teardown::Stopped);
     }
@@ -1733,7 +1733,7 @@ async fn d14_find_and_list_agree_on_every_look_alike() {
         .collect();
     let agree = |listed: &[Instance], found: &[(String, Option<Instance>)]| {
         for (name, instance) in found {
-            let in_list = listed.iter().find(|i| &i.name == name);
+            let in_list = listed.iter().find(|i| *i.name == **name);
             assert_eq!(
                 in_list.map(|i| &i.id),
                 instance.as_ref().map(|i| &i.id),
@@ -1744,7 +1744,7 @@ async fn d14_find_and_list_agree_on_every_look_alike() {
             assert!(
                 found
                     .iter()
-                    .any(|(n, f)| n == &instance.name && f.is_some()),
+                    .any(|(n, f)| **n == *instance.name && f.is_some()),
                 "{instance:?} listed, not found"
             );
         }

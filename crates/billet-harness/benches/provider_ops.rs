@@ -27,8 +27,8 @@ type Bare = Mutex<HashMap<String, Instance>>;
 fn instance(name: &str, n: u64) -> Instance {
     Instance {
         id: InstanceId::from(format!("sim-{n:x}")),
-        name: name.to_owned(),
-        owner: "blue".to_owned(),
+        name: name.into(),
+        owner: "blue".into(),
         kind: ProviderKind::Simulated,
         state: State::Running,
         started_at: SystemTime::UNIX_EPOCH,
@@ -103,7 +103,7 @@ fn bench(c: &mut Criterion) {
                     .collect();
                 let elapsed = start.elapsed();
                 for i in answered {
-                    bare.lock().remove(&i.name);
+                    bare.lock().remove(&*i.name);
                 }
                 elapsed
             });

@@ -325,6 +325,35 @@ impl Scheduler for ProductionScheduler {
             .collect()
     }
 
+    fn leases_are(&self, held: &[usize]) -> bool {
+        held.len() == self.deployments.len()
+            && self
+                .deployments
+                .iter()
+                .zip(held)
+                .all(|(d, &held)| d.as_ref().map_or(0, |d| d.leases() as usize) == held)
+    }
+
+    fn pool_leases_are(&self, held: &[Vec<usize>]) -> bool {
+        held.len() == self.deployments.len()
+            && self
+                .deployments
+                .iter()
+                .zip(&self.pool_counts)
+                .zip(held)
+                .all(|((d, &pools), held)| match d {
+                    Some(d) => {
+                        let core = d.inline.core();
+                        core.pools().len() == held.len()
+                            && held
+                                .iter()
+                                .enumerate()
+                                .all(|(p, &n)| core.leases(PoolId(p)) as usize == n)
+                    }
+                    None => held.len() == pools && held.iter().all(|&n| n == 0),
+                })
+    }
+
     fn pool_leases(&self) -> Vec<Vec<usize>> {
         self.deployments
             .iter()

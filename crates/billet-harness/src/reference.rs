@@ -106,15 +106,15 @@ impl ReferenceScheduler {
             let mut done = Vec::new();
             let mut seen = 0;
             for instance in &inventory {
-                if let Some(job) = deployment.leases.get(instance.name.as_str()) {
+                if let Some(job) = deployment.leases.get(&*instance.name) {
                     seen += 1;
                     if instance.state.is_stopped() {
-                        done.push((*job, instance.name.as_str(), Some(&instance.id)));
+                        done.push((*job, &*instance.name, Some(&instance.id)));
                     }
                 }
             }
             if seen < deployment.leases.len() {
-                let present: FxHashSet<&str> = inventory.iter().map(|i| i.name.as_str()).collect();
+                let present: FxHashSet<&str> = inventory.iter().map(|i| &*i.name).collect();
                 for (name, job) in &deployment.leases {
                     if !present.contains(name.as_str()) {
                         done.push((*job, name.as_str(), None));

@@ -134,6 +134,19 @@ pub trait Scheduler: Send {
         self.leases().into_iter().map(|held| vec![held]).collect()
     }
 
+    /// Whether [`leases`](Scheduler::leases) equals `held`: what the checks
+    /// ask after every step. A scheduler may answer without building the
+    /// vector; the answer must be the comparison's.
+    fn leases_are(&self, held: &[usize]) -> bool {
+        self.leases() == held
+    }
+
+    /// Whether [`pool_leases`](Scheduler::pool_leases) equals `held`, as
+    /// [`leases_are`](Scheduler::leases_are) is for the deployments.
+    fn pool_leases_are(&self, held: &[Vec<usize>]) -> bool {
+        self.pool_leases() == held
+    }
+
     /// Drops deployment `deployment`'s scheduler and builds a new one over
     /// the same providers, as a process restart would: what the old one held
     /// is the new one's to find in the inventories (B8), and the jobs it had

@@ -554,3 +554,94 @@ fn b12_hints_on_a_fleet_change_no_outcome_only_how_soon() {
     assert!(on.queue_wait.p90 <= off.queue_wait.p90, "{on}\n{off}");
     assert!(on.to_string().contains("hints on): p50 0ms"), "{on}");
 }
+
+/// A production scheduler whose in-place lease comparisons are held, at
+/// every step the checks ask, to the vectors they stand for: the same answer
+/// for the books as they are and for books off by one lease anywhere.
+struct Compared {
+    inner: ProductionScheduler,
+    /// How often the checks asked.
+    asked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Compared {
+    /// Every copy of `held` with one entry one more, and one entry fewer.
+    fn off_by_one(held: &[usize]) -> Vec<Vec<usize>> {
+        let mut all = vec![held[..held.len().saturating_sub(1)].to_vec()];
+        for k in 0..held.len() {
+            let mut more = held.to_vec();
+            more[k] += 1;
+            all.push(more);
+        }
+        all
+    }
+}
+
+#[async_trait]
+impl Scheduler for Compared {
+    async fn submit(&mut self, job: Job) -> bool {
+        self.inner.submit(job).await
+    }
+    async fn tick(&mut self) -> Step {
+        self.inner.tick().await
+    }
+    fn next_wakeup(&mut self) -> Option<SystemTime> {
+        self.inner.next_wakeup()
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn leases(&self) -> Vec<usize> {
+        self.inner.leases()
+    }
+    fn pool_leases(&self) -> Vec<Vec<usize>> {
+        self.inner.pool_leases()
+    }
+    fn leases_are(&self, held: &[usize]) -> bool {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let answer = self.inner.leases_are(held);
+        assert_eq!(answer, self.inner.leases() == held, "{held:?}");
+        for other in Compared::off_by_one(held) {
+            let other_answer = self.inner.leases_are(&other);
+            assert_eq!(other_answer, self.inner.leases() == other, "{other:?}");
+        }
+        answer
+    }
+    fn pool_leases_are(&self, held: &[Vec<usize>]) -> bool {
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let answer = self.inner.pool_leases_are(held);
+        assert_eq!(answer, self.inner.pool_leases() == held, "{held:?}");
+        for d in 0..held.len() {
+            for pools in Compared::off_by_one(&held[d]) {
+                let mut other = held.to_vec();
+                other[d] = pools;
+                let other_answer = self.inner.pool_leases_are(&other);
+                assert_eq!(other_answer, self.inner.pool_leases() == other);
+            }
+        }
+        assert!(!self.inner.pool_leases_are(&held[..held.len() - 1]));
+        answer
+    }
+    fn collects_orphans(&self) -> bool {
+        true
+    }
+}
+
+// H10: the checks compare the scheduler's leases with their books in place
+// (`leases_are`, `pool_leases_are`: no vector built at every step); at
+// every step of a run with a restart, each comparison answers what
+// comparing the vectors would, for the books and for books one lease off.
+#[test]
+fn h10_the_in_place_lease_comparisons_answer_as_the_vectors_do() {
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let report = small(5)
+        .run(|ctx| Compared {
+            inner: ProductionScheduler::new(ctx),
+            asked: Arc::clone(&asked),
+        })
+        .unwrap();
+    let asked = asked.load(std::sync::atomic::Ordering::Relaxed) as u64;
+    assert!(asked > report.steps, "asked {asked} times in {report}");
+}

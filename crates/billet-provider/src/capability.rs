@@ -65,8 +65,10 @@ pub struct Hint {
     pub kind: HintKind,
     /// The instance it concerns, by the backend's id.
     pub id: InstanceId,
-    /// The instance's name, as its spec gave it.
-    pub name: String,
+    /// The instance's name, as its spec gave it; shared, as an
+    /// [`Instance`](crate::Instance)'s is, so that telling a hint to every
+    /// subscriber copies no text.
+    pub name: std::sync::Arc<str>,
 }
 
 /// What a [`Hint`] says changed.

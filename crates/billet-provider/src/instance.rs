@@ -82,14 +82,19 @@ impl State {
 /// One instance a backend started for one lease, as reported at one moment.
 ///
 /// An `Instance` is a snapshot: its `state` is as of the call that returned it.
+///
+/// Its text fields are shared, not copied: a backend may keep each
+/// instance's name and its owner's identity once and hand out copies of
+/// them in every answer (a `list` of a thousand instances then allocates
+/// no text), and cloning an `Instance` allocates nothing but itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
     /// Unique on its host, never reused.
     pub id: InstanceId,
     /// The name given in the spec that started it.
-    pub name: String,
+    pub name: Arc<str>,
     /// The deployment that started it; destruction is scoped by it.
-    pub owner: String,
+    pub owner: Arc<str>,
     /// The backend that holds it.
     pub kind: ProviderKind,
     /// Its state when this snapshot was taken.

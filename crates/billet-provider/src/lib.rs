@@ -63,7 +63,7 @@ mod tests {
             Err(Error::Conflict { name: spec.name })
         }
         async fn find(&self, name: &str) -> Result<Option<Instance>, Error> {
-            Ok(self.list().await?.into_iter().find(|i| i.name == name))
+            Ok(self.list().await?.into_iter().find(|i| *i.name == *name))
         }
         async fn list(&self) -> Result<Vec<Instance>, Error> {
             Ok(vec![Instance {
@@ -161,7 +161,7 @@ mod tests {
         let hints: Vec<Hint> = with.hints().expect("offered").subscribe().collect().await;
         assert_eq!(hints.len(), 1);
         assert_eq!(
-            (hints[0].kind, hints[0].name.as_str()),
+            (hints[0].kind, &*hints[0].name),
             (HintKind::Stopped, "held")
         );
         assert_send_sync::<dyn Output>();

@@ -25,7 +25,7 @@ fn hint(kind: HintKind, id: &InstanceId, name: &str) -> Hint {
     Hint {
         kind,
         id: id.clone(),
-        name: name.to_owned(),
+        name: name.into(),
     }
 }
 

@@ -216,7 +216,7 @@ impl Watching {
             self.pending.push_back(Hint {
                 kind: HintKind::Stopped,
                 id: record.id.clone(),
-                name: String::from(&*record.name),
+                name: Arc::clone(&record.name),
             });
         }
         self.next = Some((self.seen, changed, next));

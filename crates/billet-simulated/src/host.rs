@@ -111,11 +111,11 @@ impl Record {
     }
 
     /// The instance as of `now`, owned by `owner`.
-    pub(crate) fn snapshot(&self, owner: &str, now: SystemTime) -> Instance {
+    pub(crate) fn snapshot(&self, owner: &Arc<str>, now: SystemTime) -> Instance {
         Instance {
             id: self.id.clone(),
-            name: String::from(&*self.name),
-            owner: String::from(owner),
+            name: Arc::clone(&self.name),
+            owner: Arc::clone(owner),
             kind: ProviderKind::Simulated,
             state: self.state(now),
             started_at: self.started_at,
@@ -457,7 +457,7 @@ mod tests {
         Hint {
             kind: billet_provider::HintKind::Appeared,
             id: format_id(1),
-            name: name.to_owned(),
+            name: name.into(),
         }
     }
 
@@ -478,19 +478,16 @@ mod tests {
         for inbox in [&one, &two] {
             let told = &inbox.lock().told;
             assert_eq!(told.len(), HINT_BUFFER, "the oldest missed");
-            assert_eq!(told.front().map(|h| h.name.as_str()), Some("job-1"));
+            assert_eq!(told.front().map(|h| &*h.name), Some("job-1"));
             let last = format!("job-{}", HINT_BUFFER);
-            assert_eq!(told.back().map(|h| h.name.as_str()), Some(last.as_str()));
+            assert_eq!(told.back().map(|h| &*h.name), Some(last.as_str()));
         }
         assert!(green.lock().told.is_empty(), "nothing of blue's");
         assert_eq!(store.subscribers("blue"), 2);
         drop(one);
         store.hint("blue", || hint("job-last")).wake();
         assert_eq!(store.subscribers("blue"), 1);
-        assert_eq!(
-            two.lock().told.back().map(|h| h.name.as_str()),
-            Some("job-last")
-        );
+        assert_eq!(two.lock().told.back().map(|h| &*h.name), Some("job-last"));
     }
 
     // S12: ids are issued fresh and never reused after removal.

@@ -223,9 +223,15 @@ impl Provider for SimulatedProvider {
             return Err(self.refuse(&spec.name, err));
         }
         let stops_at = now.checked_add(run_time);
-        let name = Arc::from(spec.name.as_str());
-        let Some((_, record)) = store.insert(&self.owner, name, now, stops_at, writes, spec.env)
-        else {
+        let name: Arc<str> = Arc::from(spec.name.as_str());
+        let Some((_, record)) = store.insert(
+            &self.owner,
+            Arc::clone(&name),
+            now,
+            stops_at,
+            writes,
+            spec.env,
+        ) else {
             drop(store);
             let err = Error::unavailable("the simulated host has issued every instance id it can");
             return Err(self.refuse(&spec.name, err));
@@ -235,14 +241,14 @@ impl Provider for SimulatedProvider {
         let wakers = store.hint(&self.owner, || Hint {
             kind: HintKind::Appeared,
             id: id.clone(),
-            name: spec.name.clone(),
+            name: Arc::clone(&name),
         });
         drop(store);
         wakers.wake();
         let instance = Instance {
             id,
-            name: spec.name,
-            owner: String::from(&*self.owner),
+            name,
+            owner: Arc::clone(&self.owner),
             kind: ProviderKind::Simulated,
             state,
             started_at: now,
@@ -291,7 +297,7 @@ impl Provider for SimulatedProvider {
                     let wakers = store.hint(&self.owner, || Hint {
                         kind: HintKind::Vanished,
                         id: id.clone(),
-                        name: String::from(&*record.name),
+                        name: Arc::clone(&record.name),
                     });
                     drop(store);
                     wakers.wake();

@@ -130,7 +130,7 @@ fn h12_the_simulated_second_provider_shares_the_deployment() {
         let launched = fixture.blue.provider.launch(spec.clone()).await.unwrap();
         let found = second.find("shared").await.unwrap().expect("seen");
         assert_eq!(found.id, launched.id);
-        assert_eq!(found.owner, "blue");
+        assert_eq!(&*found.owner, "blue");
         assert_eq!(
             second.launch(spec).await.unwrap_err().kind(),
             billet_provider::ErrorKind::Conflict
@@ -247,13 +247,13 @@ impl Toy {
         store
             .instances
             .iter()
-            .filter(|i| i.owner == self.owner)
+            .filter(|i| *i.owner == *self.owner)
             .cloned()
             .collect()
     }
 
     fn holds(&self, name: &str) -> bool {
-        self.read().iter().any(|i| i.name == name)
+        self.read().iter().any(|i| *i.name == *name)
     }
 
     fn cut(&self) -> bool {
@@ -312,7 +312,7 @@ impl Provider for Toy {
                 && store
                     .instances
                     .iter()
-                    .any(|i| i.owner == self.owner && i.name == spec.name)
+                    .any(|i| *i.owner == *self.owner && *i.name == *spec.name)
             {
                 if self.flaw == Flaw::CrowdedLaunch {
                     store.in_flight -= 1;
@@ -322,8 +322,8 @@ impl Provider for Toy {
             store.next += 1;
             let instance = Instance {
                 id: InstanceId::from(format!("toy-{}", store.next)),
-                name: spec.name,
-                owner: self.owner.clone(),
+                name: spec.name.into(),
+                owner: self.owner.as_str().into(),
                 kind: if self.flaw == Flaw::WrongKind {
                     ProviderKind::Docker
                 } else {
@@ -373,7 +373,7 @@ impl Provider for Toy {
         if self.cut() {
             return Err(self.refuse(Error::inventory_unavailable("the toy's connection is cut")));
         }
-        Ok(self.read().into_iter().find(|i| i.name == name))
+        Ok(self.read().into_iter().find(|i| *i.name == *name))
     }
 
     async fn list(&self) -> Result<Vec<Instance>, Error> {
@@ -390,8 +390,8 @@ impl Provider for Toy {
             // The concurrent mode's names are "h12-0", "h12-1", ...
             return Ok(now
                 .into_iter()
-                .filter(|i| i.name == "h12-0")
-                .chain(later.into_iter().filter(|i| i.name != "h12-0"))
+                .filter(|i| &*i.name == "h12-0")
+                .chain(later.into_iter().filter(|i| &*i.name != "h12-0"))
                 .collect());
         }
         if self.flaw == Flaw::StaleList {
@@ -419,10 +419,10 @@ impl Provider for Toy {
                 Teardown::Absent
             });
         };
-        if store.instances[at].owner != self.owner {
+        if *store.instances[at].owner != *self.owner {
             return Err(Error::not_owned(
                 id.clone(),
-                store.instances[at].owner.clone(),
+                store.instances[at].owner.to_string(),
             ));
         }
         store.instances.remove(at);
@@ -523,7 +523,7 @@ impl ProviderFactory for ToyFactory {
                 .lock()
                 .unwrap()
                 .instances
-                .retain(|i| i.owner != toy.owner);
+                .retain(|i| *i.owner != *toy.owner);
         }
         toy.down.store(down, Ordering::SeqCst);
         Ok(())

@@ -34,7 +34,7 @@ fn pair() -> (SimulatedProvider, SimulatedProvider, ManualClock, Host) {
 
 fn names(mut instances: Vec<billet_provider::Instance>) -> Vec<String> {
     instances.sort_by(|a, b| a.name.cmp(&b.name));
-    instances.into_iter().map(|i| i.name).collect()
+    instances.into_iter().map(|i| i.name.to_string()).collect()
 }
 
 // S1: two providers over one host share its store; providers built without a
@@ -112,9 +112,15 @@ async fn s1_debug_shows_host_and_provider_state() {
 async fn s2_owner_on_every_instance_and_empty_owner_refused() {
     let (blue, _green, _clock, _host) = pair();
     let launched = blue.launch(job("a", 60)).await.unwrap();
-    assert_eq!(launched.owner, "blue");
+    assert_eq!(&*launched.owner, "blue");
     assert_eq!(blue.owner(), "blue");
-    assert!(blue.list().await.unwrap().iter().all(|i| i.owner == "blue"));
+    assert!(
+        blue.list()
+            .await
+            .unwrap()
+            .iter()
+            .all(|i| &*i.owner == "blue")
+    );
     for empty in ["", "   ", "\t\n"] {
         let err = SimulatedProvider::new(empty).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidOwner, "{empty:?}");
@@ -265,7 +271,7 @@ async fn s6_list_answers_every_own_instance_as_of_now() {
     assert!(
         listed
             .iter()
-            .all(|i| i.owner == "blue" && i.name.starts_with('b'))
+            .all(|i| &*i.owner == "blue" && i.name.starts_with('b'))
     );
     let running = listed.iter().filter(|i| i.state.is_running()).count();
     assert_eq!(
@@ -284,7 +290,10 @@ async fn s7_find_is_exact() {
     let (blue, green, _clock, _host) = pair();
     blue.launch(job("job-1", 60)).await.unwrap();
     green.launch(job("job-2", 60)).await.unwrap();
-    assert_eq!(blue.find("job-1").await.unwrap().unwrap().name, "job-1");
+    assert_eq!(
+        blue.find("job-1").await.unwrap().unwrap().name.as_ref(),
+        "job-1"
+    );
     for miss in [
         "Job-1", "JOB-1", " job-1", "job-1 ", "job-", "job", "job-10", "", "job-2",
     ] {
@@ -438,7 +447,7 @@ async fn s12_concurrent_launches_and_destroys_lose_nothing() {
                 if i % 97 == 0 {
                     // Lists interleave with writes and never see half-made instances.
                     for instance in provider.list().await.unwrap() {
-                        assert_eq!(instance.owner, provider.owner());
+                        assert_eq!(&*instance.owner, provider.owner());
                     }
                 }
             }
@@ -462,7 +471,7 @@ async fn s12_concurrent_launches_and_destroys_lose_nothing() {
             .await
             .unwrap()
             .into_iter()
-            .map(|i| (i.name, i.id))
+            .map(|i| (i.name.to_string(), i.id))
             .collect();
         assert_eq!(&listed, &kept[provider.owner()]);
     }

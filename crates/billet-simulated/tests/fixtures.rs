@@ -73,8 +73,8 @@ fn h8_severable_cuts_each_call_and_restores_every_instance() {
         assert_eq!(blue.find("kept").await.unwrap(), Some(kept.clone()));
         assert_eq!(blue.find("leaked").await.unwrap(), None);
         let other = blue.launch(spec("other")).await.unwrap();
-        assert_eq!(other.owner, "blue");
-        assert_eq!(other.name, "other");
+        assert_eq!(&*other.owner, "blue");
+        assert_eq!(&*other.name, "other");
         assert_eq!(blue.destroy(&kept.id).await.unwrap(), Teardown::Stopped);
         assert_eq!(blue.list().await.unwrap(), vec![other]);
     });

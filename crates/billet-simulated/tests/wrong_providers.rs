@@ -192,7 +192,9 @@ impl Broken {
         if self.left.lock().unwrap().contains(&instance.id) {
             match self.flaw {
                 Flaw::PendingAfterLostLaunch => instance.state = State::Pending,
-                Flaw::RenamesAfterLostLaunch => instance.name = format!("lost-{}", instance.name),
+                Flaw::RenamesAfterLostLaunch => {
+                    instance.name = format!("lost-{}", instance.name).into()
+                }
                 _ => {}
             }
         }
@@ -266,8 +268,8 @@ impl Broken {
     /// An instance as this flawed provider's `list` reports it.
     fn misreport_listed(&self, mut instance: Instance) -> Instance {
         match self.flaw {
-            Flaw::ListRenames => instance.name = instance.name.to_uppercase(),
-            Flaw::ListDisowns => instance.owner = format!("not-{}", instance.owner),
+            Flaw::ListRenames => instance.name = instance.name.to_uppercase().into(),
+            Flaw::ListDisowns => instance.owner = format!("not-{}", instance.owner).into(),
             Flaw::ListChangesKind => instance.kind = ProviderKind::Docker,
             Flaw::ListMovesStart => instance.started_at += Duration::from_millis(1),
             _ => {}
@@ -398,7 +400,12 @@ impl Provider for Broken {
         }
         let found = self.inner.find(name).await?;
         if found.is_none()
-            && let Some(ghost) = self.ghosts.lock().unwrap().iter().find(|g| g.name == name)
+            && let Some(ghost) = self
+                .ghosts
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|g| *g.name == *name)
         {
             return Ok(Some(ghost.clone()));
         }

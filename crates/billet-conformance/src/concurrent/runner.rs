@@ -103,13 +103,13 @@ impl<P: Provider> Recording<P> {
     ) -> Option<String> {
         let dep = via.dep();
         let kind = self.provider(via).kind();
-        if instance.name != self.names[name] {
+        if *instance.name != *self.names[name] {
             return Some(format!(
                 "instance {} is named {:?}, answered for {:?}",
                 instance.id, instance.name, self.names[name]
             ));
         }
-        if instance.owner != self.owner(dep) {
+        if *instance.owner != *self.owner(dep) {
             return Some(format!(
                 "instance {} has owner {:?}, answered to {:?}",
                 instance.id,
@@ -184,7 +184,7 @@ impl<P: Provider> Recording<P> {
                 let pending = &mut pending;
                 let mut seen = Vec::new();
                 for instance in &all {
-                    let Some(name) = self.names.iter().position(|n| *n == instance.name) else {
+                    let Some(name) = self.names.iter().position(|n| **n == *instance.name) else {
                         *wrong = Some(format!(
                             "list shows instance {} named {:?}, which no call launched",
                             instance.id, instance.name

@@ -177,7 +177,7 @@ fn hint_of(owner: &str, event: &EventMessage) -> Option<Hint> {
         Claim::Ours { name, .. } => Some(Hint {
             kind,
             id: InstanceId::from(id),
-            name: name.to_owned(),
+            name: name.into(),
         }),
         Claim::Theirs { .. } | Claim::Foreign => None,
     }
@@ -230,7 +230,7 @@ mod tests {
             let hint = hint_of("blue", &ours(action)).expect("a hint");
             assert_eq!(hint.kind, kind, "{action}");
             assert_eq!(hint.id.as_str(), ID);
-            assert_eq!(hint.name, "job-1");
+            assert_eq!(&*hint.name, "job-1");
         }
         for action in ["create", "attach", "kill", "stop", "exec_start: sh", ""] {
             assert_eq!(hint_of("blue", &ours(action)), None, "{action}");

@@ -32,8 +32,8 @@ impl DockerProvider {
         read_state(&id, inspected).map(|(state, started_at)| {
             Some(Instance {
                 id: InstanceId::from(id),
-                name: name.to_owned(),
-                owner: String::from(&*self.owner),
+                name: name.into(),
+                owner: std::sync::Arc::clone(&self.owner),
                 kind: ProviderKind::Docker,
                 state,
                 started_at,

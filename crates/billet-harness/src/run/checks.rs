@@ -258,7 +258,7 @@ impl Play<'_> {
                 }));
             }
         }
-        if scheduler.leases() != self.held {
+        if !scheduler.leases_are(&self.held) {
             return Err(self.fail(Violation::Inconsistent {
                 what: format!(
                     "the scheduler says it holds {:?} leases, its reports add up to {:?}",
@@ -267,7 +267,7 @@ impl Play<'_> {
                 ),
             }));
         }
-        if !step.is_empty() && scheduler.pool_leases() != self.pool_held {
+        if !step.is_empty() && !scheduler.pool_leases_are(&self.pool_held) {
             return Err(self.fail(Violation::Inconsistent {
                 what: format!(
                     "the scheduler says its pools hold {:?} leases, its reports add up to {:?}",

@@ -60,7 +60,7 @@ impl Core {
         let orphan = orphans
             .entry(instance.id.clone())
             .or_insert_with(|| Orphan {
-                name: instance.name.clone(),
+                name: instance.name.to_string(),
                 first_seen: now,
                 collecting: None,
             });
@@ -70,7 +70,7 @@ impl Core {
             self.decide(Decision::Orphan {
                 pool,
                 instance: instance.id.clone(),
-                name: instance.name.clone(),
+                name: instance.name.to_string(),
                 fate: OrphanFate::Seen,
             });
         }

@@ -305,7 +305,7 @@ impl Core {
             self.decide(Decision::Foreign {
                 pool,
                 instance: instance.id.clone(),
-                name: instance.name.clone(),
+                name: instance.name.to_string(),
                 live,
             });
         }
@@ -329,7 +329,7 @@ impl Core {
         p.contested = unheld.contested;
         p.leftovers = unheld.leftovers;
         if !p.unsettled.is_empty() {
-            let names: BTreeSet<&str> = inventory.iter().map(|i| i.name.as_str()).collect();
+            let names: BTreeSet<&str> = inventory.iter().map(|i| &*i.name).collect();
             p.unsettled
                 .retain(|name, since| *since >= issued || names.contains(name.as_str()));
         }

@@ -80,7 +80,7 @@ impl FakeInstance {
     pub fn instance(&self, now: SystemTime) -> Instance {
         Instance {
             id: self.id.clone(),
-            name: self.name.clone(),
+            name: self.name.as_str().into(),
             owner: "blue".into(),
             kind: ProviderKind::Docker,
             state: self.state(now),

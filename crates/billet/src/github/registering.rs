@@ -277,7 +277,7 @@ mod tests {
         assert!(inner.list().await.unwrap().is_empty());
 
         let plain = registering.launch(spec("plain")).await.unwrap();
-        assert_eq!(plain.name, "plain");
+        assert_eq!(&*plain.name, "plain");
         assert_eq!(inner.list().await.unwrap().len(), 1);
 
         // Every other call is the pool's provider's.

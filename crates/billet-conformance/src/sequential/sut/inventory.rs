@@ -22,8 +22,8 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let launched = &model.launches[ix];
         Instance {
             id: self.ids[ix].clone(),
-            name: launched.name.clone(),
-            owner: self.deployment(launched.side).owner.clone(),
+            name: launched.name.as_str().into(),
+            owner: self.deployment(launched.side).owner.as_str().into(),
             kind: self.kind,
             state: if launched.running_at(model.now) {
                 State::Running
@@ -65,8 +65,8 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let seen = &self.seen[ix];
         let owner = &self.deployment(launched.side).owner;
         if got.id != self.ids[ix]
-            || got.name != launched.name
-            || got.owner != *owner
+            || *got.name != *launched.name
+            || *got.owner != **owner
             || got.kind != self.kind
             || got.started_at != seen.started_at
         {
@@ -239,7 +239,7 @@ impl<'f, F: ProviderFactory> Sut<'f, F> {
         let known: Vec<&InstanceId> = model.held_by(side).map(|held| &self.ids[held]).collect();
         let left = listed
             .iter()
-            .find(|i| i.name == name && !known.contains(&&i.id));
+            .find(|i| *i.name == *name && !known.contains(&&i.id));
         let Some(left) = left else {
             model.settle(ix, false);
             return Ok(format!(

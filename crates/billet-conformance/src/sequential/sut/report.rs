@@ -100,8 +100,8 @@ mod tests {
     fn h1_reports_print_ids_one_way() {
         let instance = Instance {
             id: InstanceId::from("sim-1"),
-            name: "job-a".to_owned(),
-            owner: "blue".to_owned(),
+            name: "job-a".into(),
+            owner: "blue".into(),
             kind: ProviderKind::Simulated,
             state: State::Running,
             started_at: SystemTime::UNIX_EPOCH,
