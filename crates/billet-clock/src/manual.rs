@@ -228,25 +228,25 @@ struct ManualSleep {
 impl Future for ManualSleep {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let key = self.key;
-        let clock = Arc::clone(&self.clock);
-        let mut inner = clock.lock();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let key = this.key;
+        let mut inner = this.clock.lock();
         if inner.now >= key.deadline {
-            if self.registered {
+            if this.registered {
                 inner.sleepers.remove(&key);
-                self.registered = false;
+                this.registered = false;
             }
             return Poll::Ready(());
         }
         #[cfg(feature = "shuttle")]
-        let mut inner = checked::between_check_and_register(&clock, inner);
+        let mut inner = checked::between_check_and_register(&this.clock, inner);
         let slot = inner.sleepers.entry(key).or_insert(None);
         match slot {
             Some(waker) if waker.will_wake(cx.waker()) => {}
             _ => *slot = Some(cx.waker().clone()),
         }
-        self.registered = true;
+        this.registered = true;
         Poll::Pending
     }
 }

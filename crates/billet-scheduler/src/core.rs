@@ -422,7 +422,7 @@ impl Core {
             (Purpose::Job(job), Answer::Found(result)) => self.on_find(job, id, result),
             (Purpose::Job(job), Answer::Destroyed(result)) => self.on_destroy(job, id, result),
             (Purpose::List { pool, epoch }, Answer::Listed(result)) => {
-                self.on_list(pool, id, epoch, result);
+                self.on_list(pool, id, epoch, result.as_deref());
             }
             (Purpose::Collect { pool, instance }, Answer::Destroyed(result)) => {
                 self.on_collect(pool, &instance, &result);
@@ -431,6 +431,30 @@ impl Core {
                 self.on_look(job, pool, result);
             }
             (purpose, _) => self.lost(id, purpose),
+        }
+        self.place();
+    }
+
+    /// [`Core::handle_answer`] for a list's answer lent rather than given:
+    /// `listed` is what `list` answered on the pool's provider. A driver
+    /// whose consecutive lists of several pools go to one provider object
+    /// may make them one call and lend its answer to each (see
+    /// [`Inline`](crate::Inline)). What it decides is what
+    /// [`Answer::Listed`] with an owned copy would; an `id` that is not a
+    /// list's is answered as lost.
+    pub fn handle_listed(
+        &mut self,
+        id: CallId,
+        listed: Result<&[billet_provider::Instance], &billet_provider::Error>,
+        now: SystemTime,
+    ) {
+        self.advance(now);
+        let Some(purpose) = self.take_call(id) else {
+            return;
+        };
+        match purpose {
+            Purpose::List { pool, epoch } => self.on_list(pool, id, epoch, listed),
+            purpose => self.lost(id, purpose),
         }
         self.place();
     }

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::SystemTime;
 
 use billet_clock::Clock;
-use billet_provider::{Hint, HintStream, Provider};
+use billet_provider::{Error, Hint, HintStream, Instance, Provider};
 
 use crate::core::Core;
 use crate::job::{Job, JobId};
@@ -57,6 +57,12 @@ pub async fn perform(provider: &dyn Provider, call: Call) -> Answer {
 ///
 /// A call that never returns blocks it: meant for providers that answer
 /// (the simulated backend), not for a service (use [`Driver`](crate::Driver)).
+///
+/// Lists of several pools that one provider object serves, asked for one
+/// after another with no call between them (a reconciliation lists every
+/// pool at once, B6), are made as one call to that provider, its answer
+/// lent to each ([`Core::handle_listed`]): the pools then read the same
+/// inventory, as they would from calls made back to back.
 ///
 /// With [`with_hints`](Inline::with_hints), after each input and each tick
 /// it reads every hint ready (B12), each handed to the core with the
@@ -190,8 +196,23 @@ impl Inline {
 
     async fn drain(&mut self) {
         loop {
+            // The last call made, when it was a list: its answer is lent to
+            // the next call too when that is a list of a pool the same
+            // provider object serves (nothing was asked of it between).
+            let mut listed: Option<(Arc<dyn Provider>, Result<Vec<Instance>, Error>)> = None;
             while let Some(action) = self.core.poll_action() {
                 let provider = Arc::clone(&self.providers[action.pool.0]);
+                if matches!(action.call, Call::List) {
+                    let result = match listed.take() {
+                        Some((made_on, result)) if Arc::ptr_eq(&made_on, &provider) => result,
+                        _ => provider.list().await,
+                    };
+                    let now = self.clock.now();
+                    self.core.handle_listed(action.id, result.as_deref(), now);
+                    listed = Some((provider, result));
+                    continue;
+                }
+                listed = None;
                 let answer = perform(&*provider, action.call).await;
                 self.core.handle_answer(action.id, answer, self.clock.now());
             }

@@ -12,7 +12,7 @@ use billet_provider::{
     Error, Hint, HintKind, HintStream, Hints, InstanceId, OUTPUT_CHUNK, Output, OutputStream,
 };
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use billet_clock::Sleep;
 use futures::Stream;
@@ -178,8 +178,10 @@ struct Watching {
     /// The next stop after `seen`, as read when `seen` and the shelf's
     /// count of changes to its stops were the two kept beside it.
     next: Option<(SystemTime, u64, Option<SystemTime>)>,
-    /// The sleep until the next stop, with its deadline.
-    sleep: Option<(SystemTime, Sleep)>,
+    /// The sleep until the next stop, with its deadline and the waker it
+    /// was last polled with: polled again only for another deadline or
+    /// another waker (before its deadline a poll would change nothing).
+    sleep: Option<(SystemTime, Sleep, Option<Waker>)>,
 }
 
 impl Watching {
@@ -247,21 +249,41 @@ impl Stream for Watching {
                 if !inbox.told.is_empty() {
                     continue;
                 }
-                inbox.waker = Some(cx.waker().clone());
+                keep_waker(&mut inbox.waker, cx.waker());
             }
             let Some(next) = next else {
                 this.sleep = None;
                 return Poll::Pending;
             };
-            let sleep = match &mut this.sleep {
-                Some((at, sleep)) if *at == next => sleep,
-                slot => &mut slot.insert((next, this.clock.sleep_until(next))).1,
+            let (sleep, polled_with) = match &mut this.sleep {
+                Some((at, sleep, polled_with)) if *at == next => (sleep, polled_with),
+                slot => {
+                    let (_, sleep, polled_with) =
+                        slot.insert((next, this.clock.sleep_until(next), None));
+                    (sleep, polled_with)
+                }
             };
+            // `next` is after now (`look` queued every stop up to now), so
+            // the sleep is not due: polled once per waker, it stays
+            // registered with that waker until its deadline.
+            if polled_with.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                return Poll::Pending;
+            }
             if sleep.as_mut().poll(cx).is_pending() {
+                *polled_with = Some(cx.waker().clone());
                 return Poll::Pending;
             }
             this.sleep = None;
         }
+    }
+}
+
+/// Keeps `waker` in `slot` for the next wake, cloning it only when the one
+/// kept would not wake the same task.
+fn keep_waker(slot: &mut Option<Waker>, waker: &Waker) {
+    match slot {
+        Some(kept) if kept.will_wake(waker) => {}
+        _ => *slot = Some(waker.clone()),
     }
 }
 

@@ -162,7 +162,7 @@ impl Core {
                 pool,
                 call,
                 epoch,
-                Err(Error::inventory_unavailable(
+                Err(&Error::inventory_unavailable(
                     "no answer before the call's deadline",
                 )),
             ),

@@ -60,7 +60,7 @@ impl Core {
         pool: PoolId,
         call: CallId,
         issued: u64,
-        result: Result<Vec<Instance>, Error>,
+        result: Result<&[Instance], &Error>,
     ) {
         if self.pools[pool.0].listing == Some(call) {
             self.pools[pool.0].listing = None;
@@ -68,7 +68,7 @@ impl Core {
         let inventory = match result {
             Ok(inventory) => inventory,
             Err(err) => {
-                self.inventory_error(pool, &err);
+                self.inventory_error(pool, err);
                 return;
             }
         };
@@ -78,10 +78,10 @@ impl Core {
             stopped,
             again,
             others,
-        } = self.sort_answer(pool, &inventory);
+        } = self.sort_answer(pool, inventory);
         self.end_stopped(pool, stopped);
         self.destroy_again(pool, again);
-        self.end_vanished(pool, issued, backing, &inventory);
+        self.end_vanished(pool, issued, backing, inventory);
         let unheld = self.judge_unheld(pool, first, others);
         if first && self.pools.iter().all(|pool| pool.ready) {
             // Every pool has given its first answer: what an earlier life
@@ -91,7 +91,7 @@ impl Core {
             self.ended_through = None;
             self.held_before = Default::default();
         }
-        self.settle_pool(pool, issued, unheld, &inventory);
+        self.settle_pool(pool, issued, unheld, inventory);
     }
 
     /// The pool has answered: it is ready (answers whether this was its first
