@@ -294,7 +294,14 @@ mod tests {
     // name leads back.
     #[test]
     fn b5_instance_names_round_trip() {
-        for id in [0, 1, 42, u64::MAX] {
+        for id in [
+            0,
+            1,
+            42,
+            9_999_999_999_999_999_999,
+            10_000_000_000_000_000_000,
+            u64::MAX,
+        ] {
             for pool in ["linux", "a.b", "x"] {
                 let name = JobId(id).instance_name(pool);
                 assert_eq!(name, format!("job-{id}.{pool}"));

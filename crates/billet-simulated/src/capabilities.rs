@@ -266,7 +266,10 @@ impl Stream for Watching {
             // `next` is after now (`look` queued every stop up to now), so
             // the sleep is not due: polled once per waker, it stays
             // registered with that waker until its deadline.
-            if polled_with.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            if polled_with
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()))
+            {
                 return Poll::Pending;
             }
             if sleep.as_mut().poll(cx).is_pending() {
