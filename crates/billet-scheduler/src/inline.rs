@@ -78,6 +78,9 @@ pub struct Inline {
     turn: usize,
 }
 
+/// A list's answer, with the provider object that gave it.
+type Listed = (Arc<dyn Provider>, Result<Vec<Instance>, Error>);
+
 /// One pool's hints, and whether they are worth a poll: set by the waker the
 /// stream was last polled with, and at the start, so that a stream is polled
 /// only once it has said it may have more.
@@ -199,7 +202,7 @@ impl Inline {
             // The last call made, when it was a list: its answer is lent to
             // the next call too when that is a list of a pool the same
             // provider object serves (nothing was asked of it between).
-            let mut listed: Option<(Arc<dyn Provider>, Result<Vec<Instance>, Error>)> = None;
+            let mut listed: Option<Listed> = None;
             while let Some(action) = self.core.poll_action() {
                 let provider = Arc::clone(&self.providers[action.pool.0]);
                 if matches!(action.call, Call::List) {

@@ -222,7 +222,7 @@ routing: {default_kind: docker}",
     w.collect();
     let look = the_look(&w);
     assert_eq!(look.pool, PoolId(1), "looked at in b, where it runs");
-    assert_eq!(look.call, Call::Find(instance.name.clone()));
+    assert_eq!(look.call, Call::Find(instance.name));
     w.settle();
     assert_eq!(w.outcome(2), Some(Outcome::Finished { exit_code: 5 }));
     assert_eq!(w.outcome(1), None, "job 1 is told of nothing yet");

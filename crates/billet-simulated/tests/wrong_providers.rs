@@ -193,7 +193,7 @@ impl Broken {
             match self.flaw {
                 Flaw::PendingAfterLostLaunch => instance.state = State::Pending,
                 Flaw::RenamesAfterLostLaunch => {
-                    instance.name = format!("lost-{}", instance.name).into()
+                    instance.name = format!("lost-{}", instance.name).into();
                 }
                 _ => {}
             }

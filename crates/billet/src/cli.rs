@@ -223,7 +223,8 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(1);
                 }
             };
-            match runtime.block_on(serve(options, signal())) {
+            // The signal handlers first, before anything listens.
+            match runtime.block_on(async { serve(options, signal()).await }) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
                     tracing::error!(%error, "billet serve stopped");
@@ -238,30 +239,40 @@ pub fn main() -> ExitCode {
 /// Completes at SIGTERM, SIGINT or SIGHUP (L7): a hang-up (a closed
 /// terminal, or an operator expecting a reload) stops the service in order
 /// rather than killing it; billet reads its files only at start.
-async fn signal() {
+///
+/// The handlers are installed when this is called, not when the future is
+/// first polled: `serve` answers requests before it first waits on it, and a
+/// signal in between must stop the service in order, not kill it. Call it
+/// inside the runtime.
+fn signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match (
+        let handlers = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
-        ) {
-            (Ok(mut term), Ok(mut int), Ok(mut hup)) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                    _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-                    _ = hup.recv() => tracing::info!("SIGHUP: shutting down (billet reads its configuration and token file only at start: start it again to read them)"),
+        );
+        async move {
+            match handlers {
+                (Ok(mut term), Ok(mut int), Ok(mut hup)) => {
+                    tokio::select! {
+                        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                        _ = hup.recv() => tracing::info!("SIGHUP: shutting down (billet reads its configuration and token file only at start: start it again to read them)"),
+                    }
                 }
-            }
-            _ => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
