@@ -109,7 +109,7 @@ impl std::fmt::Debug for Inline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Inline")
             .field("core", &self.core)
-            .field("hinted_pools", &self.hints.len())
+            .field("hint_streams", &self.hints.len())
             .finish_non_exhaustive()
     }
 }

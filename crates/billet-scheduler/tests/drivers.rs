@@ -461,3 +461,124 @@ async fn the_task_driver_stops_on_shutdown() {
     assert_eq!(Arc::strong_count(&provider), 1);
     assert_eq!(Stopped.to_string(), "the scheduler has stopped");
 }
+
+/// A provider that counts its `list` calls.
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn Provider>,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+impl Counting {
+    fn over(inner: Arc<dyn Provider>) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            lists: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    fn lists(&self) -> usize {
+        self.lists.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Counting {
+    fn kind(&self) -> billet_provider::ProviderKind {
+        self.inner.kind()
+    }
+    fn accepts(&self, trust: TrustClass) -> Result<(), billet_provider::Error> {
+        self.inner.accepts(trust)
+    }
+    async fn launch(
+        &self,
+        spec: billet_provider::Spec,
+    ) -> Result<billet_provider::Instance, billet_provider::Error> {
+        self.inner.launch(spec).await
+    }
+    async fn find(
+        &self,
+        name: &str,
+    ) -> Result<Option<billet_provider::Instance>, billet_provider::Error> {
+        self.inner.find(name).await
+    }
+    async fn list(&self) -> Result<Vec<billet_provider::Instance>, billet_provider::Error> {
+        self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.list().await
+    }
+    async fn destroy(
+        &self,
+        id: &billet_provider::InstanceId,
+    ) -> Result<billet_provider::Teardown, billet_provider::Error> {
+        self.inner.destroy(id).await
+    }
+}
+
+/// Pools `linux` and `big` over `providers` (one each, maybe one object),
+/// reconciling every 10 s, with job 1 running on `linux` and job 2 on
+/// `big` for 100 s; answers the log once the first reconcile has been read.
+async fn one_reconcile(providers: [Arc<Counting>; 2], manual: &ManualClock) -> Vec<Decision> {
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    let [linux, big] = providers;
+    let pools = Pools::builder(config())
+        .provider("linux", linux)
+        .provider("big", big)
+        .settings(Settings {
+            reconcile_every: Duration::from_secs(10),
+            ..Settings::default()
+        })
+        .build()
+        .unwrap();
+    let mut inline = Inline::new(&pools, Arc::clone(&clock));
+    let mut log = Vec::new();
+    inline.start().await;
+    let job = |id: u64, labels: &[&str]| {
+        Job::new(JobId(id), run_for(Duration::from_secs(100)))
+            .with_labels(labels.iter().copied())
+            .with_trust(TrustClass::Trusted)
+    };
+    inline.submit(job(1, &["linux"])).await.unwrap();
+    inline.submit(job(2, &[])).await.unwrap();
+    drain(&mut inline, &mut log);
+    assert!(log.contains(&Decision::Placed {
+        job: JobId(1),
+        pool: PoolId(0)
+    }));
+    assert!(log.contains(&Decision::Placed {
+        job: JobId(2),
+        pool: PoolId(1)
+    }));
+    manual.advance(Duration::from_secs(10)).unwrap();
+    inline.tick().await;
+    drain(&mut inline, &mut log);
+    log
+}
+
+// B6: a reconciliation lists every pool; `Inline` makes the lists of pools
+// one provider object serves as one call, its answer lent to each, and
+// lists pools with providers of their own each on its own, each reading its
+// own answer: two pools on two hosts each keep their running job.
+#[tokio::test]
+async fn b6_inline_lists_a_shared_provider_once_and_others_each_on_its_own() {
+    let manual = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    // One host, one provider object serving both pools.
+    let shared = Counting::over(simulated(&Host::new(), &clock));
+    let log = one_reconcile([Arc::clone(&shared), Arc::clone(&shared)], &manual).await;
+    assert_eq!(
+        shared.lists(),
+        2,
+        "one list at the start, one at the reconcile"
+    );
+    assert!(ended(&log).is_empty(), "{log:?}");
+    // Two hosts: what one provider holds is not the other's.
+    let manual = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    let clock: Arc<dyn Clock> = Arc::new(manual.clone());
+    let (linux, big) = (
+        Counting::over(simulated(&Host::new(), &clock)),
+        Counting::over(simulated(&Host::new(), &clock)),
+    );
+    let log = one_reconcile([Arc::clone(&linux), Arc::clone(&big)], &manual).await;
+    assert_eq!((linux.lists(), big.lists()), (2, 2), "each its own");
+    assert!(ended(&log).is_empty(), "each job still runs: {log:?}");
+}

@@ -362,6 +362,11 @@ mod drivers {
         let clocked: Arc<dyn Clock> = Arc::new(clock.clone());
         let mut inline = Inline::new(&pools_over(&clock, shared), clocked).with_hints();
         assert_eq!(inline.hint_streams(), streams);
+        let shown = format!("{inline:?}");
+        assert!(
+            shown.contains(&format!("hint_streams: {streams}")),
+            "{shown}"
+        );
         inline.start().await;
         for id in 1..=4 {
             let job = Job::new(JobId(id), run_for(Duration::from_secs(10)))
