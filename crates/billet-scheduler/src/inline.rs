@@ -129,7 +129,8 @@ impl Inline {
 
     /// The same driver, reading the hints (P9) of every pool whose provider
     /// gives them (B12): one subscription per provider object, however many
-    /// pools it serves ([`subscribe`]). A provider without hints changes
+    /// pools it serves, each hint handed to the core with those pools
+    /// ([`Core::handle_shared_hint`]). A provider without hints changes
     /// nothing.
     #[must_use]
     pub fn with_hints(mut self) -> Inline {
