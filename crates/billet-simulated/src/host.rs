@@ -64,6 +64,38 @@ impl Host {
             .map(|(_, record)| record.env.clone())
     }
 
+    /// Makes the deployment `owner`'s instance named exactly `name` stop at
+    /// `at`, as its process would by exiting then (a runner that has run its
+    /// one job, H14), unless its run time stops it sooner. Answers whether
+    /// the host holds such an instance (and so whether anything changed).
+    /// Hint streams of `owner` are woken, to look at the new stop.
+    pub fn stop_at(&self, owner: &str, name: &str, at: SystemTime) -> bool {
+        let wakers = {
+            let mut store = self.store.lock();
+            let Some(index) = store.shelf_index(owner) else {
+                return false;
+            };
+            let shelf = &mut store.shelves[index];
+            let Some(&id) = shelf.names.get(name) else {
+                return false;
+            };
+            let Some(record) = shelf.records.get_mut(&id) else {
+                return false;
+            };
+            if record.stops_at.is_some_and(|stop| stop <= at) {
+                return true;
+            }
+            if let Some(old) = record.stops_at.replace(at) {
+                shelf.stops.remove(&(old, id));
+            }
+            shelf.stops.insert((at, id));
+            shelf.stops_changed += 1;
+            store.wake_subscribers(owner)
+        };
+        wakers.wake();
+        true
+    }
+
     pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, Store> {
         self.store.lock()
     }
@@ -312,6 +344,20 @@ impl Store {
             inbox.told.push_back(hint.clone());
             wakers.extend(inbox.waker.take());
         }
+        Wakers(wakers)
+    }
+
+    /// The wakers of `owner`'s hint subscribers waiting for something to
+    /// read, told nothing: to look again at what they watch.
+    fn wake_subscribers(&mut self, owner: &str) -> Wakers {
+        let wakers = self
+            .hints
+            .get(owner)
+            .into_iter()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .filter_map(|inbox| inbox.lock().waker.take())
+            .collect();
         Wakers(wakers)
     }
 

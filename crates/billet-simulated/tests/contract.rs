@@ -509,3 +509,48 @@ async fn p2_the_environment_is_kept_while_the_instance_is_and_checked() {
     assert_eq!(err.kind(), ErrorKind::InvalidSpec);
     assert_eq!(host.instances_of("blue"), 0);
 }
+
+async fn state(provider: &SimulatedProvider) -> State {
+    provider.find("runner").await.unwrap().unwrap().state
+}
+
+// H14: a runner's process exits once its one job is done. `Host::stop_at`
+// stops the owner's instance of that name at the instant given (sooner than
+// its run time, never later), touches no other deployment's instance of the
+// same name, and answers false for a name the owner does not hold; a hint
+// stream sleeping until the old stop sees the new one at its instant.
+#[tokio::test]
+async fn h14_the_host_stops_an_instance_when_told() {
+    use futures::StreamExt;
+    let (blue, green, clock, host) = pair();
+    let mut hints = blue.hints().unwrap().subscribe();
+    blue.launch(job("runner", 3600)).await.unwrap();
+    green.launch(job("runner", 3600)).await.unwrap();
+    let appeared = hints.next().await.unwrap();
+    assert_eq!(appeared.kind, billet_provider::HintKind::Appeared);
+    // Poll once so the stream sleeps until the hour's stop.
+    assert!(
+        futures::FutureExt::now_or_never(hints.next()).is_none(),
+        "nothing more yet"
+    );
+    assert!(host.stop_at("blue", "runner", start() + Duration::from_secs(10)));
+    assert!(
+        host.stop_at("blue", "runner", start() + Duration::from_secs(20)),
+        "held, though a later stop changes nothing"
+    );
+    assert!(!host.stop_at("blue", "other", start()));
+    assert!(!host.stop_at("nobody", "runner", start()));
+    clock.advance(Duration::from_secs(9)).unwrap();
+    assert_eq!(state(&blue).await, State::Running);
+    clock.advance(Duration::from_secs(1)).unwrap();
+    assert_eq!(state(&blue).await, State::Stopped { exit_code: 0 });
+    assert_eq!(state(&green).await, State::Running, "green's is its own");
+    let stopped = tokio::time::timeout(Duration::from_secs(10), hints.next())
+        .await
+        .expect("the stream woke to the new stop")
+        .unwrap();
+    assert_eq!(stopped.kind, billet_provider::HintKind::Stopped);
+    assert_eq!(&*stopped.name, "runner");
+    clock.advance(Duration::from_secs(3600)).unwrap();
+    assert_eq!(state(&green).await, State::Stopped { exit_code: 0 });
+}

@@ -19,7 +19,7 @@ use billet_config::{GithubSettings, ScopeTarget};
 use billet_github::{Action, Api, RunFacts, Scope, WorkflowJobEvent};
 use billet_provider::TrustClass;
 use billet_scheduler::{InstanceName, Pools};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::demand::{Act, Demand, JobStage, RunnerId};
 use super::registering::{Place, Runners, runner_key, runner_of_key};
@@ -108,6 +108,65 @@ struct Intake {
     reserved_below: u64,
 }
 
+/// What sets the intake's looks and reconciles going.
+#[derive(Debug)]
+pub enum Timers {
+    /// Wall-time intervals: a look every [`LOOK_EVERY`], a reconcile at
+    /// start and every `reconcile_every`. What `billet serve` runs.
+    Wall,
+    /// A driver's ticks ([`Ticks`]): the intake looks only when ticked, and
+    /// reconciles at a tick once `reconcile_every` of the service's clock
+    /// has passed since the last (the first tick reconciles). Deliveries
+    /// already handed to the intake are handled before a tick, so a driver
+    /// that moves the service's clock only between ticks makes a run that
+    /// depends on nothing but what it sent (H14).
+    Driven(mpsc::Receiver<Tick>),
+}
+
+/// One driver's tick: what [`Ticks::tick`] sends.
+#[derive(Debug)]
+pub struct Tick {
+    done: oneshot::Sender<Ticked>,
+}
+
+/// What a tick left the intake waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ticked {
+    /// The earliest instant a look would act by the clock alone: a runner's
+    /// idle timeout or a completed job's grace running out. `None`: none.
+    pub due: Option<SystemTime>,
+    /// When the next reconcile is due.
+    pub reconcile_at: Option<SystemTime>,
+}
+
+/// A driver's handle on an intake started with [`Timers::Driven`].
+#[derive(Debug, Clone)]
+pub struct Ticks {
+    sender: mpsc::Sender<Tick>,
+}
+
+impl Ticks {
+    /// A handle and the timers to start the intake with.
+    pub fn new() -> (Ticks, Timers) {
+        let (sender, receiver) = mpsc::channel(1);
+        (Ticks { sender }, Timers::Driven(receiver))
+    }
+
+    /// Ticks the intake: once every delivery handed to it before is handled,
+    /// it looks (and reconciles when due), acts on what that decided, and
+    /// answers what it waits for. Errors when the intake has ended.
+    pub async fn tick(&self) -> Result<Ticked, String> {
+        let (done, answer) = oneshot::channel();
+        self.sender
+            .send(Tick { done })
+            .await
+            .map_err(|_| "the GitHub intake has ended".to_owned())?;
+        answer
+            .await
+            .map_err(|_| "the GitHub intake ended during a tick".to_owned())
+    }
+}
+
 /// Starts the intake's task; answers the channel the webhook sends to.
 /// Runners' billet jobs left by an earlier start are adopted, counted busy
 /// until they end: what each took is GitHub's to say. (One that never
@@ -115,7 +174,7 @@ struct Intake {
 /// [`Registering`](super::registering::Registering) provider, which no
 /// longer knows where it registers; the store may still say `queued` of one
 /// that launched, its start not yet committed when billet stopped.)
-pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, String> {
+pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEvent>, String> {
     let reserved_below = parts
         .webhook
         .upgrade()
@@ -134,7 +193,10 @@ pub fn start(parts: Parts) -> Result<mpsc::Sender<WorkflowJobEvent>, String> {
         parts,
     };
     intake.adopt();
-    tokio::spawn(intake.run(inbox));
+    match timers {
+        Timers::Wall => tokio::spawn(intake.run(inbox)),
+        Timers::Driven(ticks) => tokio::spawn(intake.run_driven(inbox, ticks)),
+    };
     Ok(events)
 }
 
@@ -199,6 +261,61 @@ impl Intake {
             }
             self.settle().await;
         }
+    }
+
+    /// [`run`](Intake::run) under a driver's ticks ([`Timers::Driven`]).
+    async fn run_driven(
+        mut self,
+        mut inbox: mpsc::Receiver<WorkflowJobEvent>,
+        mut ticks: mpsc::Receiver<Tick>,
+    ) {
+        let mut reconcile_at: Option<SystemTime> = None;
+        loop {
+            tokio::select! {
+                biased;
+                event = inbox.recv() => match event {
+                    Some(event) => self.on_event(event).await,
+                    None => return,
+                },
+                tick = ticks.recv() => {
+                    let Some(tick) = tick else { return };
+                    self.look().await;
+                    let now = self.parts.shared.now();
+                    if reconcile_at.is_none_or(|at| now >= at) {
+                        self.reconcile().await;
+                        reconcile_at = Some(now + self.parts.settings.reconcile_every);
+                    }
+                    self.settle().await;
+                    let _ = tick.done.send(Ticked {
+                        due: self.due(),
+                        reconcile_at,
+                    });
+                    continue;
+                }
+            }
+            self.settle().await;
+        }
+    }
+
+    /// The earliest instant [`look`](Intake::look) would act by the clock
+    /// alone: just past a started, untaken runner's idle timeout, or past a
+    /// completed job's grace.
+    fn due(&self) -> Option<SystemTime> {
+        let idle_timeout = self.parts.settings.runner.idle_timeout;
+        let jobs = self.parts.shared.jobs.read();
+        let idle = self.runner_of.iter().filter_map(|(&id, &runner)| {
+            let untaken = self
+                .demand
+                .runner(runner)
+                .is_some_and(|(_, took)| took.is_none());
+            let started = jobs.live(id)?.started_at?;
+            untaken.then(|| started + idle_timeout + Duration::from_nanos(1))
+        });
+        let finishing = self
+            .finishing
+            .values()
+            .map(|deadline| *deadline + Duration::from_nanos(1));
+        idle.chain(finishing).min()
     }
 
     /// The facts of `event`'s run, asked of the API once per run.

@@ -24,6 +24,7 @@ pub struct Github {
     api: Api,
     webhook: Arc<Webhook>,
     runners: Arc<Runners>,
+    timers: Option<intake::Timers>,
 }
 
 /// GitHub's API as `settings` configures it, its credential read from its
@@ -63,7 +64,17 @@ impl Github {
             api,
             webhook,
             runners: Arc::new(Runners::default()),
+            timers: None,
         }
+    }
+
+    /// Makes the intake look and reconcile only when the answered handle
+    /// ticks it ([`intake::Timers::Driven`]), not on wall-time intervals:
+    /// for a driver that runs the service in modelled time (H14).
+    pub fn driven(&mut self) -> intake::Ticks {
+        let (ticks, timers) = intake::Ticks::new();
+        self.timers = Some(timers);
+        ticks
     }
 
     /// The webhook, for the service's listener ([`crate::Limits::github`]).
@@ -101,16 +112,19 @@ impl Github {
     ) -> Result<(), String> {
         self.runners.attach(Arc::clone(&shared));
         self.webhook.watch_api(self.api.clone());
-        let events = intake::start(Parts {
-            settings: self.settings,
-            api: self.api,
-            webhook: Arc::downgrade(&self.webhook),
-            engine,
-            shared,
-            runners: self.runners,
-            pools: pools.clone(),
-            identity,
-        })?;
+        let events = intake::start(
+            Parts {
+                settings: self.settings,
+                api: self.api,
+                webhook: Arc::downgrade(&self.webhook),
+                engine,
+                shared,
+                runners: self.runners,
+                pools: pools.clone(),
+                identity,
+            },
+            self.timers.unwrap_or(intake::Timers::Wall),
+        )?;
         self.webhook.feed(events);
         Ok(())
     }
