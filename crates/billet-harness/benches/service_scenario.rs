@@ -88,6 +88,7 @@ fn through_service(scenario: &Scenario, store: StoreKind) -> (Report, Seen) {
     let options = ServiceOptions {
         store,
         submission: Submission::Concurrent,
+        ..ServiceOptions::default()
     };
     let mut seen = Seen::default();
     let report = scenario

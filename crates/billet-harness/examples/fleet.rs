@@ -8,6 +8,7 @@
 //! cargo run --release --example fleet
 //! cargo run --release --example fleet -- --scheduler reference
 //! cargo run --release --example fleet -- --scheduler service --store memory
+//! cargo run --release --example fleet -- --intake github --lose 0.01 --repeat 0.01
 //! cargo run --release --example fleet -- --seed 7 --jobs 200000 --concurrency 5000 --chart fleet.svg
 //! cargo run --release --example fleet -- --trace data/LCG.swf.gz --concurrency 2000
 //! ```
@@ -20,6 +21,12 @@
 //! so a replay gives each deployment one pool by default. `--layout`,
 //! `--restarts` and `--strays` change that shape for either.
 //!
+//! `--intake github` runs the service (it implies `--scheduler service`) with
+//! each deployment's jobs coming as GitHub's `workflow_job` deliveries from a
+//! simulated GitHub in modelled time, which answers the API and plays the
+//! runners' side (H14); `--lose` and `--repeat` drop and repeat that share of
+//! its deliveries.
+//!
 //! Prints the report; exits 1 and prints the seed and the replay command when
 //! an invariant breaks.
 
@@ -27,10 +34,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use billet_harness::github::Faults;
 use billet_harness::production::ProductionScheduler;
 use billet_harness::reference::ReferenceScheduler;
 use billet_harness::scenario::{Fleet, Scenario, Which};
-use billet_harness::service::{ServiceOptions, ServiceScheduler, StoreKind, Submission};
+use billet_harness::service::{Intake, ServiceOptions, ServiceScheduler, StoreKind, Submission};
 use billet_harness::trace::Trace;
 use clap::{Parser, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -45,9 +53,21 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "fleet", version, about)]
 struct Args {
-    /// The scheduler under test.
-    #[arg(long, value_enum, default_value_t = SchedulerArg::Production)]
-    scheduler: SchedulerArg,
+    /// The scheduler under test. Default: production; service with
+    /// `--intake github`.
+    #[arg(long, value_enum)]
+    scheduler: Option<SchedulerArg>,
+    /// How jobs reach `--scheduler service`: `http` (`POST /v1/jobs`, H13) or
+    /// `github` (GitHub's deliveries from a simulated GitHub, H14; implies
+    /// `--scheduler service`).
+    #[arg(long, value_enum)]
+    intake: Option<IntakeArg>,
+    /// With `--intake github`: the share of deliveries lost, in [0, 1].
+    #[arg(long, default_value_t = 0.0)]
+    lose: f64,
+    /// With `--intake github`: the share of deliveries sent twice, in [0, 1].
+    #[arg(long, default_value_t = 0.0)]
+    repeat: f64,
     /// Where `--scheduler service` keeps its jobs: `durable` (SQLite in a
     /// temporary directory, as `billet serve` does) or `memory` (nothing
     /// survives a restart, so restarts are reported as unsupported).
@@ -117,6 +137,14 @@ enum SchedulerArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IntakeArg {
+    /// `POST /v1/jobs`.
+    Http,
+    /// GitHub's `workflow_job` deliveries.
+    Github,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StoreArg {
     /// SQLite, as `billet serve` keeps it.
     Durable,
@@ -150,7 +178,30 @@ enum LayoutArg {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let shape = match args.scheduler {
+    let github = args.intake == Some(IntakeArg::Github);
+    let scheduler = match (args.scheduler, args.intake) {
+        (Some(scheduler), None) => scheduler,
+        (None | Some(SchedulerArg::Service), Some(_)) => SchedulerArg::Service,
+        (None, None) => SchedulerArg::Production,
+        (Some(_), Some(_)) => {
+            eprintln!("error: --intake is the service's: use it with --scheduler service");
+            return ExitCode::FAILURE;
+        }
+    };
+    let faults = Faults {
+        lose: args.lose,
+        repeat: args.repeat,
+        seed: args.seed,
+    };
+    if let Err(err) = faults.validate() {
+        eprintln!("error: {err}");
+        return ExitCode::FAILURE;
+    }
+    if !github && (args.lose > 0.0 || args.repeat > 0.0) {
+        eprintln!("error: --lose and --repeat are GitHub's faults: use them with --intake github");
+        return ExitCode::FAILURE;
+    }
+    let shape = match scheduler {
         SchedulerArg::Production | SchedulerArg::Service => Fleet::production(),
         SchedulerArg::Reference => Fleet::default(),
     };
@@ -168,11 +219,11 @@ fn main() -> ExitCode {
             }),
         restarts: count(args.restarts, shape.restarts),
         strays: count(args.strays, shape.strays),
-        hints: match args.scheduler {
+        hints: match scheduler {
             SchedulerArg::Production => args.hints.map_or(shape.hints, |h| h == HintsArg::On),
             SchedulerArg::Reference | SchedulerArg::Service => false,
         },
-        scheduler: match args.scheduler {
+        scheduler: match scheduler {
             SchedulerArg::Production | SchedulerArg::Service => Which::Production,
             SchedulerArg::Reference => Which::Reference,
         },
@@ -206,7 +257,7 @@ fn main() -> ExitCode {
         bar.set_length(p.total);
         bar.set_position(p.done);
     };
-    let result = match args.scheduler {
+    let result = match scheduler {
         SchedulerArg::Production => scenario.run_observed(ProductionScheduler::new, &mut observe),
         SchedulerArg::Reference => scenario.run_observed(ReferenceScheduler::new, &mut observe),
         SchedulerArg::Service => {
@@ -218,6 +269,11 @@ fn main() -> ExitCode {
                 submission: match args.submission {
                     SubmissionArg::Concurrent => Submission::Concurrent,
                     SubmissionArg::Ordered => Submission::Ordered,
+                },
+                intake: if github {
+                    Intake::Github(faults)
+                } else {
+                    Intake::Http
                 },
             };
             let build = |ctx| ServiceScheduler::new(ctx, options);

@@ -21,6 +21,9 @@
 //!   its grace period and that nothing leaks; the same seed gives the same
 //!   trace digest.
 //! * [`report`]: what a run measured, and its chart.
+//! * [`github`]: a simulated GitHub, on the scenario's clock, that the
+//!   service's GitHub intake meets at fleet scale (H14,
+//!   [`service::Intake::Github`]).
 //! * [`trace`]: recorded workloads in the Standard Workload Format (SWF),
 //!   replayed lazily through the same scenario, scheduler and report (T1, T2).
 //!
@@ -50,6 +53,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod github;
 pub mod production;
 pub mod reference;
 pub mod report;

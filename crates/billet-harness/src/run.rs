@@ -275,6 +275,9 @@ impl Scenario {
                     provider: seen,
                 });
             }
+            let yaml = config
+                .is_some()
+                .then(|| self.layout.yaml(&spec.name, &capacities));
             faulted.push(provider);
             pool_caps.push(capacities);
             pool_names.push(self.layout.pools.iter().map(|p| p.name.clone()).collect());
@@ -284,6 +287,7 @@ impl Scenario {
                 capacity: spec.capacity,
                 pools,
                 config,
+                yaml,
             });
         }
         let mut scheduler = build(SchedulerContext {
@@ -295,6 +299,7 @@ impl Scenario {
                 ..billet_scheduler::Settings::default()
             },
             hints: self.hints,
+            host: host.clone(),
         });
         if !self.strays.is_empty() && !scheduler.collects_orphans() {
             return Err(self.invalid(format!(

@@ -46,6 +46,9 @@ pub struct DeploymentHandle {
     /// when the deployment has no lease at all (no valid configuration has a
     /// pool of capacity zero).
     pub config: Option<billet_config::Config>,
+    /// The text `config` was read from (a driver that adds a section, the
+    /// service's `github:`, reads it again with that section).
+    pub yaml: Option<String>,
 }
 
 /// What the harness gives a scheduler when it builds one.
@@ -63,6 +66,10 @@ pub struct SchedulerContext {
     /// read its providers' hints does; one that cannot says so in its
     /// report's `hints` line.
     pub hints: bool,
+    /// The simulated host every provider of the run is over: where a
+    /// scheduler playing the other side of a job (the simulated GitHub's
+    /// runners, H14) sees instances start and makes them stop.
+    pub host: billet_simulated::Host,
 }
 
 /// A restart the scheduler under test cannot do: the run records it and goes

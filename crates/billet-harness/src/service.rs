@@ -50,8 +50,10 @@ use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 mod client;
+mod github;
 
 use client::Client;
+pub use github::Intake;
 
 use crate::production::change_of;
 use crate::scheduler::{
@@ -106,12 +108,15 @@ pub enum Submission {
 }
 
 /// What a [`ServiceScheduler`] is built with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct ServiceOptions {
     /// Where the services keep their jobs.
     pub store: StoreKind,
     /// How the jobs of one instant are sent.
     pub submission: Submission,
+    /// How jobs reach the services: `POST /v1/jobs`, or GitHub's
+    /// deliveries from a simulated GitHub (H14).
+    pub intake: Intake,
 }
 
 /// What one restart recovered, for the report.
@@ -179,6 +184,12 @@ struct Deployment {
     view: Vec<PoolView>,
     /// Commits of the services before the last restart.
     commits_before: u64,
+    /// The deployment's GitHub, under `--intake github` (H14).
+    github: Option<github::Side>,
+    /// The configuration's text, for the `github:` section added to it.
+    yaml: String,
+    /// The scheduler's settings the pools are built with.
+    settings: billet_scheduler::Settings,
 }
 
 impl std::fmt::Debug for Deployment {
@@ -235,6 +246,24 @@ impl Deployment {
         self.view.iter().map(|p| p.queued as usize).sum()
     }
 
+    /// What takes room: the leases held and the jobs waiting for one (under
+    /// `--intake github`, jobs runners took and jobs queued at GitHub).
+    fn load(&self) -> usize {
+        match &self.github {
+            Some(side) => side.busy().iter().sum::<usize>() + side.sim.queued(),
+            None => self.held() + self.queued(),
+        }
+    }
+
+    /// The harness's leases: the engine's, or under `--intake github` those
+    /// of runners that took a job (H14).
+    fn leases(&self) -> usize {
+        match &self.github {
+            Some(side) => side.busy().iter().sum(),
+            None => self.held(),
+        }
+    }
+
     fn commits(&self) -> u64 {
         self.commits_before + self.service.as_ref().map_or(0, Service::commits)
     }
@@ -281,6 +310,21 @@ impl ServiceScheduler {
                 deployments.push(None);
                 continue;
             };
+            let github = match self.options.intake {
+                Intake::Http => None,
+                Intake::Github(faults) => Some(github::Side::new(
+                    &handle.name,
+                    ctx.host.clone(),
+                    faults,
+                    handle.pools.iter().map(|p| p.name.clone()).collect(),
+                    handle
+                        .pools
+                        .iter()
+                        .map(|p| Arc::clone(&p.provider))
+                        .collect(),
+                    ctx.settings.reconcile_every,
+                )?),
+            };
             let mut builder = Pools::builder(config).settings(ctx.settings);
             for pool in handle.pools {
                 builder = builder.provider(pool.name, pool.provider);
@@ -292,16 +336,17 @@ impl ServiceScheduler {
                 .iter()
                 .map(|p| p.name().to_owned())
                 .collect();
-            let dir = match self.options.store {
+            let dir = match (self.options.store, &github) {
                 // Only its owner may enter a state directory (L16);
-                // `tempfile`'s follow the umask.
-                StoreKind::Durable => Some(
+                // `tempfile`'s follow the umask. GitHub's deliveries are
+                // kept there whatever the store.
+                (StoreKind::Durable, _) | (_, Some(_)) => Some(
                     tempfile::Builder::new()
                         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
                         .tempdir()
                         .map_err(broke)?,
                 ),
-                StoreKind::Memory => None,
+                (StoreKind::Memory, None) => None,
             };
             let router = pools.core(ctx.clock.now());
             deployments.push(Some(Deployment {
@@ -321,6 +366,9 @@ impl ServiceScheduler {
                 router,
                 view: Vec::new(),
                 commits_before: 0,
+                github,
+                yaml: handle.yaml.unwrap_or_default(),
+                settings: ctx.settings,
             }));
         }
         Ok(deployments)
@@ -335,6 +383,12 @@ impl ServiceScheduler {
                 continue;
             };
             let Some(service) = &d.service else { continue };
+            if d.github.is_some() {
+                if let Err(why) = self.settle_github(index, now).await {
+                    self.broken.get_or_insert(why);
+                }
+                continue;
+            }
             if let Err(last) = service.quiescent(now, QUIESCENT_BOUND).await {
                 self.broken.get_or_insert(format!(
                     "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
@@ -349,6 +403,82 @@ impl ServiceScheduler {
                 }
             }
         }
+    }
+
+    /// [`settle`](Self::settle) for a deployment under `--intake github`
+    /// (H14): until nothing more happens at `now`, the deliveries GitHub
+    /// owes are sent, the intake is ticked, the engine waited for, what it
+    /// decided translated, and GitHub's runners play; then H14's checks.
+    async fn settle_github(&mut self, index: usize, now: SystemTime) -> Result<(), String> {
+        let Some(d) = self.deployments[index].as_mut() else {
+            return Ok(());
+        };
+        let (Some(side), Some(service)) = (d.github.as_mut(), d.service.as_ref()) else {
+            return Ok(());
+        };
+        let mut unsent = Vec::new();
+        loop {
+            side.sim.at(now);
+            let mut owed = std::mem::take(&mut unsent);
+            owed.extend(side.sim.take_deliveries());
+            let sent = !owed.is_empty();
+            if let Some(url) = &side.webhook_url {
+                let answers = futures::stream::iter(owed)
+                    .map(|delivery| {
+                        let signature = side.sim.sign(&delivery.body);
+                        let client = &self.client;
+                        async move {
+                            let headers = [
+                                ("x-github-event", "workflow_job"),
+                                ("x-github-delivery", delivery.id.as_str()),
+                                ("x-hub-signature-256", signature.as_str()),
+                                ("user-agent", "GitHub-Hookshot/harness"),
+                            ];
+                            let body = bytes::Bytes::copy_from_slice(&delivery.body);
+                            let answer = client.post_with(url, &headers, body).await;
+                            (delivery, answer)
+                        }
+                    })
+                    .buffer_unordered(IN_FLIGHT)
+                    .collect::<Vec<_>>()
+                    .await;
+                for (delivery, answer) in answers {
+                    let answer = answer?;
+                    match answer.status.as_u16() {
+                        200 | 202 => {}
+                        // The intake is full: redelivered, as GitHub's
+                        // operator would, once it has drained.
+                        503 => unsent.push(delivery),
+                        status => {
+                            return Err(format!(
+                                "deployment {index}'s webhook answered delivery {} {status}: {}",
+                                delivery.id,
+                                String::from_utf8_lossy(&answer.body)
+                            ));
+                        }
+                    }
+                }
+            }
+            side.tick().await?;
+            if let Err(last) = service.quiescent(now, QUIESCENT_BOUND).await {
+                return Err(format!(
+                    "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
+                ));
+            }
+            d.view = service.pools();
+            let decisions = std::mem::take(&mut *d.tapped.lock());
+            let decided = !decisions.is_empty();
+            for decision in decisions {
+                if let Some(change) = side.translate(index, decision, now, d.identity.as_ref())? {
+                    self.changes.push(change);
+                }
+            }
+            let played = side.play(index, now, d.identity.as_ref(), &mut self.changes)?;
+            if !sent && !decided && !played && unsent.is_empty() {
+                break;
+            }
+        }
+        side.check(index, &d.view, now)
     }
 
     /// One decision of deployment `index`'s service as the harness's change.
@@ -412,13 +542,63 @@ impl ServiceScheduler {
         let mut best: Option<(usize, i128)> = None;
         for (index, deployment) in self.deployments.iter().enumerate() {
             let Some(d) = deployment else { continue };
-            let room =
-                d.capacity as i128 - d.held() as i128 - d.queued() as i128 - given[index] as i128;
+            let room = d.capacity as i128 - d.load() as i128 - given[index] as i128;
             if best.is_none_or(|(_, most)| room > most) {
                 best = Some((index, room));
             }
         }
         best.map(|(index, _)| index)
+    }
+
+    /// `submit_all` under `--intake github`: each job queued at the GitHub
+    /// of the deployment with the most room, for the pool its route names;
+    /// accepted when that pool may run its trust (else billet leaves it,
+    /// G4, and GitHub runs it elsewhere). Its delivery goes at the next
+    /// tick.
+    fn queue_at_github(&mut self, jobs: Vec<Job>) -> Vec<bool> {
+        let mut given = vec![0; self.deployments.len()];
+        let mut accepted = vec![false; jobs.len()];
+        for (at, job) in jobs.iter().enumerate() {
+            let Some(index) = self.choose(&given) else {
+                continue;
+            };
+            let Some(d) = self.deployments[index].as_mut() else {
+                continue;
+            };
+            let config = d.pools.config();
+            let pool = config
+                .routing()
+                .route_for(&job.labels)
+                .map(|route| route.provider().to_owned())
+                .or_else(|| {
+                    let kind = config.routing().default_kind()?;
+                    config
+                        .providers()
+                        .iter()
+                        .find(|p| p.kind() == kind)
+                        .map(|p| p.name().to_owned())
+                });
+            let Some(pool) = pool.and_then(|name| d.pool_names.iter().position(|p| *p == name))
+            else {
+                continue;
+            };
+            // A job not trusted is a fork's: untrusted at GitHub (G4).
+            let trust = match job.trust {
+                TrustClass::Trusted => TrustClass::Trusted,
+                _ => TrustClass::Untrusted,
+            };
+            let takes = d.pools.may_run(&d.pool_names[pool], trust);
+            if let Some(side) = d.github.as_mut() {
+                side.queue(job, pool, takes);
+            }
+            if takes {
+                given[index] += 1;
+                d.accepted += 1;
+                self.accepted += 1;
+                accepted[at] = true;
+            }
+        }
+        accepted
     }
 
     fn record(&mut self, took: Duration) {
@@ -431,10 +611,14 @@ impl ServiceScheduler {
 /// Starts deployment `d`'s service on its store (opened again when it is
 /// durable: the jobs it holds are handed to the new engine); answers how
 /// many unended jobs the store handed over.
-async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, String> {
-    let (store, records) = match &d.dir {
-        Some(dir) => Store::open(dir.path()).map_err(broke)?,
-        None => (Store::memory(), Vec::new()),
+async fn launch(
+    d: &mut Deployment,
+    clock: &Arc<dyn Clock>,
+    kind: StoreKind,
+) -> Result<usize, String> {
+    let (store, records) = match (&d.dir, kind) {
+        (Some(dir), StoreKind::Durable) => Store::open(dir.path()).map_err(broke)?,
+        _ => (Store::memory(), Vec::new()),
     };
     let resumed = records.len();
     d.identity = store.identity().cloned();
@@ -468,10 +652,27 @@ async fn launch(d: &mut Deployment, clock: &Arc<dyn Clock>) -> Result<usize, Str
         max_connections_per_peer: billet::listener::DEFAULT_MAX_CONNECTIONS,
         ..Limits::default()
     };
+    let intake = match (&mut d.github, &d.dir) {
+        (Some(side), Some(dir)) => {
+            let (pools, github) = side
+                .prepare(&d.yaml, dir.path(), d.settings, Arc::clone(clock))
+                .await?;
+            d.pools = pools;
+            Some(github)
+        }
+        _ => None,
+    };
+    let limits = Limits {
+        github: intake.as_ref().map(billet::github::Github::webhook),
+        ..limits
+    };
     let parts = (&d.pools, store, records, Arc::clone(clock));
     let service = Service::start_tapped(parts, TOKEN.into(), listener, limits, Some(tap))
         .await
         .map_err(broke)?;
+    if let (Some(github), Some(side)) = (intake, &mut d.github) {
+        side.attach(github, &service, &d.pools, d.identity.as_ref())?;
+    }
     d.base = format!("http://{}", service.addr());
     d.jobs_url = Some(d.url("/v1/jobs").parse().map_err(broke)?);
     d.service = Some(service);
@@ -558,7 +759,7 @@ impl Scheduler for ServiceScheduler {
         };
         for (index, d) in deployments.iter_mut().enumerate() {
             let Some(d) = d else { continue };
-            if let Err(why) = launch(d, &self.clock).await {
+            if let Err(why) = launch(d, &self.clock, self.options.store).await {
                 self.broken
                     .get_or_insert(format!("deployment {index}'s service did not start: {why}"));
             }
@@ -581,6 +782,9 @@ impl Scheduler for ServiceScheduler {
         // be now), as a production scheduler's tick would before it takes
         // new work; the room each job is given by is the room after the
         // last tick, as the production dispatcher counts it.
+        if matches!(self.options.intake, Intake::Github(_)) {
+            return self.queue_at_github(jobs);
+        }
         let mut given = vec![0; self.deployments.len()];
         let mut accepted = vec![false; jobs.len()];
         // By deployment: (position among the jobs, harness id, body).
@@ -687,6 +891,13 @@ impl Scheduler for ServiceScheduler {
         // As the production scheduler's: an engine whose core waits for
         // nothing asks for no time (it still reads its inventories when the
         // clock passes its wake for another's sake).
+        let github = self
+            .deployments
+            .iter()
+            .flatten()
+            .filter_map(|d| d.github.as_ref())
+            .filter_map(github::Side::next_wakeup)
+            .min();
         self.deployments
             .iter()
             .flatten()
@@ -694,6 +905,7 @@ impl Scheduler for ServiceScheduler {
             .filter_map(|service| *service.quiet().borrow())
             .filter(|quiet| !quiet.idle)
             .filter_map(|quiet| quiet.wake)
+            .chain(github)
             .min()
     }
 
@@ -701,14 +913,17 @@ impl Scheduler for ServiceScheduler {
         self.deployments
             .iter()
             .flatten()
-            .map(Deployment::queued)
+            .map(|d| match &d.github {
+                Some(side) => side.sim.queued(),
+                None => d.queued(),
+            })
             .sum()
     }
 
     fn leases(&self) -> Vec<usize> {
         self.deployments
             .iter()
-            .map(|d| d.as_ref().map_or(0, Deployment::held))
+            .map(|d| d.as_ref().map_or(0, Deployment::leases))
             .collect()
     }
 
@@ -717,7 +932,10 @@ impl Scheduler for ServiceScheduler {
             .iter()
             .zip(&self.pool_counts)
             .map(|(d, &pools)| match d {
-                Some(d) => d.view.iter().map(|p| p.held as usize).collect(),
+                Some(d) => match &d.github {
+                    Some(side) => side.busy().to_vec(),
+                    None => d.view.iter().map(|p| p.held as usize).collect(),
+                },
                 None => vec![0; pools],
             })
             .collect()
@@ -748,7 +966,7 @@ impl Scheduler for ServiceScheduler {
         // Let the aborted tasks be dropped (their store's writer with them)
         // before the store is opened again.
         tokio::task::yield_now().await;
-        match launch(d, &self.clock).await {
+        match launch(d, &self.clock, self.options.store).await {
             Ok(resumed) => {
                 self.changes.push(FleetChange::Restarted {
                     deployment: index,
@@ -804,6 +1022,10 @@ impl Scheduler for ServiceScheduler {
                 return Err(format!(
                     "deployment {index}'s service did not settle within {QUIESCENT_BOUND:?} (it last said {last:?})"
                 ));
+            }
+            if let Some(side) = &d.github {
+                side.finish(index)?;
+                continue;
             }
             let mut seen = 0u64;
             let mut after: Option<u64> = None;
@@ -886,6 +1108,15 @@ impl Scheduler for ServiceScheduler {
                     .map_or_else(|| "unknown".to_owned(), |kib| format!("{} MiB", kib / 1024)),
             ),
         ];
+        let sides: Vec<&github::Side> = self
+            .deployments
+            .iter()
+            .flatten()
+            .filter_map(|d| d.github.as_ref())
+            .collect();
+        if !sides.is_empty() {
+            lines.extend(github::report(&sides));
+        }
         for r in &self.recoveries {
             lines.push(format!(
                 "recovery of deployment {}: {} unended jobs resumed from the store, {} instances adopted, nothing run twice",

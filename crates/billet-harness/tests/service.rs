@@ -25,7 +25,11 @@ use billet_harness::trace::Trace;
 const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
 
 fn service(store: StoreKind, submission: Submission) -> ServiceOptions {
-    ServiceOptions { store, submission }
+    ServiceOptions {
+        store,
+        submission,
+        ..ServiceOptions::default()
+    }
 }
 
 /// Runs `scenario` through the service (with `options`) or the production

@@ -75,6 +75,28 @@ impl Client {
         self.send(Method::GET, uri, None).await
     }
 
+    /// `POST uri` with a JSON `body` and these `headers` besides (a GitHub
+    /// delivery's).
+    pub(super) async fn post_with(
+        &self,
+        uri: &Uri,
+        headers: &[(&'static str, &str)],
+        body: Bytes,
+    ) -> Result<Answer, String> {
+        let failed = |why: String| format!("POST {uri}: {why}");
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(uri.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|e| failed(chain(&e)))?;
+        self.exchange(request).await.map_err(failed)
+    }
+
     /// One request, and its answer read whole, within the bound. An error
     /// names the method, the address and the cause, with its sources.
     async fn send(
@@ -97,6 +119,11 @@ impl Client {
             None => Full::new(Bytes::new()),
         };
         let request = request.body(body).map_err(|e| failed(chain(&e)))?;
+        self.exchange(request).await.map_err(failed)
+    }
+
+    /// Sends `request` and reads its answer whole, within the bound.
+    async fn exchange(&self, request: Request<Full<Bytes>>) -> Result<Answer, String> {
         let exchange = async {
             let response = self.pooled.request(request).await.map_err(|e| chain(&e))?;
             let status = response.status();
@@ -109,8 +136,8 @@ impl Client {
             Ok::<_, String>(Answer { status, body })
         };
         match tokio::time::timeout(self.bound, exchange).await {
-            Ok(answered) => answered.map_err(failed),
-            Err(_) => Err(failed(format!("no whole answer within {:?}", self.bound))),
+            Ok(answered) => answered,
+            Err(_) => Err(format!("no whole answer within {:?}", self.bound)),
         }
     }
 }

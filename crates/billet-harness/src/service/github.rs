@@ -1,0 +1,623 @@
+//! `--intake github` (H14): a deployment's jobs reach its service as GitHub's
+//! `workflow_job` deliveries from a [`SimulatedGithub`], not as `POST
+//! /v1/jobs`.
+//!
+//! Each deployment's `billet.yaml` gains a `github:` section whose scope is
+//! the deployment's own repository (`fleet/<deployment>`, trusted), whose
+//! pools offer the labels `[self-hosted, <pool>]`, and whose API is the
+//! simulated GitHub's. A harness job becomes a GitHub job of its own run,
+//! labelled for the pool its route names (a job's labels are the pool's:
+//! GitHub matches labels exactly, routing by a subset); a job not trusted
+//! is a pull request's from a fork (billet then trusts it less, G4).
+//!
+//! What the harness books is the GitHub jobs: a job is placed when a runner
+//! takes it (its lease the runner's), and freed when that runner's billet
+//! job ends. The runners themselves, billet's jobs, are checked against the
+//! engine's own view at every step ([`Side::check`]).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use billet::github::Github;
+use billet::github::deliveries::Deliveries;
+use billet::github::intake::{Ticked, Ticks};
+use billet::github::webhook::Webhook;
+use billet_config::Config;
+use billet_provider::{InstanceId, Provider, TrustClass};
+use billet_scheduler::{Decision, Identity, InstanceName, Pools};
+use hdrhistogram::Histogram;
+use rustc_hash::FxHashMap;
+
+use crate::github::{Faults, GithubJob, Played, SimulatedGithub, Status, api::TOKEN};
+use crate::production::reason;
+use crate::scheduler::{Adopted, FleetChange, FreeReason, Freed, Launched, Placed};
+use crate::workload::{Job, JobId};
+
+/// The webhook's secret every deployment is given.
+const SECRET: &str = "the-harness-webhook-secret";
+
+/// How long a runner runs with no job before its instance ends by itself:
+/// longer than any run; billet retires an idle runner long before.
+const RUNNER_LIVES: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// How the jobs reach each deployment's service.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Intake {
+    /// `POST /v1/jobs` (H13).
+    #[default]
+    Http,
+    /// GitHub's deliveries from a simulated GitHub, with these faults (H14).
+    Github(Faults),
+}
+
+/// One runner: a billet job of the deployment's service, as its decisions
+/// and the simulated GitHub say.
+#[derive(Debug, Clone)]
+struct Runner {
+    pool: usize,
+    instance: Option<InstanceId>,
+    /// The harness job (GitHub job) it took.
+    took: Option<JobId>,
+    /// When its instance was launched (or adopted).
+    up_since: Option<SystemTime>,
+}
+
+/// What the report adds (H14).
+#[derive(Debug)]
+pub(super) struct Measured {
+    /// Queued to `in_progress`, modelled, in milliseconds.
+    startup: Histogram<u64>,
+    /// Queued to `in_progress` of jobs whose `queued` delivery was lost.
+    lost_found: Histogram<u64>,
+    runners: u64,
+    completed: u64,
+    queued: u64,
+}
+
+impl Default for Measured {
+    fn default() -> Self {
+        let histogram = || {
+            Histogram::new_with_bounds(1, 366 * 24 * 3_600_000, 3)
+                .expect("bounds of 1 ms to a year at 3 significant figures are valid")
+        };
+        Measured {
+            startup: histogram(),
+            lost_found: histogram(),
+            runners: 0,
+            completed: 0,
+            queued: 0,
+        }
+    }
+}
+
+/// A deployment's GitHub: the simulated one, the intake's ticks, and the
+/// runners as the harness books them.
+#[derive(Debug)]
+pub(super) struct Side {
+    pub(super) sim: SimulatedGithub,
+    api_url: Option<String>,
+    pub(super) webhook_url: Option<hyper::Uri>,
+    ticks: Option<Ticks>,
+    pub(super) ticked: Ticked,
+    pool_names: Vec<String>,
+    raw: Vec<Arc<dyn Provider>>,
+    idle_timeout: Duration,
+    reconcile_every: Duration,
+    runners: FxHashMap<u64, Runner>,
+    /// Runners (placed, not ended) per pool, and those of them that took a job.
+    held: Vec<usize>,
+    busy: Vec<usize>,
+    /// Jobs GitHub completed whose runner's lease is not yet freed.
+    completed: rustc_hash::FxHashSet<JobId>,
+    pub(super) measured: Measured,
+}
+
+/// The labels a GitHub job of pool `pool` runs on, and its runners offer.
+fn labels_of(pool: &str) -> Vec<String> {
+    vec!["self-hosted".to_owned(), pool.to_owned()]
+}
+
+impl Side {
+    /// The GitHub of deployment `name` over `host`, its pools `raw` (named
+    /// `pool_names`), with `faults`.
+    pub(super) fn new(
+        name: &str,
+        host: billet_simulated::Host,
+        faults: Faults,
+        pool_names: Vec<String>,
+        raw: Vec<Arc<dyn Provider>>,
+        reconcile_every: Duration,
+    ) -> Result<Side, String> {
+        let repository = format!("fleet/{name}");
+        let sim = SimulatedGithub::new(&repository, name, host, SECRET.as_bytes(), faults)?;
+        let pools = pool_names.len();
+        Ok(Side {
+            sim,
+            api_url: None,
+            webhook_url: None,
+            ticks: None,
+            ticked: Ticked::default(),
+            pool_names,
+            raw,
+            idle_timeout: billet_config::DEFAULT_IDLE_TIMEOUT,
+            reconcile_every: reconcile_every.max(billet_config::MIN_RECONCILE_EVERY),
+            runners: FxHashMap::default(),
+            held: vec![0; pools],
+            busy: vec![0; pools],
+            completed: Default::default(),
+            measured: Measured::default(),
+        })
+    }
+
+    /// The deployment's configuration with its `github:` section, its files
+    /// in `dir`; the simulated GitHub's API started on first use.
+    async fn config(&mut self, yaml: &str, dir: &std::path::Path) -> Result<Config, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let url = match &self.api_url {
+            Some(url) => url.clone(),
+            None => {
+                let url = self.sim.serve().await?;
+                self.api_url = Some(url.clone());
+                url
+            }
+        };
+        for (file, text) in [("gh-token", TOKEN), ("gh-secret", SECRET)] {
+            let path = dir.join(file);
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        let pools: Vec<String> = self
+            .pool_names
+            .iter()
+            .map(|pool| {
+                let labels: Vec<String> =
+                    labels_of(pool).iter().map(|l| format!("{l:?}")).collect();
+                format!("{{pool: {pool:?}, labels: [{}]}}", labels.join(", "))
+            })
+            .collect();
+        let command: Vec<String> = billet_simulated::run_for(RUNNER_LIVES)
+            .iter()
+            .map(|a| format!("{a:?}"))
+            .collect();
+        let text = format!(
+            "{yaml}github:
+  api_url: {url}
+  token_file: {dir}/gh-token
+  webhook_secret_file: {dir}/gh-secret
+  scopes: [{{repository: {repository}, trust: trusted}}]
+  pools: [{pools}]
+  runner: {{command: [{command}], idle_timeout: {idle}s}}
+  reconcile_every: {every}ms
+",
+            dir = dir.display(),
+            repository = self.sim.repository(),
+            pools = pools.join(", "),
+            command = command.join(", "),
+            idle = self.idle_timeout.as_secs(),
+            every = self.reconcile_every.as_millis(),
+        );
+        Config::from_yaml_str(&text)
+            .map_err(|e| format!("the github: section is refused: {e}\n{text}"))
+    }
+
+    /// The pools a deployment's service runs with its GitHub intake (each
+    /// wrapped to register its runners just in time), the intake not yet
+    /// started, its files in `dir`, its API client on `clock`.
+    pub(super) async fn prepare(
+        &mut self,
+        yaml: &str,
+        dir: &std::path::Path,
+        settings: billet_scheduler::Settings,
+        clock: Arc<dyn billet_clock::Clock>,
+    ) -> Result<(Pools, Github), String> {
+        let config = self.config(yaml, dir).await?;
+        let github_settings = config
+            .github()
+            .cloned()
+            .ok_or_else(|| "the configuration lost its github: section".to_owned())?;
+        let api = billet::github::wiring::api(&github_settings, clock)?;
+        let deliveries = Deliveries::open(dir).map_err(|e| format!("github.db: {e}"))?;
+        let webhook = Arc::new(Webhook::new(SECRET.as_bytes().to_vec(), deliveries));
+        let mut github = Github::new(github_settings, api, webhook);
+        self.ticks = Some(github.driven());
+        let mut builder = Pools::builder(config).settings(settings);
+        for (name, raw) in self.pool_names.iter().zip(&self.raw) {
+            builder = builder.provider(name.clone(), github.provider(name, Arc::clone(raw)));
+        }
+        let pools = builder.build().map_err(|e| e.to_string())?;
+        Ok((pools, github))
+    }
+
+    /// Starts `github`'s intake beside `service`, over `pools`, for the
+    /// store of `identity`.
+    pub(super) fn attach(
+        &mut self,
+        github: Github,
+        service: &billet::Service,
+        pools: &Pools,
+        identity: Option<&Identity>,
+    ) -> Result<(), String> {
+        github.start(
+            service.engine_parts(),
+            pools,
+            identity.map(|i| i.as_str().to_owned()),
+        )?;
+        self.webhook_url = Some(
+            format!("http://{}/v1/github/webhook", service.addr())
+                .parse()
+                .map_err(|e| format!("the webhook's address: {e}"))?,
+        );
+        Ok(())
+    }
+
+    /// Queues `job` at GitHub for the pool its route names (`pool`), billet
+    /// expected to take it when `for_billet`.
+    pub(super) fn queue(&mut self, job: &Job, pool: usize, for_billet: bool) {
+        let labels = labels_of(&self.pool_names[pool]);
+        self.measured.queued += 1;
+        self.sim.queue(
+            github_id(job.id),
+            GithubJob {
+                job: job.id,
+                labels: labels.into(),
+                forked: job.trust != TrustClass::Trusted,
+                for_billet,
+                run_time: job.run_time,
+                queued_at: job.submitted_at,
+                taken_at: None,
+                status: Status::Queued,
+                lost: false,
+            },
+        );
+    }
+
+    /// Ticks the intake: it handles what was delivered, looks, reconciles
+    /// when due.
+    pub(super) async fn tick(&mut self) -> Result<(), String> {
+        let Some(ticks) = &self.ticks else {
+            return Ok(());
+        };
+        self.ticked = ticks.tick().await?;
+        Ok(())
+    }
+
+    /// When the deployment's GitHub side next needs the clock moved for its
+    /// own sake: a completion, a look due, a reconcile while any job is
+    /// outstanding (what finds a lost delivery).
+    pub(super) fn next_wakeup(&self) -> Option<SystemTime> {
+        let reconcile = self
+            .ticked
+            .reconcile_at
+            .filter(|_| self.sim.outstanding() || self.runners.values().any(|r| r.took.is_none()));
+        [self.sim.next_due(), self.ticked.due, reconcile]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// One decision of the service's engine about a runner, as the
+    /// harness's change (if any): `deployment`'s, whose store is `identity`.
+    pub(super) fn translate(
+        &mut self,
+        deployment: usize,
+        decision: Decision,
+        now: SystemTime,
+        identity: Option<&Identity>,
+    ) -> Result<Option<FleetChange>, String> {
+        Ok(match decision {
+            Decision::Placed { job, pool } => {
+                self.runners.insert(
+                    job.0,
+                    Runner {
+                        pool: pool.0,
+                        instance: None,
+                        took: None,
+                        up_since: None,
+                    },
+                );
+                self.held[pool.0] += 1;
+                None
+            }
+            Decision::Launched { job, instance, .. } => {
+                let runner = self.runners.get_mut(&job.0).ok_or_else(|| {
+                    format!(
+                        "deployment {deployment} launched runner job {} it never placed",
+                        job.0
+                    )
+                })?;
+                runner.instance = Some(instance);
+                runner.up_since = Some(now);
+                self.measured.runners += 1;
+                None
+            }
+            Decision::Adopted {
+                job,
+                pool,
+                instance,
+            } => {
+                let runner = self.runners.entry(job.0).or_insert_with(|| Runner {
+                    pool: pool.0,
+                    instance: None,
+                    took: None,
+                    up_since: Some(now),
+                });
+                runner.instance = Some(instance.clone());
+                if runner.pool != pool.0 {
+                    return Err(format!(
+                        "deployment {deployment} adopted runner job {} in pool {}, placed in {}",
+                        job.0, pool.0, runner.pool
+                    ));
+                }
+                runner.took.map(|took| {
+                    FleetChange::Adopted(Adopted {
+                        job: took,
+                        deployment,
+                        pool: pool.0,
+                        instance,
+                    })
+                })
+            }
+            Decision::Ended { job, pool, outcome } => {
+                let Some(runner) = self.runners.remove(&job.0) else {
+                    // A runner that ended before it was placed.
+                    return Ok(None);
+                };
+                let Some(pool) = pool else {
+                    return Ok(None);
+                };
+                self.held[runner.pool] -= 1;
+                match runner.took {
+                    Some(took) => {
+                        self.busy[runner.pool] -= 1;
+                        // The job ended as GitHub says: a runner destroyed
+                        // after its job completed (its end unseen, say,
+                        // through an inventory outage) ran it to the end.
+                        let completed = self.completed.remove(&took);
+                        let reason = match reason(&outcome) {
+                            FreeReason::Cancelled if completed => FreeReason::Stopped,
+                            other => other,
+                        };
+                        Some(FleetChange::Freed(Freed {
+                            job: took,
+                            deployment,
+                            pool: pool.0,
+                            name: job.instance_name_in(identity, &self.pool_names[pool.0]),
+                            reason,
+                        }))
+                    }
+                    None => None,
+                }
+            }
+            other => crate::production::change_of(other, deployment, |_| 0, |_, _| String::new()),
+        })
+    }
+
+    /// The runner's side at `now`: the changes of the jobs runners took
+    /// (placed and launched, in the harness's books). `names` gives each
+    /// runner's instance name.
+    pub(super) fn play(
+        &mut self,
+        deployment: usize,
+        now: SystemTime,
+        identity: Option<&Identity>,
+        changes: &mut Vec<FleetChange>,
+    ) -> Result<bool, String> {
+        let played = self.sim.play(now);
+        let acted = !played.is_empty();
+        for played in played {
+            match played {
+                Played::Took {
+                    github,
+                    job,
+                    runner,
+                } => {
+                    let parsed = InstanceName::parse(&runner)
+                        .filter(|name| name.store == identity.map(Identity::as_str))
+                        .ok_or_else(|| {
+                            format!("GitHub handed job {github} to runner {runner:?}, not of deployment {deployment}'s store")
+                        })?;
+                    let id = parsed.job.0;
+                    let book = self.runners.get_mut(&id).ok_or_else(|| {
+                        format!("GitHub handed job {github} to runner {runner:?}, whose billet job {id} holds no lease")
+                    })?;
+                    let instance = book.instance.clone().ok_or_else(|| {
+                        format!("GitHub handed job {github} to runner {runner:?}, never launched")
+                    })?;
+                    if let Some(earlier) = book.took.replace(job) {
+                        return Err(format!(
+                            "runner {runner:?} took job {github} after job {earlier}: a runner is single-use"
+                        ));
+                    }
+                    self.busy[book.pool] += 1;
+                    let pool = book.pool;
+                    if let Some(taken) = self.sim.job(github) {
+                        let waited = now.duration_since(taken.queued_at).unwrap_or_default();
+                        let millis = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX).max(1);
+                        self.measured.startup.saturating_record(millis);
+                        if taken.lost {
+                            self.measured.lost_found.saturating_record(millis);
+                        }
+                    }
+                    changes.push(FleetChange::Placed(Placed {
+                        job,
+                        deployment,
+                        pool,
+                    }));
+                    changes.push(FleetChange::Launched(Launched {
+                        job,
+                        deployment,
+                        instance,
+                    }));
+                }
+                Played::Completed { github } => {
+                    self.measured.completed += 1;
+                    if let Some(job) = self.sim.job(github) {
+                        self.completed.insert(job.job);
+                    }
+                    self.sim.forget(github);
+                }
+            }
+        }
+        Ok(acted)
+    }
+
+    /// Runners that took a job, in each pool: the harness's leases.
+    pub(super) fn busy(&self) -> &[usize] {
+        &self.busy
+    }
+
+    /// H14's invariants at `now`, against the engine's view `view` (its
+    /// leases per pool): the runners booked are the engine's leases; idle
+    /// runners in a pool are at most the jobs queued for it (as billet can
+    /// know them: jobs whose news was lost count too); no runner idles past
+    /// its timeout plus one reconcile.
+    pub(super) fn check(
+        &self,
+        deployment: usize,
+        view: &[billet::engine::PoolView],
+        now: SystemTime,
+    ) -> Result<(), String> {
+        for (pool, (booked, seen)) in self.held.iter().zip(view).enumerate() {
+            if *booked != seen.held as usize {
+                return Err(format!(
+                    "deployment {deployment}'s pool {} holds {} leases; its runners' decisions add up to {booked}",
+                    self.pool_names[pool], seen.held
+                ));
+            }
+        }
+        let (queued, unsure) = self.sim.queued_by_labels();
+        for (pool, name) in self.pool_names.iter().enumerate() {
+            let idle = self.held[pool] - self.busy[pool];
+            let waiting = queued.get(labels_of(name).as_slice()).copied().unwrap_or(0);
+            if idle > waiting + unsure {
+                return Err(format!(
+                    "deployment {deployment}'s pool {name} keeps {idle} runners no job took, for {waiting} jobs queued ({unsure} of uncertain news): G6 keeps one per job"
+                ));
+            }
+        }
+        let bound = self.idle_timeout + self.reconcile_every;
+        if let Some((job, since)) = self
+            .runners
+            .iter()
+            .filter(|(_, r)| r.took.is_none())
+            .filter_map(|(job, r)| Some((job, r.up_since?)))
+            .find(|(_, since)| now.duration_since(*since).unwrap_or_default() > bound)
+        {
+            return Err(format!(
+                "deployment {deployment}'s runner job {job} has idled since {since:?}, past its timeout and a reconcile ({bound:?})"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checks at the end: no registration left, every job billet was to
+    /// take completed, the API held to GitHub's description.
+    pub(super) fn finish(&self, deployment: usize) -> Result<(), String> {
+        let violations = self.sim.violations();
+        if let Some(first) = violations.first() {
+            return Err(format!(
+                "deployment {deployment}'s service made {} calls GitHub's description does not allow; the first: {first}",
+                violations.len()
+            ));
+        }
+        let left = self.sim.registrations();
+        if let Some(first) = left.first() {
+            return Err(format!(
+                "deployment {deployment} left {} runners registered at GitHub, {:?} first",
+                left.len(),
+                first.name
+            ));
+        }
+        if let Some((github, job)) = self
+            .sim
+            .jobs()
+            .into_iter()
+            .find(|(_, job)| job.for_billet && !matches!(job.status, Status::Completed { .. }))
+        {
+            return Err(format!(
+                "deployment {deployment}'s GitHub job {github} ended the run {:?}",
+                job.status
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The GitHub job id of harness job `job` (GitHub's start at 1).
+pub(super) fn github_id(job: JobId) -> u64 {
+    job + 1
+}
+
+/// The report's lines for every deployment's `sides` (H14).
+pub(super) fn report(sides: &[&Side]) -> Vec<String> {
+    let mut startup = Measured::default();
+    let mut counts = crate::github::Counts::default();
+    for side in sides {
+        let m = &side.measured;
+        let _ = startup.startup.add(&m.startup);
+        let _ = startup.lost_found.add(&m.lost_found);
+        startup.runners += m.runners;
+        startup.completed += m.completed;
+        startup.queued += m.queued;
+        let c = side.sim.counts();
+        counts.calls += c.calls;
+        counts.peak_hour += c.peak_hour;
+        counts.deliveries += c.deliveries;
+        counts.lost += c.lost;
+        counts.repeated += c.repeated;
+        counts.registered += c.registered;
+        counts.removed += c.removed;
+    }
+    let ms = |h: &Histogram<u64>, q: f64| Duration::from_millis(h.value_at_quantile(q));
+    let per_job = |n: u64| n as f64 / startup.completed.max(1) as f64;
+    let peak_per_deployment = sides
+        .iter()
+        .map(|s| s.sim.counts().peak_hour)
+        .max()
+        .unwrap_or(0);
+    let mut by_operation: std::collections::BTreeMap<String, u64> = Default::default();
+    for side in sides {
+        for (op, n) in side.sim.calls_by_operation() {
+            *by_operation.entry(op).or_default() += n;
+        }
+    }
+    let mut by_operation: Vec<(String, u64)> = by_operation.into_iter().collect();
+    by_operation.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let by_operation: Vec<String> = by_operation
+        .iter()
+        .map(|(op, n)| format!("{op} {:.2}", *n as f64 / startup.completed.max(1) as f64))
+        .collect();
+    vec![
+        format!(
+            "github: {} jobs queued, {} completed by billet's runners; job startup (queued to in_progress, modelled) p50 {:?}, p99 {:?}",
+            startup.queued,
+            startup.completed,
+            ms(&startup.startup, 0.50),
+            ms(&startup.startup, 0.99),
+        ),
+        format!(
+            "github runners: {} started ({:.3} per job), {} registered, {} removed by billet",
+            startup.runners,
+            per_job(startup.runners),
+            counts.registered,
+            counts.removed,
+        ),
+        format!(
+            "github API: {} calls ({:.2} per job); peak {} in an hour of one deployment (an App may make 5,000); per job: {}",
+            counts.calls,
+            per_job(counts.calls),
+            peak_per_deployment,
+            by_operation.join(", "),
+        ),
+        format!(
+            "github deliveries: {} made, {} lost, {} repeated; jobs with a lost delivery taken after p50 {:?}, p99 {:?} ({} of them)",
+            counts.deliveries,
+            counts.lost,
+            counts.repeated,
+            ms(&startup.lost_found, 0.50),
+            ms(&startup.lost_found, 0.99),
+            startup.lost_found.len(),
+        ),
+    ]
+}

@@ -1,0 +1,87 @@
+//! H14: the harness plays GitHub at fleet scale. Every deployment's service
+//! takes its jobs as GitHub's `workflow_job` deliveries from a simulated
+//! GitHub on the scenario's clock, which answers the API as GitHub's
+//! description says, hands each queued job to whichever idle runner's
+//! labels fit, and completes it when its modelled run time has passed.
+//!
+//! * A fleet of 1,000 leases and 20,000 jobs, 1% of deliveries lost and 1%
+//!   repeated, one crash: H10's invariants and H14's hold at every step,
+//!   every job billet takes completes once, no registration is left.
+//! * The differential: with no loss, no repeat and no restart, a job is
+//!   placed on the same deployment at the same modelled time, and waits as
+//!   long, as through `POST /v1/jobs`.
+
+use billet_harness::github::Faults;
+use billet_harness::report::Report;
+use billet_harness::scenario::{Fleet, Scenario};
+use billet_harness::scheduler::Placements;
+use billet_harness::service::{Intake, ServiceOptions, ServiceScheduler, StoreKind};
+
+fn options(intake: Intake) -> ServiceOptions {
+    ServiceOptions {
+        store: StoreKind::Durable,
+        intake,
+        ..ServiceOptions::default()
+    }
+}
+
+fn run(scenario: &Scenario, intake: Intake) -> (Report, Placements) {
+    let mut tap = Placements::new(scenario.start);
+    let options = options(intake);
+    let report = scenario
+        .run_tapped(|ctx| ServiceScheduler::new(ctx, options), &mut tap)
+        .unwrap_or_else(|failure| panic!("{failure}"));
+    (report, tap)
+}
+
+/// The line of `report` that starts with `prefix`.
+fn line<'a>(report: &'a Report, prefix: &str) -> &'a str {
+    report
+        .extra
+        .iter()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line in:\n{report}"))
+}
+
+// H14: with no fault (no loss, no repeat, no restart, and no inventory
+// outage: during one, GitHub's word that a job completed frees its runner's
+// lease after a grace, which `POST /v1/jobs` has no way to), the same placements, at the same modelled times, and
+// the same queue waits as through `POST /v1/jobs`.
+#[test]
+fn h14_github_places_as_http_does() {
+    let fleet = Fleet {
+        jobs: 3_000,
+        concurrency: 200,
+        restarts: 0,
+        strays: 0,
+        hints: false,
+        routed: false,
+        outages: 0,
+        ..Fleet::production()
+    };
+    let scenario = Scenario::fleet(fleet);
+    let (http, h) = run(&scenario, Intake::Http);
+    let (github, g) = run(&scenario, Intake::Github(Faults::default()));
+    if let Some(k) = (0..h.placed.len().min(g.placed.len())).find(|&k| h.placed[k] != g.placed[k]) {
+        panic!(
+            "placement {k} differs: http {:?}, github {:?}",
+            h.placed[k], g.placed[k]
+        );
+    }
+    assert_eq!(h.placed.len(), g.placed.len());
+    assert_eq!(h.waits, g.waits);
+    assert_eq!(
+        (http.finished, http.refused, http.outcomes, http.peak_leases),
+        (
+            github.finished,
+            github.refused,
+            github.outcomes,
+            github.peak_leases
+        ),
+    );
+    println!("{github}");
+    assert!(
+        line(&github, "github runners: ").contains("(1.000 per job)"),
+        "{github}"
+    );
+}
