@@ -69,6 +69,12 @@ pub const QUIESCENT_BOUND: Duration = Duration::from_secs(60);
 /// holds thousands: this stays well inside it).
 pub const IN_FLIGHT: usize = 64;
 
+/// The most rounds of deliveries, ticks and the runners' play one instant
+/// may take under `--intake github` before the run fails saying so (each
+/// round answers what the last changed; a run that keeps changing at one
+/// instant is a livelock).
+const SETTLE_ROUNDS: usize = 1_000;
+
 /// The longest request latency the report tells apart, in microseconds (an
 /// hour; a longer one counts as an hour).
 const LATENCY_MAX_MICROS: u64 = 3_600_000_000;
@@ -417,7 +423,9 @@ impl ServiceScheduler {
             return Ok(());
         };
         let mut unsent = Vec::new();
+        let mut rounds = 0usize;
         loop {
+            rounds += 1;
             side.sim.at(now);
             let mut owed = std::mem::take(&mut unsent);
             owed.extend(side.sim.take_deliveries());
@@ -469,13 +477,17 @@ impl ServiceScheduler {
             let decisions = std::mem::take(&mut *d.tapped.lock());
             let decided = !decisions.is_empty();
             for decision in decisions {
-                if let Some(change) = side.translate(index, decision, now, d.identity.as_ref())? {
-                    self.changes.push(change);
-                }
+                side.translate(index, decision, now, d.identity.as_ref(), &mut self.changes)?;
             }
             let played = side.play(index, now, d.identity.as_ref(), &mut self.changes)?;
             if !sent && !decided && !played && unsent.is_empty() {
                 break;
+            }
+            if rounds >= SETTLE_ROUNDS {
+                return Err(format!(
+                    "deployment {index}'s service and GitHub did not settle at {now:?} in {rounds} rounds (the last: deliveries sent {sent}, decisions {decided}, runners' play {played}, {} redeliveries due)",
+                    unsent.len()
+                ));
             }
         }
         side.check(index, &d.view, now)
@@ -966,6 +978,9 @@ impl Scheduler for ServiceScheduler {
         // Let the aborted tasks be dropped (their store's writer with them)
         // before the store is opened again.
         tokio::task::yield_now().await;
+        if let Some(side) = d.github.as_mut() {
+            side.restarted();
+        }
         match launch(d, &self.clock, self.options.store).await {
             Ok(resumed) => {
                 self.changes.push(FleetChange::Restarted {

@@ -55,6 +55,8 @@ pub enum Intake {
 #[derive(Debug, Clone)]
 struct Runner {
     pool: usize,
+    /// Whether its lease is held (not since a crash, until adopted).
+    held: bool,
     instance: Option<InstanceId>,
     /// The harness job (GitHub job) it took.
     took: Option<JobId>,
@@ -304,18 +306,41 @@ impl Side {
         decision: Decision,
         now: SystemTime,
         identity: Option<&Identity>,
+        changes: &mut Vec<FleetChange>,
+    ) -> Result<(), String> {
+        let change = self.translate_one(deployment, decision, now, identity, changes)?;
+        changes.extend(change);
+        Ok(())
+    }
+
+    /// [`translate`](Self::translate)'s change, if one (a second, before
+    /// it, pushed on `changes`).
+    fn translate_one(
+        &mut self,
+        deployment: usize,
+        decision: Decision,
+        now: SystemTime,
+        identity: Option<&Identity>,
+        changes: &mut Vec<FleetChange>,
     ) -> Result<Option<FleetChange>, String> {
         Ok(match decision {
             Decision::Placed { job, pool } => {
-                self.runners.insert(
+                let earlier = self.runners.insert(
                     job.0,
                     Runner {
                         pool: pool.0,
+                        held: true,
                         instance: None,
                         took: None,
                         up_since: None,
                     },
                 );
+                if let Some(earlier) = earlier.filter(|r| r.held) {
+                    return Err(format!(
+                        "deployment {deployment} placed runner job {} twice (it held a lease in pool {})",
+                        job.0, earlier.pool
+                    ));
+                }
                 self.held[pool.0] += 1;
                 None
             }
@@ -338,16 +363,25 @@ impl Side {
             } => {
                 let runner = self.runners.entry(job.0).or_insert_with(|| Runner {
                     pool: pool.0,
+                    held: false,
                     instance: None,
                     took: None,
                     up_since: Some(now),
                 });
-                runner.instance = Some(instance.clone());
                 if runner.pool != pool.0 {
                     return Err(format!(
                         "deployment {deployment} adopted runner job {} in pool {}, placed in {}",
                         job.0, pool.0, runner.pool
                     ));
+                }
+                runner.instance = Some(instance.clone());
+                if runner.held {
+                    return Ok(None);
+                }
+                runner.held = true;
+                self.held[pool.0] += 1;
+                if runner.took.is_some() {
+                    self.busy[pool.0] += 1;
                 }
                 runner.took.map(|took| {
                     FleetChange::Adopted(Adopted {
@@ -364,8 +398,46 @@ impl Side {
                     return Ok(None);
                 };
                 let Some(pool) = pool else {
-                    return Ok(None);
+                    // A runner the service ended before it held a lease: one
+                    // cancelled while it waited for one, or, after a crash,
+                    // one the new service gave up on before an inventory
+                    // showed its instance (GitHub said its job completed).
+                    // The job such a runner took is done: the deployment's
+                    // again, and freed.
+                    let (Some(took), Some(instance)) = (runner.took, runner.instance) else {
+                        return Ok(None);
+                    };
+                    if runner.held {
+                        return Err(format!(
+                            "deployment {deployment}'s runner job {} ended unplaced while it held a lease",
+                            job.0
+                        ));
+                    }
+                    changes.push(FleetChange::Adopted(Adopted {
+                        job: took,
+                        deployment,
+                        pool: runner.pool,
+                        instance,
+                    }));
+                    let reason = if self.completed.remove(&took) {
+                        FreeReason::Stopped
+                    } else {
+                        FreeReason::Cancelled
+                    };
+                    return Ok(Some(FleetChange::Freed(Freed {
+                        job: took,
+                        deployment,
+                        pool: runner.pool,
+                        name: job.instance_name_in(identity, &self.pool_names[runner.pool]),
+                        reason,
+                    })));
                 };
+                if !runner.held {
+                    return Err(format!(
+                        "deployment {deployment}'s runner job {} ended in pool {} without a lease since the crash",
+                        job.0, pool.0
+                    ));
+                }
                 self.held[runner.pool] -= 1;
                 match runner.took {
                     Some(took) => {
@@ -462,6 +534,17 @@ impl Side {
         Ok(acted)
     }
 
+    /// The deployment's service crashed: the runners' leases are nobody's
+    /// until the new one adopts them (as the harness's books say of the
+    /// jobs they took).
+    pub(super) fn restarted(&mut self) {
+        for runner in self.runners.values_mut() {
+            runner.held = false;
+        }
+        self.held.iter_mut().for_each(|n| *n = 0);
+        self.busy.iter_mut().for_each(|n| *n = 0);
+    }
+
     /// Runners that took a job, in each pool: the harness's leases.
     pub(super) fn busy(&self) -> &[usize] {
         &self.busy
@@ -500,7 +583,7 @@ impl Side {
         if let Some((job, since)) = self
             .runners
             .iter()
-            .filter(|(_, r)| r.took.is_none())
+            .filter(|(_, r)| r.took.is_none() && r.held)
             .filter_map(|(job, r)| Some((job, r.up_since?)))
             .find(|(_, since)| now.duration_since(*since).unwrap_or_default() > bound)
         {

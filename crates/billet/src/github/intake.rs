@@ -16,7 +16,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use billet_config::{GithubSettings, ScopeTarget};
-use billet_github::{Action, Api, RunFacts, Scope, WorkflowJobEvent};
+use billet_github::{Action, Api, ApiError, RunFacts, Scope, WorkflowJobEvent};
 use billet_provider::TrustClass;
 use billet_scheduler::{InstanceName, Pools};
 use tokio::sync::{mpsc, oneshot};
@@ -30,7 +30,7 @@ mod reconcile;
 
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
 use crate::record::NewJob;
-pub use reconcile::{CALLS as RECONCILE_CALLS, stale_after};
+pub use reconcile::{CALLS as RECONCILE_CALLS, MAX_BACKOFF, doubtful, stale_after, stale_at};
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;
@@ -45,9 +45,11 @@ pub const RUNNER_BLOCK: u64 = 1024;
 /// completed (the runner exits by itself once it has reported): past it,
 /// its instance is destroyed (G6).
 pub const COMPLETED_GRACE: Duration = Duration::from_secs(120);
-/// What a runner made before a restart is said to have taken: GitHub's job
-/// ids start at 1, so none is this one. Such a runner is busy until its
-/// billet job ends.
+/// What a runner is said to have taken when billet knows it runs a job but
+/// not which: one made before a restart, or one GitHub refused to remove
+/// because it runs a job whose `in_progress` was lost. GitHub's job ids
+/// start at 1, so none is this one. Such a runner is busy until its billet
+/// job ends.
 const TAKEN_BEFORE_RESTART: u64 = 0;
 
 /// What the intake needs of the service.
@@ -90,6 +92,10 @@ struct Taken {
     run_id: u64,
     /// When billet last heard of it (a delivery, or the reconcile asking).
     heard: SystemTime,
+    /// The pool it was taken into.
+    pool: String,
+    /// How many reconciles in a row asked the API of it (backing off).
+    asked: u32,
 }
 
 /// The intake's state, on its task.
@@ -104,6 +110,9 @@ struct Intake {
     /// they still run.
     finishing: HashMap<RunnerId, SystemTime>,
     runs: HashMap<u64, Option<RunFacts>>,
+    /// Queued runs the reconcile listed the jobs of: when, and how many
+    /// times in a row with nothing new found (at most [`RUNS_CACHED`]).
+    listed_runs: HashMap<u64, (SystemTime, u32)>,
     /// Runner numbers below this are reserved in `github.db`.
     reserved_below: u64,
 }
@@ -189,6 +198,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         runner_of: HashMap::new(),
         finishing: HashMap::new(),
         runs: HashMap::new(),
+        listed_runs: HashMap::new(),
         reserved_below,
         parts,
     };
@@ -315,7 +325,10 @@ impl Intake {
             .finishing
             .values()
             .map(|deadline| *deadline + Duration::from_nanos(1));
-        idle.chain(finishing).min()
+        // A look that could not act on what was due (GitHub unreachable, say)
+        // tries again a look's interval later, not at once.
+        let retry = self.parts.shared.now() + LOOK_EVERY;
+        idle.chain(finishing).min().map(|due| due.max(retry))
     }
 
     /// The facts of `event`'s run, asked of the API once per run.
@@ -421,6 +434,8 @@ impl Intake {
                         repository: event.repository.full_name.clone(),
                         run_id: event.workflow_job.run_id,
                         heard: self.parts.shared.now(),
+                        pool: pool.clone(),
+                        asked: 0,
                     },
                 );
                 self.demand.taken(job, &pool);
@@ -640,11 +655,33 @@ impl Intake {
         let Some(&job) = self.job_of.get(&runner) else {
             return;
         };
-        if let Err(error) = self.unregister(runner).await {
-            tracing::warn!(runner = runner.0, %error, "a runner's registration could not be removed: it is kept");
-            return;
+        match self.unregister(runner).await {
+            Ok(()) => self.cancel(job).await,
+            // GitHub refuses to remove a runner that runs a job: it took
+            // one whose `in_progress` billet never heard. It is busy, with a
+            // job billet does not know, until its billet job ends: not
+            // retired again at every look.
+            Err(ApiError::Refused { status: 422, .. }) => {
+                tracing::info!(
+                    runner = runner.0,
+                    "GitHub says a runner billet would retire runs a job: kept, busy"
+                );
+                let pool = self
+                    .parts
+                    .shared
+                    .jobs
+                    .read()
+                    .live(job)
+                    .and_then(|record| record.pinned.clone());
+                if let Some(pool) = pool {
+                    self.demand
+                        .restore(runner, &pool, None, Some(TAKEN_BEFORE_RESTART));
+                }
+            }
+            Err(error) => {
+                tracing::warn!(runner = runner.0, %error, "a runner's registration could not be removed: it is kept");
+            }
         }
-        self.cancel(job).await;
     }
 
     /// Removes runner `runner`'s registration, when billet knows it made one.

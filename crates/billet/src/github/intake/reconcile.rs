@@ -3,13 +3,21 @@
 //! what deliveries lost or a crash left unsaid, read from the API.
 //!
 //! 1. GitHub jobs billet took that are queued or in progress with no news
-//!    for [`stale_after`] are asked of the API, least recently heard of
-//!    first: a job completed (or gone) while its delivery was lost ends; a
-//!    job still queued whose run ended (a `startup_failure`, say) ends too.
+//!    for [`stale_after`], and whose news billet has reason to doubt
+//!    ([`doubtful`]), are asked of the API, least recently heard of first: a
+//!    job completed (or gone) while its delivery was lost ends; a job still
+//!    queued whose run ended (a `startup_failure`, say) ends too. A job asked
+//!    again with nothing new waits twice as long before the next ask
+//!    ([`stale_at`]), so that what one job costs stays bounded however long
+//!    it runs.
 //! 2. For each `repository` scope, the jobs of its queued runs that billet
-//!    never heard of are taken as if their `queued` delivery had come.
-//!    (An organization's runs cannot be listed in one call: see the
-//!    README.)
+//!    never heard of are taken as if their `queued` delivery had come. A
+//!    run one of whose jobs billet holds is not listed: a sibling's lost
+//!    delivery is found once the jobs billet holds of it are done. A run
+//!    listed with nothing new found (its jobs billet left, say, to wait for
+//!    another runner) is listed again after [`stale_at`]'s backoff, not at
+//!    every reconcile. (An organization's runs cannot be listed in one
+//!    call: see the README.)
 //! 3. Registrations named for this store that GitHub lists, not busy,
 //!    whose billet job has ended or is unknown, are removed.
 //!
@@ -34,6 +42,32 @@ pub const CALLS: usize = 50;
 /// reconcile asks the API of it: one reconcile interval.
 pub fn stale_after(reconcile_every: Duration) -> Duration {
     reconcile_every
+}
+
+/// The most times a job's wait between asks doubles ([`stale_at`]).
+pub const MAX_BACKOFF: u32 = 6;
+
+/// Whether billet has reason to doubt what it knows of a job at `stage`: a
+/// job it knows queued while a runner of its pool has idled for an interval
+/// (GitHub hands a queued job to an idle runner whose labels fit within
+/// seconds, so its `in_progress`, or its run's end, went unsaid); a job it
+/// knows in progress that no live runner of its holds (the runner that took
+/// it ended, or is another's, and its `completed` may have been lost). A
+/// job waiting for room, or running on a runner billet watches, is not
+/// asked of the API: its runner's end says when to.
+pub fn doubtful(stage: JobStage, idle_runner_in_pool: bool, held_by_live_runner: bool) -> bool {
+    match stage {
+        JobStage::Queued => idle_runner_in_pool,
+        JobStage::InProgress => !held_by_live_runner,
+        JobStage::Completed => false,
+    }
+}
+
+/// When a job last heard of at `heard`, asked `asked` times in a row since
+/// with nothing new, is next stale: `age` after, doubled per ask up to
+/// [`MAX_BACKOFF`] times.
+pub fn stale_at(heard: SystemTime, age: Duration, asked: u32) -> SystemTime {
+    heard + age * (1u32 << asked.min(MAX_BACKOFF))
 }
 
 /// What one reconcile did, for its log line.
@@ -147,16 +181,16 @@ impl Intake {
     async fn settle_stale(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
         let now = self.parts.shared.now();
         let age = stale_after(self.parts.settings.reconcile_every);
+        let (idle_pools, held) = self.runner_facts(now, age);
         let mut stale: Vec<(SystemTime, u64)> = self
             .taken
             .iter()
-            .filter(|(job, _)| {
-                matches!(
-                    self.demand.stage(**job),
-                    Some(JobStage::Queued | JobStage::InProgress)
-                )
+            .filter(|(job, taken)| {
+                self.demand.stage(**job).is_some_and(|stage| {
+                    doubtful(stage, idle_pools.contains(&taken.pool), held.contains(*job))
+                })
             })
-            .filter(|(_, taken)| now.duration_since(taken.heard).is_ok_and(|d| d >= age))
+            .filter(|(_, taken)| now >= stale_at(taken.heard, age, taken.asked))
             .map(|(job, taken)| (taken.heard, *job))
             .collect();
         stale.sort_unstable();
@@ -165,6 +199,7 @@ impl Intake {
                 continue;
             };
             taken.heard = now;
+            let asked = taken.asked;
             let (repository, run) = (taken.repository.clone(), taken.run_id);
             let Some((owner, repo)) = repository.split_once('/') else {
                 continue;
@@ -204,14 +239,60 @@ impl Intake {
             } else {
                 event_of(&status, &repository)
             };
+            let before = self.demand.stage(job);
             if let Some(event) = event.filter(|event| event.action != billet_github::Action::Queued)
             {
-                done.settled += 1;
                 self.record(&event);
                 self.on_event(event).await;
             }
+            if self.demand.stage(job) != before {
+                done.settled += 1;
+            }
+            // Nothing new: the next ask waits twice as long.
+            if let Some(taken) = self.taken.get_mut(&job) {
+                taken.heard = now;
+                taken.asked = if self.demand.stage(job) == before {
+                    asked.saturating_add(1)
+                } else {
+                    0
+                };
+            }
         }
         Ok(())
+    }
+
+    /// The pools with a runner no job took that started at least `age`
+    /// before `now`, and the jobs live runners of billet's took.
+    fn runner_facts(
+        &self,
+        now: SystemTime,
+        age: Duration,
+    ) -> (
+        std::collections::HashSet<String>,
+        std::collections::HashSet<u64>,
+    ) {
+        let jobs = self.parts.shared.jobs.read();
+        let mut idle_pools = std::collections::HashSet::new();
+        let mut held = std::collections::HashSet::new();
+        for (&id, &runner) in &self.runner_of {
+            let Some(record) = jobs.live(id) else {
+                continue;
+            };
+            match self.demand.runner(runner).and_then(|(_, took)| took) {
+                Some(took) => {
+                    held.insert(took);
+                }
+                None => {
+                    let idled = record
+                        .started_at
+                        .is_some_and(|at| now.duration_since(at).is_ok_and(|d| d >= age));
+                    if let (true, Some(pool)) = (idled, record.pinned.as_deref()) {
+                        idle_pools.insert(pool.to_owned());
+                    }
+                }
+            }
+        }
+        (idle_pools, held)
     }
 
     /// Step 2: queued jobs of `repository` scopes whose delivery never came.
@@ -238,10 +319,23 @@ impl Intake {
                     continue;
                 }
             };
+            let held_runs: std::collections::HashSet<u64> =
+                self.taken.values().map(|taken| taken.run_id).collect();
+            let now = self.parts.shared.now();
+            let age = stale_after(self.parts.settings.reconcile_every);
+            let due = |run: &u64| {
+                !held_runs.contains(run)
+                    && self
+                        .listed_runs
+                        .get(run)
+                        .is_none_or(|(at, asked)| now >= stale_at(*at, age, *asked))
+            };
+            let runs: Vec<u64> = runs.into_iter().filter(due).collect();
             for run in runs {
                 if !Intake::spend(done) {
                     return Ok(());
                 }
+                let found_before = done.found;
                 let jobs = match self.parts.api.run_jobs(&owner, &repo, run).await {
                     Ok(jobs) => jobs,
                     Err(error @ ApiError::RateLimited { .. }) => return Err(error),
@@ -249,7 +343,14 @@ impl Intake {
                 };
                 let full_name = format!("{owner}/{repo}");
                 for status in jobs {
-                    let unheard = self.demand.stage(status.id).is_none();
+                    // Never heard of: not taken, and no delivery of it
+                    // committed (a job billet left is not found again).
+                    let unheard = self.demand.stage(status.id).is_none()
+                        && self
+                            .parts
+                            .webhook
+                            .upgrade()
+                            .is_none_or(|webhook| webhook.job(status.id).is_none());
                     if status.status == "queued"
                         && unheard
                         && let Some(event) = event_of(&status, &full_name)
@@ -264,6 +365,16 @@ impl Intake {
                         self.on_event(event).await;
                     }
                 }
+                if self.listed_runs.len() >= super::RUNS_CACHED {
+                    self.listed_runs.clear();
+                }
+                let asked = self.listed_runs.get(&run).map_or(0, |(_, asked)| *asked);
+                let asked = if done.found > found_before {
+                    0
+                } else {
+                    asked.saturating_add(1)
+                };
+                self.listed_runs.insert(run, (now, asked));
             }
         }
         Ok(())
