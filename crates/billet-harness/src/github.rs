@@ -37,6 +37,9 @@ use rustc_hash::FxHashMap;
 use serde_json::{Value, json};
 
 pub mod api;
+mod template;
+
+use template::Template;
 
 use crate::workload::JobId;
 
@@ -235,13 +238,27 @@ pub struct SimulatedGithub {
     delivered: u64,
 }
 
-/// The example payload of each action, parsed once.
+/// The example payload of each action, serialized once with holes for
+/// what a delivery changes ([`PAYLOAD_HOLES`]).
 #[derive(Debug)]
 struct Templates {
-    queued: Value,
-    in_progress: Value,
-    completed: Value,
+    queued: Template,
+    in_progress: Template,
+    completed: Template,
 }
+
+/// What a delivery changes of GitHub's example, in the order
+/// [`SimulatedGithub::payload`] gives the values.
+const PAYLOAD_HOLES: [&str; 8] = [
+    "/workflow_job/id",
+    "/workflow_job/run_id",
+    "/workflow_job/labels",
+    "/workflow_job/status",
+    "/workflow_job/runner_name",
+    "/workflow_job/conclusion",
+    "/repository/full_name",
+    "/repository/private",
+];
 
 impl Templates {
     fn parse() -> Result<Templates, String> {
@@ -257,6 +274,7 @@ impl Templates {
                 .iter()
                 .find(|e| e["action"] == action && e["workflow_job"]["status"] == action)
                 .cloned()
+                .map(|example| Template::new(example, &PAYLOAD_HOLES))
                 .ok_or_else(|| format!("GitHub's examples have no `{action}` payload"))
         };
         Ok(Templates {
@@ -369,7 +387,11 @@ impl SimulatedGithub {
                 ));
                 played.push(Played::Completed { github });
             }
-            let idle: Vec<(u64, Arc<str>, Vec<String>, String)> = state
+            // Idle runners in the order of their names, not of their
+            // registrations: billet registers the runners of one instant
+            // concurrently, and which job each takes must not depend on
+            // which call GitHub answered first (the run's digest would).
+            let mut idle: Vec<(u64, Arc<str>, Vec<String>, String)> = state
                 .runners
                 .iter()
                 .filter(|(_, r)| r.busy.is_none())
@@ -382,6 +404,7 @@ impl SimulatedGithub {
                     )
                 })
                 .collect();
+            idle.sort_by(|a, b| a.1.len().cmp(&b.1.len()).then_with(|| a.1.cmp(&b.1)));
             for (id, name, labels, jitconfig) in idle {
                 if state.queue.is_empty() {
                     break;
@@ -551,22 +574,22 @@ impl SimulatedGithub {
             "in_progress" => &self.templates.in_progress,
             _ => &self.templates.completed,
         };
-        let mut event = template.clone();
-        let workflow_job = &mut event["workflow_job"];
-        workflow_job["id"] = json!(github);
-        workflow_job["run_id"] = json!(github);
-        workflow_job["labels"] = json!(&*job.labels);
-        workflow_job["status"] = json!(action);
-        workflow_job["runner_name"] = json!(runner);
-        workflow_job["conclusion"] = match action {
-            "completed" => json!("success"),
-            _ => Value::Null,
-        };
-        let repo = &mut event["repository"];
-        repo["full_name"] = json!(repository);
-        repo["private"] = json!(true);
-        // A struct of JSON values always serializes.
-        serde_json::to_vec(&event).unwrap_or_default()
+        let json = |value: Value| value.to_string();
+        let values = [
+            json(json!(github)),
+            json(json!(github)),
+            json(json!(&*job.labels)),
+            json(json!(action)),
+            json(json!(runner)),
+            json(match action {
+                "completed" => json!("success"),
+                _ => Value::Null,
+            }),
+            json(json!(repository)),
+            "true".to_owned(),
+        ];
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        template.render(&values)
     }
 
     /// Owes the webhook `body`, unless the draw loses it; twice if the draw

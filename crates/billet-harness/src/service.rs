@@ -975,12 +975,12 @@ impl Scheduler for ServiceScheduler {
             d.commits_before += service.commits();
             service.abort();
         }
-        // Let the aborted tasks be dropped (their store's writer with them)
-        // before the store is opened again.
-        tokio::task::yield_now().await;
         if let Some(side) = d.github.as_mut() {
             side.restarted();
         }
+        // Let the aborted tasks be dropped (their store's writer with them)
+        // before the store is opened again.
+        tokio::task::yield_now().await;
         match launch(d, &self.clock, self.options.store).await {
             Ok(resumed) => {
                 self.changes.push(FleetChange::Restarted {

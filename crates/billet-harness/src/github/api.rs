@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-use super::{Registration, State, Status};
+use super::{Registration, State, Status, Template};
 
 /// GitHub's description of the operations billet calls.
 const OPERATIONS: &str =
@@ -347,33 +347,43 @@ fn answer(
             }
         }
         "actions/get-workflow-run" => {
-            let Some(job) = number(2).and_then(|id| state.jobs.get(&id).map(|j| (id, j))) else {
+            let Some((id, job)) = number(2).and_then(|id| state.jobs.get(&id).map(|j| (id, j)))
+            else {
                 return not_found();
             };
-            let (id, job) = job;
-            let mut run = example(op, "200");
-            run["id"] = json!(id);
-            run["status"] = json!(status_str(&job.status));
-            run["conclusion"] = match job.status {
-                Status::Completed { .. } => json!("success"),
-                _ => Value::Null,
-            };
-            run["event"] = json!(if job.forked { "pull_request" } else { "push" });
             let repository = state.repository.clone();
-            run["repository"]["full_name"] = json!(repository);
-            run["repository"]["private"] = json!(true);
-            run["repository"]["id"] = json!(1);
             let head = if job.forked {
                 json!({"id": 2, "full_name": format!("{repository}-fork")})
             } else {
                 json!({"id": 1, "full_name": repository})
             };
-            run["head_repository"] = head;
-            json_answer(StatusCode::OK, run)
+            let values = [
+                id.to_string(),
+                json!(status_str(&job.status)).to_string(),
+                match job.status {
+                    Status::Completed { .. } => "\"success\"".to_owned(),
+                    _ => "null".to_owned(),
+                },
+                json!(if job.forked { "pull_request" } else { "push" }).to_string(),
+                json!(repository).to_string(),
+                "true".to_owned(),
+                "1".to_owned(),
+                head.to_string(),
+            ];
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let body = run_template(op).render(&values);
+            (
+                StatusCode::OK,
+                [
+                    ("x-ratelimit-remaining", "4999"),
+                    ("content-type", "application/json"),
+                ],
+                body,
+            )
+                .into_response()
         }
         "actions/list-workflow-runs-for-repo" => {
             let status = query_value(&query, "status").unwrap_or_default();
-            let template = example(op, "200")["workflow_runs"][0].clone();
             let mut ids: Vec<u64> = state
                 .jobs
                 .iter()
@@ -382,20 +392,27 @@ fn answer(
                 .collect();
             // Newest first, as GitHub lists them.
             ids.sort_unstable_by(|a, b| b.cmp(a));
-            let all: Vec<Value> = ids
-                .iter()
-                .map(|id| {
-                    let mut run = template.clone();
-                    run["id"] = json!(id);
-                    run["status"] = json!(status);
-                    run
-                })
-                .collect();
-            let shown = page_of(&all, &query);
-            json_answer(
+            let shown = page_of(&ids, &query);
+            let template = listed_run_template(op);
+            let status = json!(status).to_string();
+            let mut body =
+                format!("{{\"total_count\":{},\"workflow_runs\":[", ids.len()).into_bytes();
+            for (k, id) in shown.iter().enumerate() {
+                if k > 0 {
+                    body.push(b',');
+                }
+                body.extend(template.render(&[&id.to_string(), &status]));
+            }
+            body.extend_from_slice(b"]}");
+            (
                 StatusCode::OK,
-                json!({"total_count": all.len(), "workflow_runs": shown}),
+                [
+                    ("x-ratelimit-remaining", "4999"),
+                    ("content-type", "application/json"),
+                ],
+                body,
             )
+                .into_response()
         }
         "actions/list-jobs-for-workflow-run" => {
             let jobs: Vec<Value> = number(2)
@@ -429,6 +446,39 @@ fn answer(
             )
         }
     }
+}
+
+/// `GET .../actions/runs/{run_id}`'s example, with holes for what a run
+/// changes (in the order the answer gives the values), made once.
+fn run_template(op: &Operation) -> &'static Template {
+    static RUN: OnceLock<Template> = OnceLock::new();
+    RUN.get_or_init(|| {
+        Template::new(
+            example(op, "200"),
+            &[
+                "/id",
+                "/status",
+                "/conclusion",
+                "/event",
+                "/repository/full_name",
+                "/repository/private",
+                "/repository/id",
+                "/head_repository",
+            ],
+        )
+    })
+}
+
+/// A run as `GET .../actions/runs` lists it (the operation's example's
+/// first), with holes for its id and status, made once.
+fn listed_run_template(op: &Operation) -> &'static Template {
+    static LISTED: OnceLock<Template> = OnceLock::new();
+    LISTED.get_or_init(|| {
+        Template::new(
+            example(op, "200")["workflow_runs"][0].clone(),
+            &["/id", "/status"],
+        )
+    })
 }
 
 /// GitHub's word for where a job stands.

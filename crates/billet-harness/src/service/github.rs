@@ -538,6 +538,8 @@ impl Side {
     /// until the new one adopts them (as the harness's books say of the
     /// jobs they took).
     pub(super) fn restarted(&mut self) {
+        // The crashed service's intake ends once its ticks are gone.
+        self.ticks = None;
         for runner in self.runners.values_mut() {
             runner.held = false;
         }

@@ -530,6 +530,11 @@ impl Intake {
             metrics.github_api(&api.answers(), api.rate_limit_remaining());
             (ended, overdue)
         };
+        // In the runners' order, whatever the map's: what billet does at
+        // one instant does not depend on a hash's seed.
+        let (mut ended, mut overdue) = (ended, overdue);
+        ended.sort_unstable();
+        overdue.sort_unstable();
         for (runner, outlived) in overdue {
             self.demand.gone(runner);
             if outlived {
