@@ -192,6 +192,7 @@ fn main() -> ExitCode {
         lose: args.lose,
         repeat: args.repeat,
         seed: args.seed,
+        plant: None,
     };
     if let Err(err) = faults.validate() {
         eprintln!("error: {err}");

@@ -61,6 +61,26 @@ pub struct Faults {
     pub repeat: f64,
     /// The seed of the draws.
     pub seed: u64,
+    /// A fault planted to prove that a check catches what it guards
+    /// (tests only; `None` in every real run).
+    pub plant: Option<Plant>,
+}
+
+/// A fault planted in the simulated GitHub, so that a test sees the check
+/// that guards against it fail (H14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plant {
+    /// GitHub removes no runner: not a single-use one once its job is done,
+    /// nor one billet removes (answered `204` all the same): the check at
+    /// the end finds registrations left.
+    KeepRemovedRunners,
+    /// With the first job, a second one is queued that GitHub never hands
+    /// to a runner: billet keeps a runner for it that no job takes, more
+    /// runners than the jobs waiting (G6).
+    StuckJob,
+    /// The first job a runner takes is handed to a second idle runner too:
+    /// a job run twice.
+    HandTwice,
 }
 
 impl Faults {
@@ -205,6 +225,7 @@ pub(crate) struct State {
     pub(crate) now: Option<SystemTime>,
     pub(crate) violations: Vec<String>,
     pub(crate) by_operation: BTreeMap<String, u64>,
+    pub(crate) plant: Option<Plant>,
 }
 
 impl State {
@@ -236,7 +257,12 @@ pub struct SimulatedGithub {
     outbox: Vec<Delivery>,
     templates: Templates,
     delivered: u64,
+    /// Whether the planted fault was planted (once).
+    planted: bool,
 }
+
+/// The GitHub id of [`Plant::StuckJob`]'s job.
+const STUCK_JOB: u64 = u64::MAX / 2;
 
 /// The example payload of each action, serialized once with holes for
 /// what a delivery changes ([`PAYLOAD_HOLES`]).
@@ -301,6 +327,7 @@ impl SimulatedGithub {
             state: Arc::new(Mutex::new(State {
                 repository: repository.to_owned(),
                 next_runner: 1,
+                plant: faults.plant,
                 ..State::default()
             })),
             owner: owner.to_owned(),
@@ -311,6 +338,7 @@ impl SimulatedGithub {
             outbox: Vec::new(),
             templates: Templates::parse()?,
             delivered: 0,
+            planted: false,
         })
     }
 
@@ -331,6 +359,14 @@ impl SimulatedGithub {
     /// Queues GitHub job `github` (the harness's `job`) at `now`, and owes
     /// the webhook its `queued` delivery.
     pub fn queue(&mut self, github: u64, job: GithubJob) {
+        if self.faults.plant == Some(Plant::StuckJob) && !self.planted && job.for_billet {
+            self.planted = true;
+            let stuck = GithubJob {
+                for_billet: false,
+                ..job.clone()
+            };
+            self.queue(STUCK_JOB, stuck);
+        }
         let body = {
             let mut state = self.state.lock();
             if job.for_billet {
@@ -377,7 +413,9 @@ impl SimulatedGithub {
                 }
                 // A just-in-time runner is single-use: GitHub removes it
                 // once its job is done.
-                if let Some(id) = state.runner_ids.remove(&runner) {
+                if state.plant != Some(Plant::KeepRemovedRunners)
+                    && let Some(id) = state.runner_ids.remove(&runner)
+                {
                     state.runners.remove(&id);
                 }
                 let repository = state.repository.clone();
@@ -457,8 +495,13 @@ impl SimulatedGithub {
                 played.push(Played::Took {
                     github,
                     job: job.job,
-                    runner: name,
+                    runner: Arc::clone(&name),
                 });
+                if self.faults.plant == Some(Plant::HandTwice) && !self.planted {
+                    self.planted = true;
+                    state.queue.insert(github);
+                    *state.queued_by_labels.entry(labels).or_default() += 1;
+                }
             }
         }
         for (github, body) in owed {

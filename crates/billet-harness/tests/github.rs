@@ -7,11 +7,13 @@
 //! * A fleet of 1,000 leases and 20,000 jobs, 1% of deliveries lost and 1%
 //!   repeated, one crash: H10's invariants and H14's hold at every step,
 //!   every job billet takes completes once, no registration is left.
+//! * Each check of H14 fails when what it guards is broken: faults planted
+//!   in the simulated GitHub ([`Plant`]) are caught, each by its check.
 //! * The differential: with no loss, no repeat and no restart, a job is
 //!   placed on the same deployment at the same modelled time, and waits as
 //!   long, as through `POST /v1/jobs`.
 
-use billet_harness::github::Faults;
+use billet_harness::github::{Faults, Plant};
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
 use billet_harness::scheduler::Placements;
@@ -34,6 +36,89 @@ fn run(scenario: &Scenario, intake: Intake) -> (Report, Placements) {
     (report, tap)
 }
 
+/// A small fleet's run through GitHub with `plant`: what failed.
+fn planted(plant: Plant) -> String {
+    let fleet = Fleet {
+        jobs: 300,
+        concurrency: 20,
+        deployments: 1,
+        restarts: 0,
+        strays: 0,
+        outages: 0,
+        hints: false,
+        routed: false,
+        ..Fleet::production()
+    };
+    let faults = Faults {
+        plant: Some(plant),
+        ..Faults::default()
+    };
+    let options = options(Intake::Github(faults));
+    match Scenario::fleet(fleet).run(|ctx| ServiceScheduler::new(ctx, options)) {
+        Ok(report) => panic!("{plant:?} was not caught:\n{report}"),
+        Err(failure) => failure.to_string(),
+    }
+}
+
+// H14: a job GitHub hands to two runners is caught (every job runs once).
+#[test]
+fn h14_a_job_run_twice_is_caught() {
+    let failure = planted(Plant::HandTwice);
+    assert!(failure.contains("placed job"), "{failure}");
+}
+
+// H14: a job GitHub never hands out leaves billet a runner no job takes,
+// more than the jobs waiting (G6): caught.
+#[test]
+fn h14_more_runners_than_jobs_waiting_are_caught() {
+    let failure = planted(Plant::StuckJob);
+    assert!(failure.contains("runners no job took"), "{failure}");
+}
+
+// H14: registrations GitHub still holds at the end are caught.
+#[test]
+fn h14_registrations_left_at_the_end_are_caught() {
+    let failure = planted(Plant::KeepRemovedRunners);
+    assert!(
+        failure.contains("runners registered at GitHub"),
+        "{failure}"
+    );
+}
+
+// H14: a fleet with 1% of deliveries lost and 1% repeated and one crash:
+// every invariant holds at every step, every job billet takes completes
+// once, no registration is left, and the report says what GitHub saw.
+#[test]
+fn h14_a_fleet_through_github_survives_lost_and_repeated_deliveries_and_a_crash() {
+    let fleet = Fleet {
+        jobs: 2_000,
+        concurrency: 100,
+        restarts: 1,
+        hints: false,
+        ..Fleet::production()
+    };
+    let faults = Faults {
+        lose: 0.01,
+        repeat: 0.01,
+        seed: 42,
+        plant: None,
+    };
+    let (report, _) = run(&Scenario::fleet(fleet), Intake::Github(faults));
+    println!("{report}");
+    assert_eq!(report.finished + report.refused, 2_000);
+    assert_eq!(report.restarts, 1);
+    assert!(report.peak_leases <= 100);
+    let deliveries = line(&report, "github deliveries: ");
+    assert!(!deliveries.contains(" 0 lost"), "{deliveries}");
+    assert!(!deliveries.contains(" 0 repeated"), "{deliveries}");
+    let runners = line(&report, "github runners: ");
+    assert!(runners.contains(" registered"), "{runners}");
+    assert!(
+        line(&report, "github API: ").contains("per job"),
+        "{report}"
+    );
+}
+
 /// The line of `report` that starts with `prefix`.
 fn line<'a>(report: &'a Report, prefix: &str) -> &'a str {
     report
@@ -50,8 +135,8 @@ fn line<'a>(report: &'a Report, prefix: &str) -> &'a str {
 #[test]
 fn h14_github_places_as_http_does() {
     let fleet = Fleet {
-        jobs: 3_000,
-        concurrency: 200,
+        jobs: 1_500,
+        concurrency: 100,
         restarts: 0,
         strays: 0,
         hints: false,

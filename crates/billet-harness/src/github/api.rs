@@ -332,7 +332,9 @@ fn answer(
                     json!({"message": "Bad request - Runner is still running a job"}),
                 ),
                 Some(false) => {
-                    if let Some(runner) = state.runners.remove(&id) {
+                    if state.plant != Some(super::Plant::KeepRemovedRunners)
+                        && let Some(runner) = state.runners.remove(&id)
+                    {
                         state.runner_ids.remove(&runner.name);
                     }
                     state.counts.removed += 1;

@@ -472,4 +472,43 @@ mod tests {
             assert!(acted.acted(), "{acted:?}");
         }
     }
+
+    // G7, H14: the reconcile asks only what it has reason to doubt. A job
+    // queued is doubtful only while a runner of its pool idles; a job in
+    // progress only when no live runner of billet's holds it; a completed
+    // job never.
+    #[test]
+    fn g7_only_doubtful_jobs_are_asked() {
+        for idle in [false, true] {
+            for held in [false, true] {
+                assert_eq!(
+                    doubtful(JobStage::Queued, idle, held),
+                    idle,
+                    "{idle} {held}"
+                );
+                assert_eq!(
+                    doubtful(JobStage::InProgress, idle, held),
+                    !held,
+                    "{idle} {held}"
+                );
+                assert!(!doubtful(JobStage::Completed, idle, held), "{idle} {held}");
+            }
+        }
+    }
+
+    // G7, H14: a job asked with nothing new waits twice as long before the
+    // next ask, up to MAX_BACKOFF doublings.
+    #[test]
+    fn g7_asks_back_off_to_a_bound() {
+        let heard = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let age = Duration::from_secs(60);
+        let after = |asked| stale_at(heard, age, asked).duration_since(heard).unwrap();
+        assert_eq!(after(0), age);
+        assert_eq!(after(1), 2 * age);
+        assert_eq!(after(2), 4 * age);
+        assert_eq!(after(MAX_BACKOFF), age * 64);
+        assert_eq!(after(MAX_BACKOFF + 1), age * 64, "bounded");
+        assert_eq!(after(u32::MAX), age * 64, "bounded");
+        assert_eq!(MAX_BACKOFF, 6);
+    }
 }
