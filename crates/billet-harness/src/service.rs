@@ -416,18 +416,38 @@ impl ServiceScheduler {
     /// owes are sent, the intake is ticked, the engine waited for, what it
     /// decided translated, and GitHub's runners play; then H14's checks.
     async fn settle_github(&mut self, index: usize, now: SystemTime) -> Result<(), String> {
+        let mut unsent = Vec::new();
+        let mut rounds = 0usize;
+        let mut latencies = Vec::new();
+        let settled = self
+            .settle_rounds(index, now, &mut unsent, &mut rounds, &mut latencies)
+            .await;
+        for took in latencies {
+            self.record(took);
+        }
+        settled
+    }
+
+    /// [`settle_github`](Self::settle_github)'s rounds; the wall time of
+    /// each delivery sent goes to `latencies`.
+    async fn settle_rounds(
+        &mut self,
+        index: usize,
+        now: SystemTime,
+        unsent: &mut Vec<crate::github::Delivery>,
+        rounds: &mut usize,
+        latencies: &mut Vec<Duration>,
+    ) -> Result<(), String> {
         let Some(d) = self.deployments[index].as_mut() else {
             return Ok(());
         };
         let (Some(side), Some(service)) = (d.github.as_mut(), d.service.as_ref()) else {
             return Ok(());
         };
-        let mut unsent = Vec::new();
-        let mut rounds = 0usize;
         loop {
-            rounds += 1;
+            *rounds += 1;
             side.sim.at(now);
-            let mut owed = std::mem::take(&mut unsent);
+            let mut owed = std::mem::take(unsent);
             owed.extend(side.sim.take_deliveries());
             let sent = !owed.is_empty();
             if let Some(url) = &side.webhook_url {
@@ -443,15 +463,17 @@ impl ServiceScheduler {
                                 ("user-agent", "GitHub-Hookshot/harness"),
                             ];
                             let body = bytes::Bytes::copy_from_slice(&delivery.body);
+                            let started = Instant::now();
                             let answer = client.post_with(url, &headers, body).await;
-                            (delivery, answer)
+                            (delivery, answer.map(|a| (a, started.elapsed())))
                         }
                     })
                     .buffer_unordered(IN_FLIGHT)
                     .collect::<Vec<_>>()
                     .await;
                 for (delivery, answer) in answers {
-                    let answer = answer?;
+                    let (answer, took) = answer?;
+                    latencies.push(took);
                     match answer.status.as_u16() {
                         200 | 202 => {}
                         // The intake is full: redelivered, as GitHub's
@@ -483,7 +505,7 @@ impl ServiceScheduler {
             if !sent && !decided && !played && unsent.is_empty() {
                 break;
             }
-            if rounds >= SETTLE_ROUNDS {
+            if *rounds >= SETTLE_ROUNDS {
                 return Err(format!(
                     "deployment {index}'s service and GitHub did not settle at {now:?} in {rounds} rounds (the last: deliveries sent {sent}, decisions {decided}, runners' play {played}, {} redeliveries due)",
                     unsent.len()
@@ -567,7 +589,7 @@ impl ServiceScheduler {
     /// accepted when that pool may run its trust (else billet leaves it,
     /// G4, and GitHub runs it elsewhere). Its delivery goes at the next
     /// tick.
-    fn queue_at_github(&mut self, jobs: Vec<Job>) -> Vec<bool> {
+    fn queue_at_github(&mut self, jobs: &[Job]) -> Vec<bool> {
         let mut given = vec![0; self.deployments.len()];
         let mut accepted = vec![false; jobs.len()];
         for (at, job) in jobs.iter().enumerate() {
@@ -795,7 +817,7 @@ impl Scheduler for ServiceScheduler {
         // new work; the room each job is given by is the room after the
         // last tick, as the production dispatcher counts it.
         if matches!(self.options.intake, Intake::Github(_)) {
-            return self.queue_at_github(jobs);
+            return self.queue_at_github(&jobs);
         }
         let mut given = vec![0; self.deployments.len()];
         let mut accepted = vec![false; jobs.len()];
