@@ -89,7 +89,8 @@ impl Host {
                 shelf.stops.remove(&(old, id));
             }
             shelf.stops.insert((at, id));
-            shelf.stops_changed += 1;
+            // A count of changes: only that it moves matters to a stream.
+            shelf.stops_changed = shelf.stops_changed.wrapping_add(1);
             store.wake_subscribers(owner)
         };
         wakers.wake();

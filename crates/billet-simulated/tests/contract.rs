@@ -518,7 +518,8 @@ async fn state(provider: &SimulatedProvider) -> State {
 // stops the owner's instance of that name at the instant given (sooner than
 // its run time, never later), touches no other deployment's instance of the
 // same name, and answers false for a name the owner does not hold; a hint
-// stream sleeping until the old stop sees the new one at its instant.
+// stream already sleeping until the old stop wakes, reads the new one, and
+// tells it at its instant.
 #[tokio::test]
 async fn h14_the_host_stops_an_instance_when_told() {
     use futures::StreamExt;
@@ -528,11 +529,10 @@ async fn h14_the_host_stops_an_instance_when_told() {
     green.launch(job("runner", 3600)).await.unwrap();
     let appeared = hints.next().await.unwrap();
     assert_eq!(appeared.kind, billet_provider::HintKind::Appeared);
-    // Poll once so the stream sleeps until the hour's stop.
-    assert!(
-        futures::FutureExt::now_or_never(hints.next()).is_none(),
-        "nothing more yet"
-    );
+    // A task waits on the stream, which sleeps until the hour's stop.
+    let waiting = tokio::spawn(async move { hints.next().await });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "nothing to tell yet");
     assert!(host.stop_at("blue", "runner", start() + Duration::from_secs(10)));
     assert!(
         host.stop_at("blue", "runner", start() + Duration::from_secs(20)),
@@ -540,14 +540,19 @@ async fn h14_the_host_stops_an_instance_when_told() {
     );
     assert!(!host.stop_at("blue", "other", start()));
     assert!(!host.stop_at("nobody", "runner", start()));
+    // The woken stream looks again and sleeps until the new stop.
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
     clock.advance(Duration::from_secs(9)).unwrap();
     assert_eq!(state(&blue).await, State::Running);
     clock.advance(Duration::from_secs(1)).unwrap();
     assert_eq!(state(&blue).await, State::Stopped { exit_code: 0 });
     assert_eq!(state(&green).await, State::Running, "green's is its own");
-    let stopped = tokio::time::timeout(Duration::from_secs(10), hints.next())
+    let stopped = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
-        .expect("the stream woke to the new stop")
+        .expect("the stream woke at the new stop")
+        .unwrap()
         .unwrap();
     assert_eq!(stopped.kind, billet_provider::HintKind::Stopped);
     assert_eq!(&*stopped.name, "runner");
