@@ -152,6 +152,16 @@ fn json_answer(status: StatusCode, value: Value) -> Response {
         .into_response()
 }
 
+/// A request GitHub's description does not allow: recorded as a
+/// violation, answered `422` as GitHub answers one.
+fn refused(state: &mut State, violation: String) -> Response {
+    state.violations.push(violation);
+    json_answer(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"message": "Validation Failed"}),
+    )
+}
+
 fn not_found() -> Response {
     json_answer(StatusCode::NOT_FOUND, json!({"message": "Not Found"}))
 }
@@ -206,13 +216,12 @@ fn answer(
     *state.by_operation.entry(op.id.clone()).or_default() += 1;
     let query: Vec<(String, String)> = url_query(uri.query().unwrap_or_default());
     if let Some((name, _)) = query.iter().find(|(name, _)| !op.query.contains(name)) {
-        state.violations.push(format!(
-            "{method} {path} ({}): query parameter {name} is not the operation's",
-            op.id
-        ));
-        return json_answer(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!({"message": "Validation Failed"}),
+        return refused(
+            &mut state,
+            format!(
+                "{method} {path} ({}): query parameter {name} is not the operation's",
+                op.id
+            ),
         );
     }
     if headers.get("user-agent").is_none() {
@@ -246,13 +255,12 @@ fn answer(
             let body: Value = serde_json::from_slice(body).unwrap_or_default();
             let (Some(name), Some(labels)) = (body["name"].as_str(), body["labels"].as_array())
             else {
-                state.violations.push(format!(
-                    "{method} {path} ({}): the body lacks `name` or `labels`",
-                    op.id
-                ));
-                return json_answer(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    json!({"message": "Validation Failed"}),
+                return refused(
+                    &mut state,
+                    format!(
+                        "{method} {path} ({}): the body lacks `name` or `labels`",
+                        op.id
+                    ),
                 );
             };
             if state.runner_ids.contains_key(name) {
