@@ -16,7 +16,7 @@
 //! engine's own view at every step ([`Side::check`]).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
@@ -32,6 +32,15 @@ use crate::github::{Faults, GithubJob, Played, SimulatedGithub, Status, api::TOK
 use crate::production::reason;
 use crate::scheduler::{Adopted, FleetChange, FreeReason, Freed, Launched, Placed};
 use crate::workload::{Job, JobId};
+use futures::StreamExt;
+
+use super::{IN_FLIGHT, QUIESCENT_BOUND};
+
+/// The most rounds of deliveries, ticks and the runners' play one instant
+/// may take under `--intake github` before the run fails saying so (each
+/// round answers what the last changed; a run that keeps changing at one
+/// instant is a livelock).
+const SETTLE_ROUNDS: usize = 1_000;
 
 /// The webhook's secret every deployment is given.
 const SECRET: &str = "the-harness-webhook-secret";
@@ -705,4 +714,165 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
             startup.lost_found.len(),
         ),
     ]
+}
+
+impl super::ServiceScheduler {
+    /// [`settle`](Self::settle) for a deployment under `--intake github`
+    /// (H14): until nothing more happens at `now`, the deliveries GitHub
+    /// owes are sent, the intake is ticked, the engine waited for, what it
+    /// decided translated, and GitHub's runners play; then H14's checks.
+    pub(super) async fn settle_github(
+        &mut self,
+        index: usize,
+        now: SystemTime,
+    ) -> Result<(), String> {
+        let mut unsent = Vec::new();
+        let mut rounds = 0usize;
+        let mut latencies = Vec::new();
+        let settled = self
+            .settle_rounds(index, now, &mut unsent, &mut rounds, &mut latencies)
+            .await;
+        for took in latencies {
+            self.record(took);
+        }
+        settled
+    }
+
+    /// [`settle_github`](Self::settle_github)'s rounds; the wall time of
+    /// each delivery sent goes to `latencies`.
+    async fn settle_rounds(
+        &mut self,
+        index: usize,
+        now: SystemTime,
+        unsent: &mut Vec<crate::github::Delivery>,
+        rounds: &mut usize,
+        latencies: &mut Vec<Duration>,
+    ) -> Result<(), String> {
+        let Some(d) = self.deployments[index].as_mut() else {
+            return Ok(());
+        };
+        let (Some(side), Some(service)) = (d.github.as_mut(), d.service.as_ref()) else {
+            return Ok(());
+        };
+        loop {
+            *rounds += 1;
+            side.sim.at(now);
+            let mut owed = std::mem::take(unsent);
+            owed.extend(side.sim.take_deliveries());
+            let sent = !owed.is_empty();
+            if let Some(url) = &side.webhook_url {
+                let answers = futures::stream::iter(owed)
+                    .map(|delivery| {
+                        let signature = side.sim.sign(&delivery.body);
+                        let client = &self.client;
+                        async move {
+                            let headers = [
+                                ("x-github-event", "workflow_job"),
+                                ("x-github-delivery", delivery.id.as_str()),
+                                ("x-hub-signature-256", signature.as_str()),
+                                ("user-agent", "GitHub-Hookshot/harness"),
+                            ];
+                            let body = bytes::Bytes::copy_from_slice(&delivery.body);
+                            let started = Instant::now();
+                            let answer = client.post_with(url, &headers, body).await;
+                            (delivery, answer.map(|a| (a, started.elapsed())))
+                        }
+                    })
+                    .buffer_unordered(IN_FLIGHT)
+                    .collect::<Vec<_>>()
+                    .await;
+                for (delivery, answer) in answers {
+                    let (answer, took) = answer?;
+                    latencies.push(took);
+                    match answer.status.as_u16() {
+                        200 | 202 => {}
+                        // The intake is full: redelivered, as GitHub's
+                        // operator would, once it has drained.
+                        503 => unsent.push(delivery),
+                        status => {
+                            return Err(format!(
+                                "deployment {index}'s webhook answered delivery {} {status}: {}",
+                                delivery.id,
+                                String::from_utf8_lossy(&answer.body)
+                            ));
+                        }
+                    }
+                }
+            }
+            side.tick().await?;
+            if let Err(last) = service.quiescent(now, QUIESCENT_BOUND).await {
+                return Err(format!(
+                    "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
+                ));
+            }
+            d.view = service.pools();
+            let decisions = std::mem::take(&mut *d.tapped.lock());
+            let decided = !decisions.is_empty();
+            for decision in decisions {
+                side.translate(index, decision, now, d.identity.as_ref(), &mut self.changes)?;
+            }
+            let played = side.play(index, now, d.identity.as_ref(), &mut self.changes)?;
+            if !sent && !decided && !played && unsent.is_empty() {
+                break;
+            }
+            if *rounds >= SETTLE_ROUNDS {
+                return Err(format!(
+                    "deployment {index}'s service and GitHub did not settle at {now:?} in {rounds} rounds (the last: deliveries sent {sent}, decisions {decided}, runners' play {played}, {} redeliveries due)",
+                    unsent.len()
+                ));
+            }
+        }
+        side.check(index, &d.view, now)
+    }
+
+    /// `submit_all` under `--intake github`: each job queued at the GitHub
+    /// of the deployment with the most room, for the pool its route names;
+    /// accepted when that pool may run its trust (else billet leaves it,
+    /// G4, and GitHub runs it elsewhere). Its delivery goes at the next
+    /// tick.
+    pub(super) fn queue_at_github(&mut self, jobs: &[Job]) -> Vec<bool> {
+        let mut given = vec![0; self.deployments.len()];
+        let mut accepted = vec![false; jobs.len()];
+        for (at, job) in jobs.iter().enumerate() {
+            let Some(index) = self.choose(&given) else {
+                continue;
+            };
+            let Some(d) = self.deployments[index].as_mut() else {
+                continue;
+            };
+            let config = d.pools.config();
+            let pool = config
+                .routing()
+                .route_for(&job.labels)
+                .map(|route| route.provider().to_owned())
+                .or_else(|| {
+                    let kind = config.routing().default_kind()?;
+                    config
+                        .providers()
+                        .iter()
+                        .find(|p| p.kind() == kind)
+                        .map(|p| p.name().to_owned())
+                });
+            let Some(pool) = pool.and_then(|name| d.pool_names.iter().position(|p| *p == name))
+            else {
+                continue;
+            };
+            // A job not trusted is a fork's: untrusted at GitHub (G4).
+            let trust = match job.trust {
+                TrustClass::Trusted => TrustClass::Trusted,
+                _ => TrustClass::Untrusted,
+            };
+            let takes = d.pools.may_run(&d.pool_names[pool], trust);
+            if let Some(side) = d.github.as_mut() {
+                side.queue(job, pool, takes);
+            }
+            if takes {
+                given[index] += 1;
+                d.accepted += 1;
+                self.accepted += 1;
+                accepted[at] = true;
+            }
+        }
+        accepted
+    }
 }
