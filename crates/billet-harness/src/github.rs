@@ -129,8 +129,6 @@ pub struct GithubJob {
     pub run_time: Duration,
     /// When it was queued.
     pub queued_at: SystemTime,
-    /// When a runner took it.
-    pub taken_at: Option<SystemTime>,
     /// Where it stands.
     pub status: Status,
     /// Whether one of its deliveries was lost.
@@ -479,7 +477,6 @@ impl SimulatedGithub {
                 job.status = Status::InProgress {
                     runner: Arc::clone(&name),
                 };
-                job.taken_at = Some(now);
                 let ends = now + job.run_time;
                 let job = job.clone();
                 if let Some(runner) = state.runners.get_mut(&id) {
@@ -561,11 +558,6 @@ impl SimulatedGithub {
     /// The runners registered now.
     pub fn registrations(&self) -> Vec<Registration> {
         self.state.lock().runners.values().cloned().collect()
-    }
-
-    /// GitHub job `github` waits for a runner, for billet.
-    pub fn is_queued(&self, github: u64) -> bool {
-        self.state.lock().queue.contains(&github)
     }
 
     /// Its repository, `OWNER/NAME`.

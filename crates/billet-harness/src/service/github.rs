@@ -276,7 +276,6 @@ impl Side {
                 for_billet,
                 run_time: job.run_time,
                 queued_at: job.submitted_at,
-                taken_at: None,
                 status: Status::Queued,
                 lost: false,
             },
