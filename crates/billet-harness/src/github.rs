@@ -81,6 +81,14 @@ pub enum Plant {
     /// The first job a runner takes is handed to a second idle runner too:
     /// a job run twice.
     HandTwice,
+    /// The first runner registered never comes online, and GitHub says it
+    /// is busy when billet would remove it (a ghost runner): billet keeps
+    /// it, idle, past its timeout.
+    GhostRunner,
+    /// The harness's books miss the first runner's end that freed a lease
+    /// (planted in the harness, not in GitHub): the engine holds fewer
+    /// leases than the runners booked.
+    MissAnEnd,
 }
 
 impl Faults {
@@ -224,6 +232,13 @@ pub(crate) struct State {
     pub(crate) violations: Vec<String>,
     pub(crate) by_operation: BTreeMap<String, u64>,
     pub(crate) plant: Option<Plant>,
+    /// Jobs one of whose deliveries was lost, and billet not yet told what
+    /// it carried (by the API or a later delivery): since when. Bounded by
+    /// the deliveries lost.
+    pub(crate) unfound: FxHashMap<u64, SystemTime>,
+    /// How long each lost delivery took to be found, since the driver last
+    /// took them ([`SimulatedGithub::take_found`]).
+    pub(crate) found: Vec<Duration>,
 }
 
 impl State {
@@ -239,6 +254,15 @@ impl State {
         }
         self.hour.1 += 1;
         self.counts.peak_hour = self.counts.peak_hour.max(self.hour.1);
+    }
+
+    /// Billet was told what job `github`'s lost delivery carried, now: an
+    /// API answer about it, or a later delivery.
+    pub(crate) fn found(&mut self, github: u64) {
+        if let (Some(since), Some(now)) = (self.unfound.remove(&github), self.now) {
+            self.found
+                .push(now.duration_since(since).unwrap_or_default());
+        }
     }
 }
 
@@ -261,6 +285,9 @@ pub struct SimulatedGithub {
 
 /// The GitHub id of [`Plant::StuckJob`]'s job.
 const STUCK_JOB: u64 = u64::MAX / 2;
+
+/// The id of [`Plant::GhostRunner`]'s runner: the first registered.
+pub(crate) const GHOST_RUNNER: u64 = 1;
 
 /// The example payload of each action, serialized once with holes for
 /// what a delivery changes ([`PAYLOAD_HOLES`]).
@@ -357,6 +384,7 @@ impl SimulatedGithub {
     /// Queues GitHub job `github` (the harness's `job`) at `now`, and owes
     /// the webhook its `queued` delivery.
     pub fn queue(&mut self, github: u64, job: GithubJob) {
+        self.at(job.queued_at);
         if self.faults.plant == Some(Plant::StuckJob) && !self.planted && job.for_billet {
             self.planted = true;
             let stuck = GithubJob {
@@ -445,14 +473,17 @@ impl SimulatedGithub {
                 if state.queue.is_empty() {
                     break;
                 }
-                // The runner is up once its instance runs with its config.
-                let up = self
-                    .host
-                    .environment_of(&self.owner, &name)
-                    .is_some_and(|env| {
-                        env.iter()
-                            .any(|(k, v)| k == JITCONFIG_VARIABLE && *v == jitconfig)
-                    });
+                // The runner is up once its instance runs with its config
+                // (a ghost never is).
+                let ghost = state.plant == Some(Plant::GhostRunner) && id == GHOST_RUNNER;
+                let up = !ghost
+                    && self
+                        .host
+                        .environment_of(&self.owner, &name)
+                        .is_some_and(|env| {
+                            env.iter()
+                                .any(|(k, v)| k == JITCONFIG_VARIABLE && *v == jitconfig)
+                        });
                 if !up {
                     continue;
                 }
@@ -585,6 +616,17 @@ impl SimulatedGithub {
         calls
     }
 
+    /// How long each lost delivery took to be found (billet told what it
+    /// carried, by an API answer or a later delivery), since the last call.
+    pub fn take_found(&self) -> Vec<Duration> {
+        std::mem::take(&mut self.state.lock().found)
+    }
+
+    /// Lost deliveries not found yet.
+    pub fn unfound(&self) -> usize {
+        self.state.lock().unfound.len()
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> Counts {
         self.state.lock().counts
@@ -638,6 +680,9 @@ impl SimulatedGithub {
             state.counts.deliveries += 1;
             if lost {
                 state.counts.lost += 1;
+                if let Some(now) = state.now {
+                    state.unfound.entry(github).or_insert(now);
+                }
                 let mut newly = false;
                 if let Some(job) = state.jobs.get_mut(&github) {
                     newly = !job.lost && job.for_billet;
@@ -651,6 +696,7 @@ impl SimulatedGithub {
             if repeat {
                 state.counts.repeated += 1;
             }
+            state.found(github);
         }
         let delivery = Delivery {
             id: format!("sim-{github}-{}", self.delivered),

@@ -994,6 +994,63 @@ async fn g7_lost_in_progress_and_ended_runs_are_read_from_the_api() {
     running.end();
 }
 
+// G7: a queued job is doubted for a runner of its pool that idles, and
+// only as many are asked as runners idle. Six jobs queued, four runners (the
+// pool's capacity), each of which took one of the four oldest jobs with its
+// `in_progress` lost: the reconcile asks those four, oldest first, finds
+// each taken, and asks neither of the two jobs still waiting for room.
+#[tokio::test]
+async fn g7_queued_jobs_are_asked_only_for_the_runners_that_idle() {
+    let mut running = start_with("  reconcile_every: 1s\n").await;
+    for id in 1..=6 {
+        crate::run(&running.standin, 10 + id, "octo-org/app", "octo-org/app");
+        running
+            .deliver(&event("queued", id, 10 + id, "octo-org/app", None))
+            .await;
+    }
+    let jobs = running
+        .until("four runners run", |jobs| live(jobs).len() == 4)
+        .await;
+    let runners: Vec<Value> = live(&jobs).iter().map(|job| job["id"].clone()).collect();
+    let takers: Vec<String> = runners.iter().map(|r| running.runner_name(r)).collect();
+    {
+        let mut github = running.standin.state.lock();
+        for (k, taker) in takers.iter().enumerate() {
+            let id = k as u64 + 1;
+            github.jobs.insert(
+                id,
+                json!({"id": id, "run_id": 10 + id, "status": "in_progress", "runner_name": taker}),
+            );
+        }
+        for id in 5..=6u64 {
+            github
+                .jobs
+                .insert(id, json!({"id": id, "run_id": 10 + id, "status": "queued"}));
+        }
+        github.calls.clear();
+    }
+    running.clock.advance(Duration::from_secs(2)).unwrap();
+    running
+        .until_metrics(&[
+            r#"billet_github_reconciled_total{what="settled"} 4"#,
+            r#"billet_github_runners{state="busy"} 4"#,
+        ])
+        .await;
+    let calls = running.standin.state.lock().calls.clone();
+    let asked: Vec<&String> = calls
+        .iter()
+        .filter(|call| call.ends_with(" actions/get-job-for-workflow-run"))
+        .collect();
+    assert_eq!(asked.len(), 4, "{calls:?}");
+    for (k, call) in asked.iter().enumerate() {
+        assert!(
+            call.contains(&format!("/actions/jobs/{} ", k + 1)),
+            "{calls:?}"
+        );
+    }
+    running.end();
+}
+
 // G7: a reconcile makes at most RECONCILE_CALLS API calls. With 60 queued
 // runs in a repository scope, the first reconcile (at start) lists them and
 // reads the jobs of as many as its budget allows, then stops: no runner

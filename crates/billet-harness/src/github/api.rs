@@ -332,7 +332,8 @@ fn answer(
             let Some(id) = number(2) else {
                 return not_found();
             };
-            match state.runners.get(&id).map(|r| r.busy.is_some()) {
+            let ghost = state.plant == Some(super::Plant::GhostRunner) && id == super::GHOST_RUNNER;
+            match state.runners.get(&id).map(|r| r.busy.is_some() || ghost) {
                 None => not_found(),
                 // GitHub refuses to remove a runner that runs a job.
                 Some(true) => json_answer(
@@ -351,6 +352,10 @@ fn answer(
             }
         }
         "actions/get-job-for-workflow-run" => {
+            // Asked, even if gone: the answer tells billet where it stands.
+            if let Some(id) = number(2) {
+                state.found(id);
+            }
             match number(2).and_then(|id| job_json(&state, op, id)) {
                 Some(job) => json_answer(StatusCode::OK, job),
                 None => not_found(),
@@ -425,6 +430,10 @@ fn answer(
                 .into_response()
         }
         "actions/list-jobs-for-workflow-run" => {
+            // A run is its job alone here: its id is the job's.
+            if let Some(id) = number(2) {
+                state.found(id);
+            }
             let jobs: Vec<Value> = number(2)
                 .and_then(|id| job_json(&state, op, id))
                 .into_iter()

@@ -28,7 +28,7 @@ use billet_scheduler::{Decision, Identity, InstanceName, Pools};
 use hdrhistogram::Histogram;
 use rustc_hash::FxHashMap;
 
-use crate::github::{Faults, GithubJob, Played, SimulatedGithub, Status, api::TOKEN};
+use crate::github::{Faults, GithubJob, Plant, Played, SimulatedGithub, Status, api::TOKEN};
 use crate::production::reason;
 use crate::scheduler::{Adopted, FleetChange, FreeReason, Freed, Launched, Placed};
 use crate::workload::{Job, JobId};
@@ -71,6 +71,8 @@ struct Runner {
     took: Option<JobId>,
     /// When its instance was launched (or adopted).
     up_since: Option<SystemTime>,
+    /// The GitHub job billet made it for, as its `github.db` says.
+    made_for: Option<u64>,
 }
 
 /// What the report adds (H14).
@@ -78,8 +80,13 @@ struct Runner {
 pub(super) struct Measured {
     /// Queued to `in_progress`, modelled, in milliseconds.
     startup: Histogram<u64>,
-    /// Queued to `in_progress` of jobs whose `queued` delivery was lost.
+    /// How long each lost delivery took to be found: billet told what it
+    /// carried, by the API or a later delivery.
     lost_found: Histogram<u64>,
+    /// Lost deliveries found within one reconcile interval.
+    found_in_one: u64,
+    /// Runners that took a job other than the one billet made them for.
+    taken_by_another: u64,
     runners: u64,
     completed: u64,
     queued: u64,
@@ -94,6 +101,8 @@ impl Default for Measured {
         Measured {
             startup: histogram(),
             lost_found: histogram(),
+            found_in_one: 0,
+            taken_by_another: 0,
             runners: 0,
             completed: 0,
             queued: 0,
@@ -121,6 +130,11 @@ pub(super) struct Side {
     /// Jobs GitHub completed whose runner's lease is not yet freed.
     completed: rustc_hash::FxHashSet<JobId>,
     pub(super) measured: Measured,
+    /// The service's webhook, whose `github.db` says which job each runner
+    /// was made for.
+    webhook: Option<Arc<Webhook>>,
+    /// [`Plant::MissAnEnd`], until planted.
+    miss_an_end: bool,
 }
 
 /// The labels a GitHub job of pool `pool` runs on, and its runners offer.
@@ -141,6 +155,7 @@ impl Side {
     ) -> Result<Side, String> {
         let repository = format!("fleet/{name}");
         let sim = SimulatedGithub::new(&repository, name, host, SECRET.as_bytes(), faults)?;
+        let faults = &faults;
         let pools = pool_names.len();
         Ok(Side {
             sim,
@@ -157,6 +172,8 @@ impl Side {
             busy: vec![0; pools],
             completed: Default::default(),
             measured: Measured::default(),
+            webhook: None,
+            miss_an_end: faults.plant == Some(Plant::MissAnEnd),
         })
     }
 
@@ -230,6 +247,7 @@ impl Side {
         let api = billet::github::wiring::api(&github_settings, clock)?;
         let deliveries = Deliveries::open(dir).map_err(|e| format!("github.db: {e}"))?;
         let webhook = Arc::new(Webhook::new(SECRET.as_bytes().to_vec(), deliveries));
+        self.webhook = Some(Arc::clone(&webhook));
         let mut github = Github::new(github_settings, api, webhook);
         self.ticks = Some(github.driven());
         let mut builder = Pools::builder(config).settings(settings);
@@ -333,6 +351,11 @@ impl Side {
     ) -> Result<Option<FleetChange>, String> {
         Ok(match decision {
             Decision::Placed { job, pool } => {
+                let made_for = self
+                    .webhook
+                    .as_ref()
+                    .and_then(|webhook| webhook.served_by(job.0).ok().flatten())
+                    .map(|facts| facts.id);
                 let earlier = self.runners.insert(
                     job.0,
                     Runner {
@@ -341,6 +364,7 @@ impl Side {
                         instance: None,
                         took: None,
                         up_since: None,
+                        made_for,
                     },
                 );
                 if let Some(earlier) = earlier.filter(|r| r.held) {
@@ -375,6 +399,7 @@ impl Side {
                     instance: None,
                     took: None,
                     up_since: Some(now),
+                    made_for: None,
                 });
                 if runner.pool != pool.0 {
                     return Err(format!(
@@ -446,6 +471,10 @@ impl Side {
                         job.0, pool.0
                     ));
                 }
+                if std::mem::take(&mut self.miss_an_end) {
+                    // Planted: the books miss this end.
+                    return Ok(None);
+                }
                 self.held[runner.pool] -= 1;
                 match runner.took {
                     Some(took) => {
@@ -511,13 +540,12 @@ impl Side {
                     }
                     self.busy[book.pool] += 1;
                     let pool = book.pool;
+                    if book.made_for.is_some_and(|made_for| made_for != github) {
+                        self.measured.taken_by_another += 1;
+                    }
                     if let Some(taken) = self.sim.job(github) {
                         let waited = now.duration_since(taken.queued_at).unwrap_or_default();
-                        let millis = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX).max(1);
-                        self.measured.startup.saturating_record(millis);
-                        if taken.lost {
-                            self.measured.lost_found.saturating_record(millis);
-                        }
+                        self.measured.startup.saturating_record(millis(waited));
                     }
                     changes.push(FleetChange::Placed(Placed {
                         job,
@@ -537,6 +565,12 @@ impl Side {
                     }
                     self.sim.forget(github);
                 }
+            }
+        }
+        for found in self.sim.take_found() {
+            self.measured.lost_found.saturating_record(millis(found));
+            if found <= self.reconcile_every {
+                self.measured.found_in_one += 1;
             }
         }
         Ok(acted)
@@ -637,6 +671,13 @@ impl Side {
     }
 }
 
+/// `duration` in whole milliseconds, at least one (a histogram's least).
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 /// The GitHub job id of harness job `job` (GitHub's start at 1).
 pub(super) fn github_id(job: JobId) -> u64 {
     job + 1
@@ -646,11 +687,15 @@ pub(super) fn github_id(job: JobId) -> u64 {
 pub(super) fn report(sides: &[&Side]) -> Vec<String> {
     let mut startup = Measured::default();
     let mut counts = crate::github::Counts::default();
+    let mut unfound = 0;
     for side in sides {
         let m = &side.measured;
         let _ = startup.startup.add(&m.startup);
         let _ = startup.lost_found.add(&m.lost_found);
         startup.runners += m.runners;
+        startup.found_in_one += m.found_in_one;
+        startup.taken_by_another += m.taken_by_another;
+        unfound += side.sim.unfound();
         startup.completed += m.completed;
         startup.queued += m.queued;
         let c = side.sim.counts();
@@ -663,6 +708,10 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
         counts.removed += c.removed;
     }
     let ms = |h: &Histogram<u64>, q: f64| Duration::from_millis(h.value_at_quantile(q));
+    let reconcile_every = sides
+        .first()
+        .map(|side| side.reconcile_every)
+        .unwrap_or_default();
     let per_job = |n: u64| n as f64 / startup.completed.max(1) as f64;
     let peak_per_deployment = sides
         .iter()
@@ -690,9 +739,10 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
             ms(&startup.startup, 0.99),
         ),
         format!(
-            "github runners: {} started ({:.3} per job), {} registered, {} removed by billet",
+            "github runners: {} started ({:.3} per job), {} taken by another job than their own, {} registered, {} removed by billet",
             startup.runners,
             per_job(startup.runners),
+            startup.taken_by_another,
             counts.registered,
             counts.removed,
         ),
@@ -704,13 +754,16 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
             by_operation.join(", "),
         ),
         format!(
-            "github deliveries: {} made, {} lost, {} repeated; jobs with a lost delivery taken after p50 {:?}, p99 {:?} ({} of them)",
+            "github deliveries: {} made, {} lost, {} repeated; a lost one found (the API asked of its job, or a later delivery) after p50 {:?}, p99 {:?}, {} of {} within one reconcile interval ({:?}); {} never found",
             counts.deliveries,
             counts.lost,
             counts.repeated,
             ms(&startup.lost_found, 0.50),
             ms(&startup.lost_found, 0.99),
+            startup.found_in_one,
             startup.lost_found.len(),
+            reconcile_every,
+            unfound,
         ),
     ]
 }

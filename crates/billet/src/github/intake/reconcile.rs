@@ -70,6 +70,33 @@ pub fn stale_at(heard: SystemTime, age: Duration, asked: u32) -> SystemTime {
     heard + age * (1u32 << asked.min(MAX_BACKOFF))
 }
 
+/// Whether a job last heard of at `heard`, asked `asked` times in a row
+/// with nothing new, is asked at `now`: when `doubted` ([`doubtful`]) and
+/// stale ([`stale_at`]). A job not doubted has its count reset: a doubt
+/// that comes anew is asked after one interval, however often an earlier
+/// one was.
+pub(super) fn ask_now(
+    doubted: bool,
+    now: SystemTime,
+    heard: SystemTime,
+    age: Duration,
+    asked: &mut u32,
+) -> bool {
+    if !doubted {
+        *asked = 0;
+        return false;
+    }
+    now >= stale_at(heard, age, *asked)
+}
+
+/// Whether a job at `before` is still asked when `idled` runners of its
+/// pool idle with no job found for them yet: a queued job is doubted for
+/// those runners alone, so once as many jobs of its pool as runners idled
+/// there were found taken, the pool's other queued jobs are not asked.
+pub(super) fn still_doubted(before: Option<JobStage>, idled: usize) -> bool {
+    before != Some(JobStage::Queued) || idled > 0
+}
+
 /// What one reconcile did, for its log line.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Reconciled {
@@ -181,25 +208,33 @@ impl Intake {
     async fn settle_stale(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
         let now = self.parts.shared.now();
         let age = stale_after(self.parts.settings.reconcile_every);
-        let (idle_pools, held) = self.runner_facts(now, age);
-        let mut stale: Vec<(SystemTime, u64)> = self
-            .taken
-            .iter()
-            .filter(|(job, taken)| {
-                self.demand.stage(**job).is_some_and(|stage| {
-                    doubtful(stage, idle_pools.contains(&taken.pool), held.contains(*job))
-                })
-            })
-            .filter(|(_, taken)| now >= stale_at(taken.heard, age, taken.asked))
-            .map(|(job, taken)| (taken.heard, *job))
-            .collect();
+        let (mut idle_pools, held) = self.runner_facts(now, age);
+        let mut stale: Vec<(SystemTime, u64)> = Vec::new();
+        for (job, taken) in &mut self.taken {
+            let doubted = self.demand.stage(*job).is_some_and(|stage| {
+                let idle = idle_pools.get(&taken.pool).is_some_and(|n| *n > 0);
+                doubtful(stage, idle, held.contains(job))
+            });
+            if ask_now(doubted, now, taken.heard, age, &mut taken.asked) {
+                stale.push((taken.heard, *job));
+            }
+        }
         stale.sort_unstable();
         for (_, job) in stale {
             let Some(taken) = self.taken.get_mut(&job) else {
                 continue;
             };
+            let before = self.demand.stage(job);
+            // A queued job is doubted for a runner of its pool that idles:
+            // once as many jobs of the pool as runners idle there have been
+            // found taken, the rest are not asked.
+            let idled = idle_pools.get(&taken.pool).copied().unwrap_or(0);
+            if !still_doubted(before, idled) {
+                continue;
+            }
             taken.heard = now;
             let asked = taken.asked;
+            let pool = taken.pool.clone();
             let (repository, run) = (taken.repository.clone(), taken.run_id);
             let Some((owner, repo)) = repository.split_once('/') else {
                 continue;
@@ -239,7 +274,6 @@ impl Intake {
             } else {
                 event_of(&status, &repository)
             };
-            let before = self.demand.stage(job);
             if let Some(event) = event.filter(|event| event.action != billet_github::Action::Queued)
             {
                 self.record(&event);
@@ -247,6 +281,11 @@ impl Intake {
             }
             if self.demand.stage(job) != before {
                 done.settled += 1;
+                if before == Some(JobStage::Queued)
+                    && let Some(idled) = idle_pools.get_mut(&pool)
+                {
+                    *idled = idled.saturating_sub(1);
+                }
             }
             // Nothing new: the next ask waits twice as long.
             if let Some(taken) = self.taken.get_mut(&job) {
@@ -261,18 +300,18 @@ impl Intake {
         Ok(())
     }
 
-    /// The pools with a runner no job took that started at least `age`
-    /// before `now`, and the jobs live runners of billet's took.
+    /// How many runners no job took that started at least `age` before
+    /// `now` each pool has, and the jobs live runners of billet's took.
     fn runner_facts(
         &self,
         now: SystemTime,
         age: Duration,
     ) -> (
-        std::collections::HashSet<String>,
+        std::collections::HashMap<String, usize>,
         std::collections::HashSet<u64>,
     ) {
         let jobs = self.parts.shared.jobs.read();
-        let mut idle_pools = std::collections::HashSet::new();
+        let mut idle_pools = std::collections::HashMap::new();
         let mut held = std::collections::HashSet::new();
         for (&id, &runner) in &self.runner_of {
             let Some(record) = jobs.live(id) else {
@@ -287,7 +326,7 @@ impl Intake {
                         .started_at
                         .is_some_and(|at| now.duration_since(at).is_ok_and(|d| d >= age));
                     if let (true, Some(pool)) = (idled, record.pinned.as_deref()) {
-                        idle_pools.insert(pool.to_owned());
+                        *idle_pools.entry(pool.to_owned()).or_insert(0) += 1;
                     }
                 }
             }
@@ -493,6 +532,52 @@ mod tests {
                 );
                 assert!(!doubtful(JobStage::Completed, idle, held), "{idle} {held}");
             }
+        }
+    }
+
+    // G7, H14: a job is asked when doubted and stale; one no longer
+    // doubted starts its backoff again, so a new doubt is asked after one
+    // interval.
+    #[test]
+    fn g7_a_new_doubt_is_asked_after_one_interval() {
+        let heard = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let age = Duration::from_secs(60);
+        let mut asked = 3;
+        let soon = heard + age;
+        assert!(!ask_now(true, soon, heard, age, &mut asked), "backing off");
+        assert_eq!(asked, 3, "a doubt kept keeps its backoff");
+        assert!(ask_now(true, heard + age * 8, heard, age, &mut asked));
+        assert!(!ask_now(
+            true,
+            heard + age * 8 - Duration::from_nanos(1),
+            heard,
+            age,
+            &mut asked
+        ));
+        assert!(
+            !ask_now(false, heard + age * 8, heard, age, &mut asked),
+            "not doubted"
+        );
+        assert_eq!(asked, 0, "reset");
+        assert!(ask_now(true, soon, heard, age, &mut asked), "a new doubt");
+        assert!(!ask_now(
+            true,
+            soon - Duration::from_nanos(1),
+            heard,
+            age,
+            &mut asked
+        ));
+    }
+
+    // G7, H14: queued jobs are asked only while runners of their pool idle
+    // with no job found for them; others whatever the count.
+    #[test]
+    fn g7_queued_jobs_are_asked_for_the_runners_that_idle() {
+        assert!(still_doubted(Some(JobStage::Queued), 1));
+        assert!(!still_doubted(Some(JobStage::Queued), 0));
+        for stage in [None, Some(JobStage::InProgress), Some(JobStage::Completed)] {
+            assert!(still_doubted(stage, 0), "{stage:?}");
+            assert!(still_doubted(stage, 2), "{stage:?}");
         }
     }
 
