@@ -38,9 +38,14 @@ fn run(scenario: &Scenario, intake: Intake) -> (Report, Placements) {
 
 /// A small fleet's run through GitHub with `plant`: what failed.
 fn planted(plant: Plant) -> String {
+    planted_on(plant, 20)
+}
+
+/// [`planted`] on `concurrency` leases.
+fn planted_on(plant: Plant, concurrency: usize) -> String {
     let fleet = Fleet {
         jobs: 300,
-        concurrency: 20,
+        concurrency,
         deployments: 1,
         restarts: 0,
         strays: 0,
@@ -73,6 +78,27 @@ fn h14_a_job_run_twice_is_caught() {
 fn h14_more_runners_than_jobs_waiting_are_caught() {
     let failure = planted(Plant::StuckJob);
     assert!(failure.contains("runners no job took"), "{failure}");
+}
+
+// H14: a runner GitHub never brings online and says is busy when billet
+// would remove it (a ghost) idles past its timeout and a reconcile: caught.
+#[test]
+fn h14_a_runner_idle_past_its_timeout_is_caught() {
+    // Few leases: jobs wait the whole run, so the ghost always has one to
+    // serve, and G6's check holds while it idles.
+    let failure = planted_on(Plant::GhostRunner, 4);
+    assert!(failure.contains("past its timeout"), "{failure}");
+}
+
+// H14: the harness's books of the runners, checked against the engine's
+// leases at every step: books that miss a runner's end are caught.
+#[test]
+fn h14_books_that_miss_an_end_are_caught() {
+    let failure = planted(Plant::MissAnEnd);
+    assert!(
+        failure.contains("its runners' decisions add up to"),
+        "{failure}"
+    );
 }
 
 // H14: registrations GitHub still holds at the end are caught.
