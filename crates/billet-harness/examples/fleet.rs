@@ -68,6 +68,15 @@ struct Args {
     /// With `--intake github`: the share of deliveries sent twice, in [0, 1].
     #[arg(long, default_value_t = 0.0)]
     repeat: f64,
+    /// With `--intake github`: the share of deliveries held back up to ten
+    /// minutes (modelled), so that they come late and out of order, in [0, 1].
+    #[arg(long, default_value_t = 0.0)]
+    late: f64,
+    /// With `--intake github`: how many ten-minute windows GitHub's API
+    /// answers every call `503`, or `403` with `Retry-After` (every other
+    /// one), spread over the arrivals.
+    #[arg(long, default_value_t = 0)]
+    github_outage: u32,
     /// Where `--scheduler service` keeps its jobs: `durable` (SQLite in a
     /// temporary directory, as `billet serve` does) or `memory` (nothing
     /// survives a restart, so restarts are reported as unsupported).
@@ -188,18 +197,30 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let faults = Faults {
+    let mut faults = Faults {
         lose: args.lose,
         repeat: args.repeat,
+        late: args.late,
+        outages: args.github_outage,
         seed: args.seed,
-        plant: None,
+        ..Faults::default()
     };
     if let Err(err) = faults.validate() {
         eprintln!("error: {err}");
         return ExitCode::FAILURE;
     }
-    if !github && (args.lose > 0.0 || args.repeat > 0.0) {
-        eprintln!("error: --lose and --repeat are GitHub's faults: use them with --intake github");
+    if !github
+        && (args.lose > 0.0 || args.repeat > 0.0 || args.late > 0.0 || args.github_outage > 0)
+    {
+        eprintln!(
+            "error: --lose, --repeat, --late and --github-outage are GitHub's faults: use them with --intake github"
+        );
+        return ExitCode::FAILURE;
+    }
+    if args.github_outage > 0 && args.trace.is_some() {
+        eprintln!(
+            "error: --github-outage spreads its windows over a generated workload's arrivals: not with --trace"
+        );
         return ExitCode::FAILURE;
     }
     let shape = match scheduler {
@@ -240,6 +261,7 @@ fn main() -> ExitCode {
         },
         None => Scenario::fleet(fleet),
     };
+    faults.span = scenario.workload.span();
 
     // A progress bar on stderr, shown only once the run has taken a second.
     let length = if args.trace.is_some() { 0 } else { args.jobs };

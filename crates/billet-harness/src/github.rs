@@ -51,14 +51,31 @@ pub const JITCONFIG_VARIABLE: &str = "ACTIONS_RUNNER_INPUT_JITCONFIG";
 const WEBHOOK_EXAMPLES: &str =
     include_str!("../../billet-github/testdata/octokit-webhooks-examples/workflow_job.json");
 
-/// The share of deliveries lost and repeated, and the seed that draws
-/// which (H14).
+/// How long a late delivery may be held back, at most ([`Faults::late`]).
+pub const LATE_BY: Duration = Duration::from_secs(600);
+
+/// How long each of the API's outage windows lasts ([`Faults::outages`]).
+pub const OUTAGE_LASTS: Duration = Duration::from_secs(600);
+
+/// The share of deliveries lost, repeated and late, the API's outage
+/// windows, and the seed that draws which (H14).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Faults {
     /// The share of deliveries never sent, in `[0, 1]`.
     pub lose: f64,
     /// The share of deliveries sent twice, in `[0, 1]`.
     pub repeat: f64,
+    /// The share of deliveries held back, each by a delay drawn up to
+    /// [`LATE_BY`]: overtaken by the job's later deliveries, they come out
+    /// of order. In `[0, 1]`.
+    pub late: f64,
+    /// How many windows of [`OUTAGE_LASTS`] the API answers every call
+    /// with an error, spread evenly over `span` from the run's start: the
+    /// even ones `503`, the odd ones `403` with `Retry-After` until the
+    /// window ends (a rate limit spent).
+    pub outages: u32,
+    /// What `outages` are spread over: the scenario's arrivals.
+    pub span: Duration,
     /// The seed of the draws.
     pub seed: u64,
     /// A fault planted to prove that a check catches what it guards
@@ -94,12 +111,30 @@ pub enum Plant {
 impl Faults {
     /// An error naming the share outside `[0, 1]`, if one is.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, share) in [("--lose", self.lose), ("--repeat", self.repeat)] {
+        for (name, share) in [
+            ("--lose", self.lose),
+            ("--repeat", self.repeat),
+            ("--late", self.late),
+        ] {
             if !(0.0..=1.0).contains(&share) {
                 return Err(format!("{name} {share}: a share between 0 and 1"));
             }
         }
         Ok(())
+    }
+
+    /// The API's outage windows, as offsets from the run's start: when
+    /// each starts, and whether it answers as a spent rate limit (`403`
+    /// with `Retry-After`) rather than `503`.
+    pub fn outage_windows(&self) -> Vec<(Duration, bool)> {
+        (0..self.outages)
+            .map(|k| {
+                let at = self
+                    .span
+                    .mul_f64(f64::from(k + 1) / f64::from(self.outages + 1));
+                (at, k % 2 == 1)
+            })
+            .collect()
     }
 }
 
@@ -179,6 +214,8 @@ pub enum Played {
 /// One delivery owed to the webhook: its id, its event's body, signed.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    /// The GitHub job it is of.
+    pub github: u64,
     /// `X-GitHub-Delivery`.
     pub id: String,
     /// The body, as sent.
@@ -199,6 +236,10 @@ pub struct Counts {
     pub lost: u64,
     /// Deliveries sent twice.
     pub repeated: u64,
+    /// Deliveries held back late.
+    pub late: u64,
+    /// API calls answered `503` or `403` in an outage window.
+    pub refused: u64,
     /// JIT configs handed out: runners registered.
     pub registered: u64,
     /// Runners removed by billet.
@@ -239,6 +280,8 @@ pub(crate) struct State {
     /// How long each lost delivery took to be found, since the driver last
     /// took them ([`SimulatedGithub::take_found`]).
     pub(crate) found: Vec<Duration>,
+    /// The API's outage windows ([`Faults::outage_windows`]).
+    pub(crate) outages: Vec<(Duration, bool)>,
 }
 
 impl State {
@@ -254,6 +297,17 @@ impl State {
         }
         self.hour.1 += 1;
         self.counts.peak_hour = self.counts.peak_hour.max(self.hour.1);
+    }
+
+    /// The outage window the API is in now, if one: when it ends, and
+    /// whether it answers as a spent rate limit.
+    pub(crate) fn outage(&self) -> Option<(SystemTime, bool)> {
+        let (start, now) = (self.start?, self.now?);
+        let since = now.duration_since(start).unwrap_or_default();
+        self.outages
+            .iter()
+            .find(|(at, _)| since >= *at && since < *at + OUTAGE_LASTS)
+            .map(|(at, limit)| (start + *at + OUTAGE_LASTS, *limit))
     }
 
     /// Billet was told what job `github`'s lost delivery carried, now: an
@@ -277,6 +331,8 @@ pub struct SimulatedGithub {
     rng: ChaCha8Rng,
     /// Deliveries made and not yet taken by the driver.
     outbox: Vec<Delivery>,
+    /// Late deliveries, by when they are due (and the order made).
+    late: BTreeMap<(SystemTime, u64), Delivery>,
     templates: Templates,
     delivered: u64,
     /// Whether the planted fault was planted (once).
@@ -353,6 +409,7 @@ impl SimulatedGithub {
                 repository: repository.to_owned(),
                 next_runner: 1,
                 plant: faults.plant,
+                outages: faults.outage_windows(),
                 ..State::default()
             })),
             owner: owner.to_owned(),
@@ -361,6 +418,7 @@ impl SimulatedGithub {
             faults,
             rng: ChaCha8Rng::seed_from_u64(faults.seed),
             outbox: Vec::new(),
+            late: BTreeMap::new(),
             templates: Templates::parse()?,
             delivered: 0,
             planted: false,
@@ -538,10 +596,12 @@ impl SimulatedGithub {
         played
     }
 
-    /// When the runner's side next has something to do by the clock alone:
-    /// the next completion.
+    /// When the simulated GitHub next has something to do by the clock
+    /// alone: the next completion, or the next late delivery.
     pub fn next_due(&self) -> Option<SystemTime> {
-        self.state.lock().completions.first().map(|(at, _)| *at)
+        let completion = self.state.lock().completions.first().map(|(at, _)| *at);
+        let late = self.late.first_key_value().map(|((at, _), _)| *at);
+        completion.into_iter().chain(late).min()
     }
 
     /// How many jobs for billet wait for a runner.
@@ -549,16 +609,27 @@ impl SimulatedGithub {
         self.state.lock().queue.len()
     }
 
-    /// Whether any job is queued for billet or in progress.
+    /// Whether any job is queued for billet or in progress, or a delivery
+    /// is still held back.
     pub fn outstanding(&self) -> bool {
         let state = self.state.lock();
-        !state.queue.is_empty() || !state.completions.is_empty()
+        !state.queue.is_empty() || !state.completions.is_empty() || !self.late.is_empty()
     }
 
-    /// The deliveries owed since the last call, in the order made (a
-    /// repeated one twice, a lost one not at all).
-    pub fn take_deliveries(&mut self) -> Vec<Delivery> {
-        std::mem::take(&mut self.outbox)
+    /// The deliveries owed at `now`: those made since the last call, in the
+    /// order made (a repeated one twice, a lost one not at all, a late one
+    /// not yet), then the late ones due by `now`.
+    pub fn take_deliveries(&mut self, now: SystemTime) -> Vec<Delivery> {
+        let mut owed = std::mem::take(&mut self.outbox);
+        while let Some(entry) = self.late.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let delivery = entry.remove();
+            self.state.lock().found(delivery.github);
+            owed.push(delivery);
+        }
+        owed
     }
 
     /// GitHub job `github`, as it stands.
@@ -675,7 +746,12 @@ impl SimulatedGithub {
         self.delivered += 1;
         let lost = self.faults.lose > 0.0 && self.rng.random_bool(self.faults.lose);
         let repeat = !lost && self.faults.repeat > 0.0 && self.rng.random_bool(self.faults.repeat);
-        {
+        let late = (!lost && self.faults.late > 0.0 && self.rng.random_bool(self.faults.late))
+            .then(|| {
+                let millis = u64::try_from(LATE_BY.as_millis()).unwrap_or(u64::MAX);
+                Duration::from_millis(self.rng.random_range(1_000..=millis.max(1_000)))
+            });
+        let now = {
             let mut state = self.state.lock();
             state.counts.deliveries += 1;
             if lost {
@@ -696,16 +772,27 @@ impl SimulatedGithub {
             if repeat {
                 state.counts.repeated += 1;
             }
-            state.found(github);
-        }
+            if late.is_some() {
+                state.counts.late += 1;
+            } else {
+                state.found(github);
+            }
+            state.now
+        };
         let delivery = Delivery {
+            github,
             id: format!("sim-{github}-{}", self.delivered),
             body: body.into(),
         };
         if repeat {
             self.outbox.push(delivery.clone());
         }
-        self.outbox.push(delivery);
+        match (late, now) {
+            (Some(by), Some(now)) => {
+                self.late.insert((now + by, self.delivered), delivery);
+            }
+            _ => self.outbox.push(delivery),
+        }
     }
 
     /// The signature GitHub would send with `body`.

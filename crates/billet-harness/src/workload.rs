@@ -232,6 +232,13 @@ impl Default for Workload {
 }
 
 impl Workload {
+    /// How long its arrivals last, modelled: its jobs over their rate
+    /// (zero when the rate is not positive).
+    pub fn span(&self) -> Duration {
+        let minutes = self.jobs as f64 / self.arrivals_per_minute;
+        Duration::try_from_secs_f64(minutes * 60.0).unwrap_or_default()
+    }
+
     /// Checks that the workload can be generated; says what is wrong if not.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.arrivals_per_minute.is_finite() && self.arrivals_per_minute > 0.0) {

@@ -752,6 +752,78 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
     running.end();
 }
 
+// G4, G7, H14: a run's facts GitHub could not give (a `503` here; an
+// outage, a spent rate limit) are not kept. Job 1's `queued` came while the
+// API answered 503: unknown work, left (no pool runs it). Job 2 of the same
+// run asks again, and is trusted as the facts then say. The reconcile,
+// finding job 1 still queued, takes it again: trusted now.
+#[tokio::test]
+async fn g4_a_runs_facts_not_read_are_asked_again() {
+    let mut running = start_with("  reconcile_every: 1s\n").await;
+    run(&running.standin, 10, "solo/tool", "solo/tool");
+    until_true("the first reconcile is done", || {
+        running.standin.state.lock().calls.len() >= 3
+    })
+    .await;
+    running
+        .standin
+        .state
+        .lock()
+        .faults
+        .push_back(standin::Fault {
+            status: 503,
+            headers: vec![],
+        });
+    running
+        .deliver(&event("queued", 1, 10, "solo/tool", None))
+        .await;
+    running
+        .deliver(&event("queued", 2, 10, "solo/tool", None))
+        .await;
+    let jobs = running
+        .until("job 2's runner runs, trusted", |jobs| {
+            live(jobs).iter().any(|job| job["trust"] == "trusted")
+        })
+        .await;
+    assert_eq!(live(&jobs).len(), 1, "job 1 is left: {jobs:?}");
+    let calls = running.standin.state.lock().calls.clone();
+    let asked = calls
+        .iter()
+        .filter(|call| call.ends_with(" actions/get-workflow-run"))
+        .count();
+    assert_eq!(asked, 2, "{calls:?} {jobs:?}");
+    // Job 2 completes (elsewhere): run 10 is no longer one billet holds a
+    // job of, and is listed.
+    let first = live(&jobs)[0]["id"].clone();
+    running
+        .deliver(&event("completed", 2, 10, "solo/tool", None))
+        .await;
+    {
+        let mut github = running.standin.state.lock();
+        github.runs_by_status.insert("queued".to_owned(), vec![10]);
+        github.run_jobs.insert(
+            10,
+            vec![json!({"id": 1, "run_id": 10, "status": "queued", "labels": ["self-hosted", "linux"]})],
+        );
+    }
+    running.clock.advance(Duration::from_secs(2)).unwrap();
+    let jobs = running
+        .until("job 1 is taken again", |jobs| {
+            live(jobs)
+                .iter()
+                .any(|job| job["id"] != first && job["trust"] == "trusted")
+        })
+        .await;
+    let again = live(&jobs)
+        .into_iter()
+        .find(|job| job["id"] != first)
+        .unwrap();
+    let (view, _) = running.job(again["id"].as_u64().unwrap()).await;
+    let served = view["github"]["job_id"].clone();
+    assert_eq!(served, json!(1), "{view}");
+    running.end();
+}
+
 // G5, G6, L6: a crash and a restart. The runner running before it is
 // adopted, busy until its job ends (it is not retired for want of a job);
 // runner numbers are never given twice, so the next runner is a new billet

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
@@ -214,6 +215,10 @@ fn answer(
         return not_found();
     };
     *state.by_operation.entry(op.id.clone()).or_default() += 1;
+    if let Some((ends, limit)) = state.outage() {
+        state.counts.refused += 1;
+        return outage_answer(&state, ends, limit);
+    }
     let query: Vec<(String, String)> = url_query(uri.query().unwrap_or_default());
     if let Some((name, _)) = query.iter().find(|(name, _)| !op.query.contains(name)) {
         return refused(
@@ -530,6 +535,34 @@ fn job_json(state: &State, op: &Operation, id: u64) -> Option<Value> {
     value["runner_name"] = runner;
     value["conclusion"] = conclusion;
     Some(value)
+}
+
+/// What the API answers in an outage window ending at `ends`: `503`, or,
+/// when `limit`, `403` with `Retry-After` until then as GitHub says a spent
+/// rate limit.
+fn outage_answer(state: &State, ends: SystemTime, limit: bool) -> Response {
+    if !limit {
+        return json_answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"message": "Service Unavailable"}),
+        );
+    }
+    let now = state.now.unwrap_or(ends);
+    let wait = ends
+        .duration_since(now)
+        .unwrap_or_default()
+        .as_secs()
+        .max(1);
+    (
+        StatusCode::FORBIDDEN,
+        [
+            ("retry-after", wait.to_string()),
+            ("x-ratelimit-remaining", "0".to_owned()),
+            ("content-type", "application/json".to_owned()),
+        ],
+        json!({"message": "API rate limit exceeded for installation."}).to_string(),
+    )
+        .into_response()
 }
 
 /// The pairs of a URL's query, decoded.

@@ -704,6 +704,8 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
         counts.deliveries += c.deliveries;
         counts.lost += c.lost;
         counts.repeated += c.repeated;
+        counts.late += c.late;
+        counts.refused += c.refused;
         counts.registered += c.registered;
         counts.removed += c.removed;
     }
@@ -747,17 +749,19 @@ pub(super) fn report(sides: &[&Side]) -> Vec<String> {
             counts.removed,
         ),
         format!(
-            "github API: {} calls ({:.2} per job); peak {} in an hour of one deployment (an App may make 5,000); per job: {}",
+            "github API: {} calls ({:.2} per job), {} refused in outage windows; peak {} in an hour of one deployment (an App may make 5,000); per job: {}",
             counts.calls,
             per_job(counts.calls),
+            counts.refused,
             peak_per_deployment,
             by_operation.join(", "),
         ),
         format!(
-            "github deliveries: {} made, {} lost, {} repeated; a lost one found (the API asked of its job, or a later delivery) after p50 {:?}, p99 {:?}, {} of {} within one reconcile interval ({:?}); {} never found",
+            "github deliveries: {} made, {} lost, {} repeated, {} late; a lost one found (the API asked of its job, or a later delivery) after p50 {:?}, p99 {:?}, {} of {} within one reconcile interval ({:?}); {} never found",
             counts.deliveries,
             counts.lost,
             counts.repeated,
+            counts.late,
             ms(&startup.lost_found, 0.50),
             ms(&startup.lost_found, 0.99),
             startup.found_in_one,
@@ -810,7 +814,7 @@ impl super::ServiceScheduler {
             *rounds += 1;
             side.sim.at(now);
             let mut owed = std::mem::take(unsent);
-            owed.extend(side.sim.take_deliveries());
+            owed.extend(side.sim.take_deliveries(now));
             let sent = !owed.is_empty();
             if let Some(url) = &side.webhook_url {
                 let answers = futures::stream::iter(owed)

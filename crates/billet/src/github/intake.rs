@@ -115,6 +115,10 @@ struct Intake {
     listed_runs: HashMap<u64, (SystemTime, u32)>,
     /// Runner numbers below this are reserved in `github.db`.
     reserved_below: u64,
+    /// Jobs left because their run's facts could not be read (at most
+    /// [`RUNS_CACHED`]): the reconcile takes them again, as it does jobs
+    /// never heard of.
+    unread: std::collections::HashSet<u64>,
 }
 
 /// What sets the intake's looks and reconciles going.
@@ -199,6 +203,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         finishing: HashMap::new(),
         runs: HashMap::new(),
         listed_runs: HashMap::new(),
+        unread: std::collections::HashSet::new(),
         reserved_below,
         parts,
     };
@@ -331,25 +336,36 @@ impl Intake {
         idle.chain(finishing).min().map(|due| due.max(retry))
     }
 
-    /// The facts of `event`'s run, asked of the API once per run.
+    /// The facts of `event`'s run, asked of the API once per run. A run
+    /// GitHub could not answer for (unreachable, its rate limit spent) is
+    /// unknown work this time and asked again the next: an outage does not
+    /// make a run unknown for good.
     async fn facts(&mut self, event: &WorkflowJobEvent) -> Option<RunFacts> {
+        self.read_facts(event).await.ok().flatten()
+    }
+
+    /// [`facts`](Intake::facts), or the error that kept GitHub from saying
+    /// them.
+    async fn read_facts(&mut self, event: &WorkflowJobEvent) -> Result<Option<RunFacts>, ApiError> {
         let run = event.workflow_job.run_id;
         if let Some(known) = self.runs.get(&run) {
-            return *known;
+            return Ok(*known);
         }
-        let (owner, repo) = event.repository.full_name.split_once('/')?;
+        let Some((owner, repo)) = event.repository.full_name.split_once('/') else {
+            return Ok(None);
+        };
         let facts = match self.parts.api.run(owner, repo, run).await {
             Ok(run) => run.facts.ok(),
             Err(error) => {
-                tracing::warn!(run, %error, "the run's facts could not be read: its jobs are unknown work");
-                None
+                tracing::warn!(run, %error, "the run's facts could not be read: its jobs are unknown work until they are");
+                return Err(error);
             }
         };
         if self.runs.len() >= RUNS_CACHED {
             self.runs.clear();
         }
         self.runs.insert(run, facts);
-        facts
+        Ok(facts)
     }
 
     async fn on_event(&mut self, event: WorkflowJobEvent) {
@@ -413,7 +429,9 @@ impl Intake {
 
     async fn on_queued(&mut self, event: &WorkflowJobEvent) {
         let job = event.workflow_job.id;
-        let facts = self.facts(event).await;
+        let read = self.read_facts(event).await;
+        let unread = read.is_err();
+        let facts = read.ok().flatten();
         let settings = &self.parts.settings;
         let pools = &self.parts.pools;
         match take::decide(settings, event, facts, |pool, trust| {
@@ -441,6 +459,14 @@ impl Intake {
                 self.demand.taken(job, &pool);
             }
             Take::Leave(why) => {
+                if unread {
+                    // Left for want of its run's facts: the reconcile takes
+                    // it again once GitHub can say them (it is still queued).
+                    if self.unread.len() >= RUNS_CACHED {
+                        self.unread.clear();
+                    }
+                    self.unread.insert(job);
+                }
                 self.parts.shared.metrics.github_left(why.as_str());
                 tracing::info!(github_job = job, reason = why.as_str(), "left a GitHub job");
             }

@@ -383,13 +383,15 @@ impl Intake {
                 let full_name = format!("{owner}/{repo}");
                 for status in jobs {
                     // Never heard of: not taken, and no delivery of it
-                    // committed (a job billet left is not found again).
+                    // committed (a job billet left is not found again,
+                    // unless it was left for want of its run's facts).
                     let unheard = self.demand.stage(status.id).is_none()
-                        && self
-                            .parts
-                            .webhook
-                            .upgrade()
-                            .is_none_or(|webhook| webhook.job(status.id).is_none());
+                        && (self.unread.remove(&status.id)
+                            || self
+                                .parts
+                                .webhook
+                                .upgrade()
+                                .is_none_or(|webhook| webhook.job(status.id).is_none()));
                     if status.status == "queued"
                         && unheard
                         && let Some(event) = event_of(&status, &full_name)
