@@ -9,6 +9,8 @@
 //!   every job billet takes completes once, no registration is left.
 //! * Each check of H14 fails when what it guards is broken: faults planted
 //!   in the simulated GitHub ([`Plant`]) are caught, each by its check.
+//! * Deliveries late and out of order, and the API's outage windows (`503`,
+//!   `403` with `Retry-After`): the invariants hold.
 //! * The differential: with no loss, no repeat and no restart, a job is
 //!   placed on the same deployment at the same modelled time, and waits as
 //!   long, as through `POST /v1/jobs`.
@@ -127,7 +129,7 @@ fn h14_a_fleet_through_github_survives_lost_and_repeated_deliveries_and_a_crash(
         lose: 0.01,
         repeat: 0.01,
         seed: 42,
-        plant: None,
+        ..Faults::default()
     };
     let (report, _) = run(&Scenario::fleet(fleet), Intake::Github(faults));
     println!("{report}");
@@ -143,6 +145,39 @@ fn h14_a_fleet_through_github_survives_lost_and_repeated_deliveries_and_a_crash(
         line(&report, "github API: ").contains("per job"),
         "{report}"
     );
+}
+
+// H14: deliveries late and out of order, and two windows in which GitHub's
+// API answers every call 503, or 403 with Retry-After: every invariant
+// holds, every job billet takes completes once and none is cut short (a
+// run whose facts the API could not give is asked again, not taken as
+// unknown work for good, G4).
+#[test]
+fn h14_late_deliveries_and_api_outages_keep_every_invariant() {
+    let fleet = Fleet {
+        jobs: 1_000,
+        concurrency: 60,
+        restarts: 0,
+        hints: false,
+        ..Fleet::production()
+    };
+    let scenario = Scenario::fleet(fleet);
+    let faults = Faults {
+        lose: 0.01,
+        late: 0.05,
+        outages: 2,
+        span: scenario.workload.span(),
+        seed: 7,
+        ..Faults::default()
+    };
+    let (report, _) = run(&scenario, Intake::Github(faults));
+    println!("{report}");
+    assert_eq!(report.finished + report.refused, 1_000);
+    assert_eq!(report.outcomes.cancelled, 0, "{report}");
+    let deliveries = line(&report, "github deliveries: ");
+    assert!(!deliveries.contains(" 0 late"), "{deliveries}");
+    let api = line(&report, "github API: ");
+    assert!(!api.contains(" 0 refused in outage windows"), "{api}");
 }
 
 /// The line of `report` that starts with `prefix`.
