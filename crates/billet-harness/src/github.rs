@@ -273,9 +273,9 @@ pub(crate) struct State {
     pub(crate) violations: Vec<String>,
     pub(crate) by_operation: BTreeMap<String, u64>,
     pub(crate) plant: Option<Plant>,
-    /// Jobs one of whose deliveries was lost, and billet not yet told what
-    /// it carried (by the API or a later delivery): since when. Bounded by
-    /// the deliveries lost.
+    /// Jobs for billet one of whose deliveries was lost, and billet not yet
+    /// told what it carried (by the API or a later delivery): since when.
+    /// Bounded by the deliveries lost.
     pub(crate) unfound: FxHashMap<u64, SystemTime>,
     /// How long each lost delivery took to be found, since the driver last
     /// took them ([`SimulatedGithub::take_found`]).
@@ -756,7 +756,10 @@ impl SimulatedGithub {
             state.counts.deliveries += 1;
             if lost {
                 state.counts.lost += 1;
-                if let Some(now) = state.now {
+                // Measured for jobs billet is to take: what it misses of
+                // the others changes nothing.
+                let for_billet = state.jobs.get(&github).is_some_and(|job| job.for_billet);
+                if let (Some(now), true) = (state.now, for_billet) {
                     state.unfound.entry(github).or_insert(now);
                 }
                 let mut newly = false;

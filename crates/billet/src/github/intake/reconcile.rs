@@ -211,9 +211,13 @@ impl Intake {
         let (mut idle_pools, held) = self.runner_facts(now, age);
         let mut stale: Vec<(SystemTime, u64)> = Vec::new();
         for (job, taken) in &mut self.taken {
+            // Every pool `runner_facts` names has a runner idling.
             let doubted = self.demand.stage(*job).is_some_and(|stage| {
-                let idle = idle_pools.get(&taken.pool).is_some_and(|n| *n > 0);
-                doubtful(stage, idle, held.contains(job))
+                doubtful(
+                    stage,
+                    idle_pools.contains_key(&taken.pool),
+                    held.contains(job),
+                )
             });
             if ask_now(doubted, now, taken.heard, age, &mut taken.asked) {
                 stale.push((taken.heard, *job));
