@@ -260,6 +260,14 @@ impl Running {
         }
     }
 
+    /// The stand-in answers the next API call `status`, whatever it is.
+    fn answer_next_call(&self, status: u16) {
+        self.standin.state.lock().faults.push_back(standin::Fault {
+            status,
+            headers: vec![],
+        });
+    }
+
     /// The name of billet job `id`'s instance, as its runner registered
     /// (`STORE.job-ID.POOL`, L10).
     fn runner_name(&self, id: &Value) -> String {
@@ -718,15 +726,7 @@ async fn g4_a_runner_taken_by_less_trusted_work_is_destroyed() {
     // G8: while GitHub's API answers 503, /healthz says so; an answer
     // clears it.
     assert_eq!(running.health().await.0, 200);
-    running
-        .standin
-        .state
-        .lock()
-        .faults
-        .push_back(standin::Fault {
-            status: 503,
-            headers: vec![],
-        });
+    running.answer_next_call(503);
     running
         .deliver(&event("queued", 8, 98, "octo-org/app", None))
         .await;
@@ -765,15 +765,7 @@ async fn g4_a_runs_facts_not_read_are_asked_again() {
         running.standin.state.lock().calls.len() >= 3
     })
     .await;
-    running
-        .standin
-        .state
-        .lock()
-        .faults
-        .push_back(standin::Fault {
-            status: 503,
-            headers: vec![],
-        });
+    running.answer_next_call(503);
     running
         .deliver(&event("queued", 1, 10, "solo/tool", None))
         .await;
