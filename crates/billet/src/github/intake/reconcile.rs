@@ -4,14 +4,17 @@
 //!
 //! 1. GitHub jobs billet took that are queued or in progress with no news
 //!    for [`stale_after`], and whose news billet has reason to doubt
-//!    ([`doubtful`]), are asked of the API, least recently heard of first: a
+//!    ([`doubtful`]), are asked of the API, least recently heard of first
+//!    (queued ones only while runners of their pool idle with no job found
+//!    for them, [`still_doubted`]): a
 //!    job completed (or gone) while its delivery was lost ends; a job still
 //!    queued whose run ended (a `startup_failure`, say) ends too. A job asked
 //!    again with nothing new waits twice as long before the next ask
 //!    ([`stale_at`]), so that what one job costs stays bounded however long
 //!    it runs.
 //! 2. For each `repository` scope, the jobs of its queued runs that billet
-//!    never heard of are taken as if their `queued` delivery had come. A
+//!    never heard of, or left for want of their run's facts, are taken as
+//!    if their `queued` delivery had come. A
 //!    run one of whose jobs billet holds is not listed: a sibling's lost
 //!    delivery is found once the jobs billet holds of it are done. A run
 //!    listed with nothing new found (its jobs billet left, say, to wait for
