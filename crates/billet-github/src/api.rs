@@ -507,8 +507,26 @@ impl Api {
     }
 
     /// The ids of `owner/repo`'s runs whose status is `status` (`queued` or
-    /// `in_progress`), newest first, at most [`MAX_PAGES`] pages of 100.
+    /// `in_progress`), newest first, at most [`MAX_PAGES`] pages of 100:
+    /// more is an error, never a short answer.
     pub async fn runs(&self, owner: &str, repo: &str, status: &str) -> Result<Vec<u64>, ApiError> {
+        let (runs, whole) = self.newest_runs(owner, repo, status).await?;
+        if !whole {
+            return Err(too_long(&format!("the {status} runs of {owner}/{repo}")));
+        }
+        Ok(runs)
+    }
+
+    /// [`runs`](Api::runs) for a search rather than an inventory: past
+    /// [`MAX_PAGES`] pages, the newest runs read, and `false` (the listing
+    /// is not whole). For a caller that infers nothing from a run's
+    /// absence: one that looks for what a lost delivery said.
+    pub async fn newest_runs(
+        &self,
+        owner: &str,
+        repo: &str,
+        status: &str,
+    ) -> Result<(Vec<u64>, bool), ApiError> {
         #[derive(Deserialize)]
         struct Id {
             id: u64,
@@ -522,12 +540,12 @@ impl Api {
         let what = format!("the {status} runs of {owner}/{repo}");
         let path = format!("{}/actions/runs", scope.path());
         let query = [("status", status.to_owned())];
-        let runs = self
-            .paged(&path, &query, &scope, &what, |page: Page| {
+        let (runs, whole) = self
+            .paged_up_to(&path, &query, &scope, &what, |page: Page| {
                 (page.total_count, page.workflow_runs)
             })
             .await?;
-        Ok(runs.into_iter().map(|run| run.id).collect())
+        Ok((runs.into_iter().map(|run| run.id).collect(), whole))
     }
 
     /// The jobs of run `run_id` of `owner/repo` (its latest attempt), at
@@ -553,8 +571,8 @@ impl Api {
     }
 
     /// Every item of a listing, page by page of [`PER_PAGE`] (`query` and
-    /// the page's number), until a short page or the total the answer gives;
-    /// past [`MAX_PAGES`] pages, an error rather than a short answer.
+    /// the path as given); past [`MAX_PAGES`] pages, an error rather than a
+    /// short answer.
     async fn paged<P, T>(
         &self,
         path: &str,
@@ -563,6 +581,26 @@ impl Api {
         what: &str,
         items: impl Fn(P) -> (u64, Vec<T>),
     ) -> Result<Vec<T>, ApiError>
+    where
+        P: serde::de::DeserializeOwned,
+    {
+        let (all, whole) = self.paged_up_to(path, query, scope, what, items).await?;
+        if !whole {
+            return Err(too_long(what));
+        }
+        Ok(all)
+    }
+
+    /// The items of a listing's first [`MAX_PAGES`] pages, and whether they
+    /// are all it has.
+    async fn paged_up_to<P, T>(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        scope: &Scope,
+        what: &str,
+        items: impl Fn(P) -> (u64, Vec<T>),
+    ) -> Result<(Vec<T>, bool), ApiError>
     where
         P: serde::de::DeserializeOwned,
     {
@@ -578,13 +616,10 @@ impl Api {
             let short = found.len() < PER_PAGE;
             all.extend(found);
             if short || all.len() as u64 >= total {
-                return Ok(all);
+                return Ok((all, true));
             }
         }
-        Err(ApiError::Malformed {
-            what: what.to_owned(),
-            reason: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
-        })
+        Ok((all, false))
     }
 
     /// A call whose answer is JSON of type `T`.
@@ -872,6 +907,14 @@ fn error_text(error: &reqwest::Error) -> String {
 /// A header's value as a whole number.
 fn header_number(headers: &HeaderMap, name: &str) -> Option<u64> {
     headers.get(name)?.to_str().ok()?.trim().parse().ok()
+}
+
+/// The error of a listing longer than [`MAX_PAGES`] pages of [`PER_PAGE`].
+fn too_long(what: &str) -> ApiError {
+    ApiError::Malformed {
+        what: what.to_owned(),
+        reason: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
+    }
 }
 
 /// How long to wait, when `status` and `headers` say the rate limit is

@@ -338,6 +338,38 @@ async fn g7_rate_limits_block_calls_until_they_pass() {
     assert_eq!(gone.problem(), Some(error.to_string()));
 }
 
+// G7, H14: the queued runs are a search, not an inventory: past the pages
+// billet reads, `runs` refuses, while `newest_runs` answers the newest runs
+// read and says the listing is not whole.
+#[tokio::test]
+async fn g7_a_search_of_queued_runs_answers_the_newest_past_the_pages() {
+    let (standin, api, _clock) = token_client().await;
+    let ids: Vec<u64> = (1..=1_050).rev().collect();
+    standin
+        .state
+        .lock()
+        .runs_by_status
+        .insert("queued".to_owned(), ids.clone());
+    let error = api.runs("octo-org", "app", "queued").await.unwrap_err();
+    assert!(matches!(error, ApiError::Malformed { .. }), "{error:?}");
+    let (newest, whole) = api.newest_runs("octo-org", "app", "queued").await.unwrap();
+    assert!(!whole);
+    assert_eq!(newest, ids[..1_000]);
+    standin
+        .state
+        .lock()
+        .runs_by_status
+        .insert("queued".to_owned(), ids[..250].to_vec());
+    let (all, whole) = api.newest_runs("octo-org", "app", "queued").await.unwrap();
+    assert!(whole);
+    assert_eq!(all, ids[..250]);
+    assert_eq!(
+        api.runs("octo-org", "app", "queued").await.unwrap(),
+        ids[..250]
+    );
+    standin.assert_no_violation();
+}
+
 // G7: a listing is read page by page to its end; one longer than the pages
 // billet reads is an error, never a short answer.
 #[tokio::test]

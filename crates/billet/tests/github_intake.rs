@@ -1115,6 +1115,42 @@ async fn g7_queued_jobs_are_asked_only_for_the_runners_that_idle() {
     running.end();
 }
 
+// G7: a job asked with nothing new waits twice as long before the next ask.
+// Job 1 is queued and its runner idles (its `in_progress` never comes): the
+// reconcile asks after one interval without news; GitHub still says queued,
+// so the next ask waits two intervals, not one.
+#[tokio::test]
+async fn g7_a_job_asked_with_nothing_new_waits_twice_as_long() {
+    let (running, _runner) = one_runner("  reconcile_every: 1s\n").await;
+    {
+        let mut github = running.standin.state.lock();
+        github.runs.get_mut(&10).unwrap()["status"] = json!("in_progress");
+        github
+            .jobs
+            .insert(1, json!({"id": 1, "run_id": 10, "status": "queued"}));
+    }
+    let asked = || {
+        running
+            .standin
+            .state
+            .lock()
+            .calls
+            .iter()
+            .filter(|call| call.ends_with(" actions/get-job-for-workflow-run"))
+            .count()
+    };
+    running.clock.advance(Duration::from_secs(1)).unwrap();
+    until_true("job 1 is asked", || asked() == 1).await;
+    // One interval since the ask: not yet (the reconcile runs every second
+    // of the wall; wait through two of them).
+    running.clock.advance(Duration::from_secs(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(asked(), 1, "asked again after one interval");
+    running.clock.advance(Duration::from_secs(1)).unwrap();
+    until_true("job 1 is asked again after two intervals", || asked() == 2).await;
+    running.end();
+}
+
 // G7: a reconcile makes at most RECONCILE_CALLS API calls. With 60 queued
 // runs in a repository scope, the first reconcile (at start) lists them and
 // reads the jobs of as many as its budget allows, then stops: no runner

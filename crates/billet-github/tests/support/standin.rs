@@ -534,12 +534,23 @@ fn answer(
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
             let template = example(op, "200")["workflow_runs"][0].clone();
-            let runs: Vec<Value> = state
+            let number = |name: &str, default: usize| {
+                query
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(default)
+            };
+            let (per_page, page): (usize, usize) = (number("per_page", 30), number("page", 1));
+            let ids = state
                 .runs_by_status
                 .get(&status)
                 .cloned()
-                .unwrap_or_default()
-                .into_iter()
+                .unwrap_or_default();
+            let runs: Vec<Value> = ids
+                .iter()
+                .skip(page.saturating_sub(1) * per_page)
+                .take(per_page)
                 .map(|id| {
                     let mut run = template.clone();
                     run["id"] = json!(id);
@@ -549,7 +560,7 @@ fn answer(
                 .collect();
             json_answer(
                 StatusCode::OK,
-                json!({"total_count": runs.len(), "workflow_runs": runs}),
+                json!({"total_count": ids.len(), "workflow_runs": runs}),
             )
         }
         "actions/list-jobs-for-workflow-run" => {

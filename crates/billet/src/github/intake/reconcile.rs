@@ -12,7 +12,9 @@
 //!    again with nothing new waits twice as long before the next ask
 //!    ([`stale_at`]), so that what one job costs stays bounded however long
 //!    it runs.
-//! 2. For each `repository` scope, the jobs of its queued runs that billet
+//! 2. For each `repository` scope, the jobs of its queued runs (the newest
+//!    [`MAX_PAGES`](billet_github::MAX_PAGES) pages when more are queued)
+//!    that billet
 //!    never heard of, or left for want of their run's facts, are taken as
 //!    if their `queued` delivery had come. A
 //!    run one of whose jobs billet holds is not listed: a sibling's lost
@@ -357,8 +359,11 @@ impl Intake {
             if !Intake::spend(done) {
                 return Ok(());
             }
-            let runs = match self.parts.api.runs(&owner, &repo, "queued").await {
-                Ok(runs) => runs,
+            // The newest queued runs when there are more than a listing's
+            // pages: a job found in them is found; one not in them is not
+            // thought gone (nothing is inferred from a run's absence).
+            let runs = match self.parts.api.newest_runs(&owner, &repo, "queued").await {
+                Ok((runs, _whole)) => runs,
                 Err(error @ ApiError::RateLimited { .. }) => return Err(error),
                 Err(error) => {
                     tracing::warn!(%owner, %repo, %error, "the reconcile could not list queued runs");
