@@ -519,6 +519,15 @@ async fn launch(
             // is taken, as the production scheduler takes it (L19 is tested
             // in billet's own tests).
             max_queued: usize::MAX,
+            // Under `--intake github` the intake reads the job table at
+            // each tick: nothing is held back, so that at quiescence the
+            // table shows every end the engine decided, in every run alike
+            // (a held-back end would show after a wall-time wait).
+            hold: if d.github.is_some() {
+                Duration::ZERO
+            } else {
+                billet::engine::LAZY_COMMIT
+            },
             ..Bounds::default()
         },
         // The harness is one peer for all it sends, as a proxy in front of
@@ -773,6 +782,18 @@ impl Scheduler for ServiceScheduler {
         tokio::task::yield_now().await;
         match launch(d, &self.clock, self.options.store).await {
             Ok(resumed) => {
+                // Under `--intake github` the new engine's own start (its
+                // inventories read, what it adopts) is over before its
+                // intake is first ticked: the two would otherwise race, and
+                // the order of what they decide would differ run to run.
+                if d.github.is_some()
+                    && let Some(service) = &d.service
+                    && let Err(last) = service.quiescent(self.clock.now(), QUIESCENT_BOUND).await
+                {
+                    self.broken.get_or_insert(format!(
+                        "deployment {index}'s service was not quiescent after its restart within {QUIESCENT_BOUND:?} (it last said {last:?})"
+                    ));
+                }
                 self.changes.push(FleetChange::Restarted {
                     deployment: index,
                     handed_over: resumed,

@@ -180,6 +180,30 @@ fn h14_late_deliveries_and_api_outages_keep_every_invariant() {
     assert!(!api.contains(" 0 refused in outage windows"), "{api}");
 }
 
+// H14: the same seed gives the same digest, a crash included: the new
+// engine's start (what it adopts) is over before its intake is ticked, what
+// the engine does at an instant by itself before deliveries reach it, the
+// intake settles its runners at the tick (deliveries sent together arrive in
+// any order), and nothing it reads of the job table is held back.
+#[test]
+fn h14_the_same_seed_gives_the_same_digest_across_a_crash() {
+    let fleet = Fleet {
+        jobs: 1_000,
+        concurrency: 200,
+        deployments: 1,
+        restarts: 1,
+        strays: 0,
+        outages: 0,
+        hints: false,
+        ..Fleet::production()
+    };
+    let scenario = Scenario::fleet(fleet);
+    let (first, _) = run(&scenario, Intake::Github(Faults::default()));
+    let (second, _) = run(&scenario, Intake::Github(Faults::default()));
+    assert_eq!(first.restarts, 1);
+    assert_eq!(first.digest, second.digest, "{first}\n{second}");
+}
+
 /// The line of `report` that starts with `prefix`.
 fn line<'a>(report: &'a Report, prefix: &str) -> &'a str {
     report

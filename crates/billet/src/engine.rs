@@ -131,7 +131,10 @@ pub struct Bounds {
     pub intake: usize,
     /// The longest, in wall time, a change nothing waits on
     /// ([`Change::can_wait`](crate::record::Change::can_wait)) is held back for a later batch to carry
-    /// ([`LAZY_COMMIT`] by default).
+    /// ([`LAZY_COMMIT`] by default). Zero holds nothing back: every change
+    /// goes in the batch of the step that decided it, so that once the engine
+    /// is quiescent the job table shows all it decided (what a driver whose
+    /// GitHub intake reads that table needs, H14).
     pub hold: Duration,
     /// Whether the engine reads its providers' hints (P9, B12), so that a
     /// job's end is seen when its instance stops rather than at the next
@@ -364,6 +367,16 @@ mod tests {
         clock: Arc<dyn Clock>,
         provider: Arc<dyn Provider>,
     ) -> Engine {
+        engine_bounded(store, records, clock, provider, Bounds::default()).await
+    }
+
+    async fn engine_bounded(
+        store: Store,
+        records: Vec<JobRecord>,
+        clock: Arc<dyn Clock>,
+        provider: Arc<dyn Provider>,
+        bounds: Bounds,
+    ) -> Engine {
         let config = billet_config::Config::from_yaml_str(
             "deployment: {id: blue}\n\
              providers: [{name: linux, kind: docker, capacity: 2, docker: {image: runner}}]\n\
@@ -374,7 +387,7 @@ mod tests {
             .provider("linux", provider)
             .build()
             .unwrap();
-        Engine::start(&pools, store, records, clock, Bounds::default())
+        Engine::start(&pools, store, records, clock, bounds)
             .await
             .unwrap()
     }
@@ -460,6 +473,47 @@ mod tests {
         assert!(instance(2).is_some());
         assert!(start.elapsed() >= LAZY_COMMIT);
         assert!(start.elapsed() < LAZY_COMMIT * 2);
+    }
+
+    // H14: a hold of zero holds nothing back: the change nothing waits on
+    // (an instance backing a job) is committed in the step that decided it,
+    // so the engine is settled whenever it is quiescent and the table shows
+    // all it decided. Time is paused: nothing is waited for.
+    #[tokio::test(start_paused = true)]
+    async fn h14_a_hold_of_zero_holds_nothing_back() {
+        let clock: Arc<dyn Clock> =
+            Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
+        let provider: Arc<dyn Provider> = Arc::new(
+            SimulatedProvider::builder("blue")
+                .host(Host::new())
+                .clock(Arc::clone(&clock))
+                .build()
+                .unwrap(),
+        );
+        let bounds = Bounds {
+            hold: Duration::ZERO,
+            ..Bounds::default()
+        };
+        let engine = engine_bounded(Store::memory(), Vec::new(), clock, provider, bounds).await;
+        let commits = || engine.shared.commits.load(Ordering::Relaxed);
+        let mut quiet = engine.shared.quiet.subscribe();
+        within(quiet.wait_for(|q| q.is_some())).await.unwrap();
+        let start = tokio::time::Instant::now();
+        let base = commits();
+        let job = NewJob {
+            command: billet_simulated::run_for(Duration::from_secs(3600)),
+            ..job()
+        };
+        assert!(matches!(
+            within(engine.handle.submit(job)).await,
+            Ok(Submitted::Created(_))
+        ));
+        let seen = *within(quiet.wait_for(|q| q.is_some())).await.unwrap();
+        assert_eq!(seen.map(|q| q.settled), Some(true), "nothing held back");
+        let instance = engine.shared.jobs.read().find(1).unwrap().unwrap().instance;
+        assert!(instance.is_some(), "its instance is committed");
+        assert_eq!(commits(), base + 2, "the acceptance, then the instance");
+        assert_eq!(start.elapsed(), Duration::ZERO);
     }
 
     /// A provider whose launches answer `delay` (tokio's time) after its

@@ -27,6 +27,9 @@ pub use page::{MAX_PAGE_BYTES, Page, PageQuery, page};
 pub struct Jobs {
     live: BTreeMap<u64, JobRecord>,
     archive: Arc<Archive>,
+    /// How many records were inserted and changes applied: see
+    /// [`Jobs::changes`].
+    changes: u64,
 }
 
 impl Default for Jobs {
@@ -48,6 +51,7 @@ impl Jobs {
         let mut jobs = Jobs {
             live: BTreeMap::new(),
             archive,
+            changes: 0,
         };
         for record in records {
             jobs.insert(record);
@@ -56,6 +60,7 @@ impl Jobs {
     }
 
     fn insert(&mut self, record: JobRecord) {
+        self.changes += 1;
         if record.state.has_ended() {
             self.archive.keep(record);
             return;
@@ -91,6 +96,13 @@ impl Jobs {
         self.live.is_empty()
     }
 
+    /// A count that grows by one with every record put in the table and
+    /// every change applied to it: a reader that saw the same count before
+    /// saw the same jobs, so what it decided from them still holds.
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
     /// Where ended jobs are.
     pub fn archive(&self) -> &Arc<Archive> {
         &self.archive
@@ -102,6 +114,7 @@ impl Jobs {
             self.insert((**record).clone());
             return;
         }
+        self.changes += 1;
         let id = change.job();
         let Some(record) = self.live.get_mut(&id) else {
             return;
@@ -144,6 +157,32 @@ mod tests {
 
     fn t(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    // H14: every record put in the table and every change applied to it
+    // moves its count, so a reader that kept the count knows whether what it
+    // decided from the table still holds.
+    #[test]
+    fn h14_the_table_counts_its_changes() {
+        let records = vec![
+            JobRecord::accepted(1, new_job(None), t(1)),
+            JobRecord::accepted(2, new_job(None), t(1)),
+        ];
+        let mut jobs = Jobs::from_records(records);
+        assert_eq!(jobs.changes(), 2);
+        jobs.apply(&Change::Accepted(Box::new(JobRecord::accepted(
+            3,
+            new_job(None),
+            t(2),
+        ))));
+        assert_eq!(jobs.changes(), 3);
+        jobs.apply(&Change::Placed {
+            id: 1,
+            pool: "linux".into(),
+            at: t(3),
+        });
+        assert_eq!(jobs.changes(), 4);
+        assert_eq!(Jobs::default().changes(), 0);
     }
 
     // L4, L6: a job's changes, applied in order, give the states the API shows.

@@ -812,6 +812,11 @@ impl super::ServiceScheduler {
         };
         loop {
             *rounds += 1;
+            // What the engine does at `now` by itself (its wake: a
+            // reconcile, a timeout) is done before deliveries and the tick
+            // reach it: the two would race, and what they decide would come
+            // in another order run to run.
+            quiet(service, index, now).await?;
             side.sim.at(now);
             let mut owed = std::mem::take(unsent);
             owed.extend(side.sim.take_deliveries(now));
@@ -855,18 +860,17 @@ impl super::ServiceScheduler {
                     }
                 }
             }
+            quiet(service, index, now).await?;
             side.tick().await?;
-            if let Err(last) = service.quiescent(now, QUIESCENT_BOUND).await {
-                return Err(format!(
-                    "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
-                ));
-            }
+            quiet(service, index, now).await?;
             d.view = service.pools();
             let decisions = std::mem::take(&mut *d.tapped.lock());
             let decided = !decisions.is_empty();
+            let from = self.changes.len();
             for decision in decisions {
                 side.translate(index, decision, now, d.identity.as_ref(), &mut self.changes)?;
             }
+            order_adoptions(&mut self.changes[from..]);
             let played = side.play(index, now, d.identity.as_ref(), &mut self.changes)?;
             if !sent && !decided && !played && unsent.is_empty() {
                 break;
@@ -930,5 +934,89 @@ impl super::ServiceScheduler {
             }
         }
         accepted
+    }
+}
+
+/// Waits until deployment `index`'s service is quiescent at `now`.
+async fn quiet(service: &billet::Service, index: usize, now: SystemTime) -> Result<(), String> {
+    service
+        .quiescent(now, QUIESCENT_BOUND)
+        .await
+        .map(|_| ())
+        .map_err(|last| {
+            format!(
+                "deployment {index}'s service was not quiescent at {now:?} within {QUIESCENT_BOUND:?} (it last said {last:?})"
+            )
+        })
+}
+
+/// Puts each run of adoptions in a row in the order of their GitHub jobs.
+/// What a restarted service adopts at one instant is a set: the runners it
+/// finds, whose GitHub jobs GitHub handed out in an order of its own, so the
+/// same runs give the same digest.
+fn order_adoptions(changes: &mut [FleetChange]) {
+    for run in changes
+        .chunk_by_mut(|a, b| matches!((a, b), (FleetChange::Adopted(_), FleetChange::Adopted(_))))
+    {
+        run.sort_by_key(|change| match change {
+            FleetChange::Adopted(adopted) => adopted.job,
+            _ => 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adopted(job: JobId) -> FleetChange {
+        FleetChange::Adopted(Adopted {
+            job,
+            deployment: 0,
+            pool: 0,
+            instance: format!("i{job}").as_str().into(),
+        })
+    }
+
+    fn freed(job: JobId) -> FleetChange {
+        FleetChange::Freed(Freed {
+            job,
+            deployment: 0,
+            pool: 0,
+            name: format!("i{job}"),
+            reason: FreeReason::Stopped,
+        })
+    }
+
+    fn jobs(changes: &[FleetChange]) -> Vec<(char, JobId)> {
+        changes
+            .iter()
+            .map(|change| match change {
+                FleetChange::Adopted(a) => ('a', a.job),
+                FleetChange::Freed(f) => ('f', f.job),
+                _ => ('?', 0),
+            })
+            .collect()
+    }
+
+    // H14: adoptions in a row, a set, come in the order of their jobs
+    // whatever order the service told them in; what comes between them (a
+    // job adopted and then freed) keeps its place, so no change is put
+    // before one it follows from.
+    #[test]
+    fn h14_adoptions_in_a_row_are_put_in_the_order_of_their_jobs() {
+        let mut changes = vec![
+            adopted(9),
+            adopted(3),
+            adopted(5),
+            freed(5),
+            adopted(2),
+            adopted(1),
+        ];
+        order_adoptions(&mut changes);
+        assert_eq!(
+            jobs(&changes),
+            [('a', 3), ('a', 5), ('a', 9), ('f', 5), ('a', 1), ('a', 2)]
+        );
     }
 }

@@ -213,6 +213,7 @@ impl EngineHooks {
     /// for a later batch, at most [`Bounds::hold`].
     pub(super) fn send_gathered(&mut self) {
         let urgent = self.flush
+            || self.hold.is_zero()
             || !self.replies.is_empty()
             || self.prune.is_some()
             || self.changes.iter().any(|change| !change.can_wait());

@@ -84,6 +84,8 @@ pub struct Demand {
     jobs: BTreeMap<u64, TakenJob>,
     runners: BTreeMap<RunnerId, Runner>,
     next_runner: u64,
+    /// See [`Demand::changes`].
+    changes: u64,
 }
 
 impl Demand {
@@ -100,6 +102,7 @@ impl Demand {
     /// pool is the first one given. A job already said to be further on
     /// stays there.
     pub fn taken(&mut self, job: u64, pool: &str) {
+        self.changes += 1;
         let taken = self.jobs.entry(job).or_insert(TakenJob {
             pool: None,
             stage: JobStage::Queued,
@@ -112,6 +115,7 @@ impl Demand {
     /// remembered at that stage, so that a `queued` arriving late cannot
     /// make it wait again.
     pub fn reached(&mut self, job: u64, stage: JobStage) {
+        self.changes += 1;
         let taken = self
             .jobs
             .entry(job)
@@ -122,6 +126,7 @@ impl Demand {
     /// GitHub said runner `runner` took job `job` (`in_progress`). The
     /// first job a runner is said to take is the one it took.
     pub fn took(&mut self, runner: RunnerId, job: u64) {
+        self.changes += 1;
         if let Some(held) = self.runners.get_mut(&runner) {
             held.took.get_or_insert(job);
             held.kept_for = None;
@@ -131,6 +136,7 @@ impl Demand {
 
     /// Runner `runner` is gone: its instance ended, or it was retired.
     pub fn gone(&mut self, runner: RunnerId) {
+        self.changes += 1;
         if let Some(held) = self.runners.get_mut(&runner) {
             held.gone = true;
             held.kept_for = None;
@@ -146,6 +152,7 @@ impl Demand {
         kept_for: Option<u64>,
         took: Option<u64>,
     ) {
+        self.changes += 1;
         self.next_runner = self.next_runner.max(runner.0 + 1);
         self.runners.insert(
             runner,
@@ -164,14 +171,19 @@ impl Demand {
     pub fn forget_completed(&mut self) {
         let kept: std::collections::BTreeSet<u64> =
             self.runners.values().filter_map(|r| r.kept_for).collect();
+        let before = self.jobs.len();
         self.jobs
             .retain(|id, job| job.stage != JobStage::Completed || kept.contains(id));
+        if self.jobs.len() != before {
+            self.changes += 1;
+        }
     }
 
     /// Forgets runner `runner` once it is gone.
     pub fn forget_runner(&mut self, runner: RunnerId) {
         if self.runners.get(&runner).is_some_and(|held| held.gone) {
             self.runners.remove(&runner);
+            self.changes += 1;
         }
     }
 
@@ -206,6 +218,12 @@ impl Demand {
             .filter(|(id, job)| job.stage == JobStage::Queued && !kept.contains(id))
             .filter_map(|(id, job)| Some((*id, job.pool.clone()?)))
             .collect();
+        // A free runner is kept for a waiting job or retired, and a waiting
+        // job gets a runner: either is a change. (A gone or busy runner is
+        // kept for nothing already: `gone`, `took` and `restore` see to it.)
+        if !free.is_empty() || !waiting.is_empty() {
+            self.changes += 1;
+        }
         for (job, pool) in waiting {
             let spare = free
                 .iter()
@@ -277,6 +295,15 @@ impl Demand {
     /// The job runner `runner` is kept for, and the one it took.
     pub fn runner(&self, runner: RunnerId) -> Option<(Option<u64>, Option<u64>)> {
         self.runners.get(&runner).map(|r| (r.kept_for, r.took))
+    }
+
+    /// A count that grows with every fact told and every change
+    /// [`settle`](Demand::settle) and the forgetting made: the same count
+    /// as before means the same runners and jobs, so what a caller decided
+    /// from them still holds. A [`settle`](Demand::settle) that finds
+    /// nothing to do leaves it as it was.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Where job `job` stands, if billet took it.
@@ -393,6 +420,58 @@ mod tests {
             Some(JobStage::InProgress),
             "not completed: kept"
         );
+    }
+
+    // G6, H14: every fact told moves the demand's count, and so does a
+    // settle or a forgetting that changed something; one that found nothing
+    // to do leaves it, so that a caller who kept the count knows the runners
+    // are as it saw them.
+    #[test]
+    fn g6_the_demand_counts_its_changes() {
+        let mut demand = Demand::new(1);
+        let mut last = demand.changes();
+        let mut moved = |demand: &Demand| {
+            let now = demand.changes();
+            let moved = now > last;
+            last = now;
+            moved
+        };
+        demand.taken(10, "linux");
+        assert!(moved(&demand), "taken");
+        assert_eq!(demand.settle(), [launch(1, "linux", 10)]);
+        assert!(moved(&demand), "a launch");
+        assert_eq!(demand.settle(), []);
+        demand.forget_completed();
+        assert!(!moved(&demand), "nothing to settle or forget");
+        demand.took(RunnerId(1), 10);
+        assert!(moved(&demand), "took");
+        assert_eq!(demand.settle(), []);
+        assert!(!moved(&demand), "a busy runner is kept for nothing");
+        demand.reached(10, JobStage::Completed);
+        assert!(moved(&demand), "reached");
+        demand.forget_completed();
+        assert!(moved(&demand), "a completed job forgotten");
+        demand.gone(RunnerId(1));
+        assert!(moved(&demand), "gone");
+        demand.forget_runner(RunnerId(1));
+        assert!(moved(&demand), "a gone runner forgotten");
+        demand.forget_runner(RunnerId(1));
+        assert!(!moved(&demand), "no runner to forget");
+        demand.restore(RunnerId(5), "linux", None, Some(7));
+        assert!(moved(&demand), "restored");
+        demand.taken(11, "linux");
+        assert!(moved(&demand));
+        assert_eq!(demand.settle(), [launch(6, "linux", 11)]);
+        assert!(moved(&demand));
+        demand.reached(11, JobStage::Completed);
+        assert!(moved(&demand));
+        assert_eq!(
+            demand.settle(),
+            [Act::Retire {
+                runner: RunnerId(6)
+            }],
+        );
+        assert!(moved(&demand), "a retirement");
     }
 
     // G6: a stage behind the known one, a job taken twice, a runner said to

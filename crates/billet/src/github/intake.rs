@@ -29,6 +29,7 @@ use super::webhook::Webhook;
 mod reconcile;
 
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
+use crate::jobs::Jobs;
 use crate::record::NewJob;
 pub use reconcile::{CALLS as RECONCILE_CALLS, MAX_BACKOFF, doubtful, stale_after, stale_at};
 
@@ -119,6 +120,29 @@ struct Intake {
     /// [`RUNS_CACHED`]): the reconcile takes them again, as it does jobs
     /// never heard of.
     unread: std::collections::HashSet<u64>,
+    /// Grows whenever `runner_of` or `finishing` may have changed (an
+    /// event handled, a runner launched, a look that acted).
+    changes: u64,
+    /// What [`due`](Intake::due) last found, and when it holds.
+    seen: Option<Seen>,
+}
+
+/// What [`Intake::due`] found when the job table, the demand and the
+/// intake's own runners were at the counts kept here: while all three stay
+/// there, the same runners are idle, finishing and ended, so a look before
+/// `earliest` has nothing to do unless a runner's billet job had ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    counts: (u64, u64, u64),
+    /// The earliest instant a runner is overdue (idle past its timeout, or
+    /// past its job's completion and grace); `None`: none will be.
+    earliest: Option<SystemTime>,
+    /// Some runner's billet job had ended: the next look removes it.
+    ended: bool,
+    /// Runners starting, idle and busy, in that order.
+    runners: [usize; 3],
+    /// GitHub jobs billet took that are queued, and in progress.
+    jobs: (usize, usize),
 }
 
 /// What sets the intake's looks and reconciles going.
@@ -204,6 +228,8 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         runs: HashMap::new(),
         listed_runs: HashMap::new(),
         unread: std::collections::HashSet::new(),
+        changes: 0,
+        seen: None,
         reserved_below,
         parts,
     };
@@ -213,6 +239,11 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         Timers::Driven(ticks) => tokio::spawn(intake.run_driven(inbox, ticks)),
     };
     Ok(events)
+}
+
+/// The sooner of `earliest` and `at`.
+fn soonest(earliest: Option<SystemTime>, at: SystemTime) -> Option<SystemTime> {
+    Some(earliest.map_or(at, |earliest| earliest.min(at)))
 }
 
 /// Where runners of a job from `repository` register, under `settings`.
@@ -288,12 +319,16 @@ impl Intake {
         loop {
             tokio::select! {
                 biased;
+                // Settled only at the tick: deliveries sent together reach
+                // the intake in whatever order their requests end, and the
+                // runners settled from them are the same in any order (G6).
                 event = inbox.recv() => match event {
                     Some(event) => self.on_event(event).await,
                     None => return,
                 },
                 tick = ticks.recv() => {
                     let Some(tick) = tick else { return };
+                    self.settle().await;
                     self.look().await;
                     let now = self.parts.shared.now();
                     if reconcile_at.is_none_or(|at| now >= at) {
@@ -305,35 +340,73 @@ impl Intake {
                         due: self.due(),
                         reconcile_at,
                     });
-                    continue;
                 }
             }
-            self.settle().await;
         }
     }
 
     /// The earliest instant [`look`](Intake::look) would act by the clock
     /// alone: just past a started, untaken runner's idle timeout, or past a
     /// completed job's grace.
-    fn due(&self) -> Option<SystemTime> {
+    fn due(&mut self) -> Option<SystemTime> {
+        let earliest = self.seen().earliest;
+        // A look that could not act on what was due (GitHub unreachable, say)
+        // tries again a look's interval later, not at once.
+        let retry = self.parts.shared.now() + LOOK_EVERY;
+        earliest.map(|due| due.max(retry))
+    }
+
+    /// The counts [`Seen`] is kept at, as they are now.
+    fn counts(&self, jobs: &Jobs) -> (u64, u64, u64) {
+        (jobs.changes(), self.demand.changes(), self.changes)
+    }
+
+    /// What the runners are waiting for, walked again only when the job
+    /// table, the demand or the intake's runners changed since the last
+    /// walk.
+    fn seen(&mut self) -> Seen {
+        let table = Arc::clone(&self.parts.shared.jobs);
+        let jobs = table.read();
+        let counts = self.counts(&jobs);
+        if let Some(seen) = self.seen
+            && seen.counts == counts
+        {
+            return seen;
+        }
         let idle_timeout = self.parts.settings.runner.idle_timeout;
-        let jobs = self.parts.shared.jobs.read();
-        let idle = self.runner_of.iter().filter_map(|(&id, &runner)| {
+        let mut ended = false;
+        let mut runners = [0; 3];
+        let mut earliest = None;
+        for (&id, &runner) in &self.runner_of {
+            let Some(record) = jobs.live(id) else {
+                ended = true;
+                continue;
+            };
             let untaken = self
                 .demand
                 .runner(runner)
                 .is_some_and(|(_, took)| took.is_none());
-            let started = jobs.live(id)?.started_at?;
-            untaken.then(|| started + idle_timeout + Duration::from_nanos(1))
-        });
-        let finishing = self
-            .finishing
-            .values()
-            .map(|deadline| *deadline + Duration::from_nanos(1));
-        // A look that could not act on what was due (GitHub unreachable, say)
-        // tries again a look's interval later, not at once.
-        let retry = self.parts.shared.now() + LOOK_EVERY;
-        idle.chain(finishing).min().map(|due| due.max(retry))
+            runners[match (untaken, record.started_at) {
+                (false, _) => 2,
+                (true, Some(_)) => 1,
+                (true, None) => 0,
+            }] += 1;
+            if untaken && let Some(started) = record.started_at {
+                earliest = soonest(earliest, started + idle_timeout + Duration::from_nanos(1));
+            }
+        }
+        for deadline in self.finishing.values() {
+            earliest = soonest(earliest, *deadline + Duration::from_nanos(1));
+        }
+        let seen = Seen {
+            counts,
+            earliest,
+            ended,
+            runners,
+            jobs: self.demand.job_counts(),
+        };
+        self.seen = Some(seen);
+        seen
     }
 
     /// The facts of `event`'s run, asked of the API once per run. A run
@@ -369,6 +442,7 @@ impl Intake {
     }
 
     async fn on_event(&mut self, event: WorkflowJobEvent) {
+        self.changes += 1;
         let job = event.workflow_job.id;
         let now = self.parts.shared.now();
         if let Some(taken) = self.taken.get_mut(&job) {
@@ -513,12 +587,20 @@ impl Intake {
     async fn look(&mut self) {
         let now = self.parts.shared.now();
         let idle_timeout = self.parts.settings.runner.idle_timeout;
+        let seen = self.seen();
+        let metrics = &self.parts.shared.metrics;
+        metrics.github_runners(seen.runners);
+        metrics.github_jobs(seen.jobs.0, seen.jobs.1);
+        let api = &self.parts.api;
+        metrics.github_api(&api.answers(), api.rate_limit_remaining());
+        // Nothing ended and nothing overdue: no runner to walk.
+        if !seen.ended && seen.earliest.is_none_or(|at| now < at) {
+            return;
+        }
         let (ended, overdue) = {
             let jobs = self.parts.shared.jobs.read();
             let mut ended = Vec::new();
             let mut overdue = Vec::new();
-            // starting, idle, busy (RUNNER_STATES)
-            let mut runners = [0; 3];
             for (&id, &runner) in &self.runner_of {
                 let Some(record) = jobs.live(id) else {
                     ended.push(id);
@@ -528,11 +610,6 @@ impl Intake {
                     .demand
                     .runner(runner)
                     .is_some_and(|(_, took)| took.is_none());
-                runners[match (untaken, record.started_at) {
-                    (false, _) => 2,
-                    (true, Some(_)) => 1,
-                    (true, None) => 0,
-                }] += 1;
                 let idle = untaken
                     && record
                         .started_at
@@ -548,14 +625,11 @@ impl Intake {
                     overdue.push((runner, false));
                 }
             }
-            let metrics = &self.parts.shared.metrics;
-            metrics.github_runners(runners);
-            let (queued, in_progress) = self.demand.job_counts();
-            metrics.github_jobs(queued, in_progress);
-            let api = &self.parts.api;
-            metrics.github_api(&api.answers(), api.rate_limit_remaining());
             (ended, overdue)
         };
+        if !ended.is_empty() || !overdue.is_empty() {
+            self.changes += 1;
+        }
         // In the runners' order, whatever the map's: what billet does at
         // one instant does not depend on a hash's seed.
         let (mut ended, mut overdue) = (ended, overdue);
@@ -667,6 +741,7 @@ impl Intake {
                 );
                 self.job_of.insert(runner, view.id);
                 self.runner_of.insert(view.id, runner);
+                self.changes += 1;
                 self.serves(view.id, for_job);
                 return;
             }
