@@ -120,20 +120,20 @@ struct Intake {
     /// [`RUNS_CACHED`]): the reconcile takes them again, as it does jobs
     /// never heard of.
     unread: std::collections::HashSet<u64>,
-    /// Grows whenever `runner_of` or `finishing` may have changed (an
-    /// event handled, a runner launched, a look that acted).
-    changes: u64,
     /// What [`due`](Intake::due) last found, and when it holds.
     seen: Option<Seen>,
 }
 
-/// What [`Intake::due`] found when the job table, the demand and the
-/// intake's own runners were at the counts kept here: while all three stay
-/// there, the same runners are idle, finishing and ended, so a look before
-/// `earliest` has nothing to do unless a runner's billet job had ended.
+/// What [`Intake::due`] found when the job table and the demand were at the
+/// counts kept here ([`Jobs::changes`], [`Demand::changes`]): while both
+/// stay there, the same runners are idle, finishing and ended, so a look
+/// before `earliest` has nothing to do unless a runner's billet job had
+/// ended. (The intake's own `runner_of` and `finishing` change only with the
+/// demand: a runner is launched from a settle that made it, removed when it
+/// is gone, and finishing once GitHub said its job reached `completed`.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Seen {
-    counts: (u64, u64, u64),
+    counts: (u64, u64),
     /// The earliest instant a runner is overdue (idle past its timeout, or
     /// past its job's completion and grace); `None`: none will be.
     earliest: Option<SystemTime>,
@@ -228,7 +228,6 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         runs: HashMap::new(),
         listed_runs: HashMap::new(),
         unread: std::collections::HashSet::new(),
-        changes: 0,
         seen: None,
         reserved_below,
         parts,
@@ -357,13 +356,12 @@ impl Intake {
     }
 
     /// The counts [`Seen`] is kept at, as they are now.
-    fn counts(&self, jobs: &Jobs) -> (u64, u64, u64) {
-        (jobs.changes(), self.demand.changes(), self.changes)
+    fn counts(&self, jobs: &Jobs) -> (u64, u64) {
+        (jobs.changes(), self.demand.changes())
     }
 
     /// What the runners are waiting for, walked again only when the job
-    /// table, the demand or the intake's runners changed since the last
-    /// walk.
+    /// table or the demand changed since the last walk.
     fn seen(&mut self) -> Seen {
         let table = Arc::clone(&self.parts.shared.jobs);
         let jobs = table.read();
@@ -442,7 +440,6 @@ impl Intake {
     }
 
     async fn on_event(&mut self, event: WorkflowJobEvent) {
-        self.changes += 1;
         let job = event.workflow_job.id;
         let now = self.parts.shared.now();
         if let Some(taken) = self.taken.get_mut(&job) {
@@ -627,9 +624,6 @@ impl Intake {
             }
             (ended, overdue)
         };
-        if !ended.is_empty() || !overdue.is_empty() {
-            self.changes += 1;
-        }
         // In the runners' order, whatever the map's: what billet does at
         // one instant does not depend on a hash's seed.
         let (mut ended, mut overdue) = (ended, overdue);
@@ -741,7 +735,6 @@ impl Intake {
                 );
                 self.job_of.insert(runner, view.id);
                 self.runner_of.insert(view.id, runner);
-                self.changes += 1;
                 self.serves(view.id, for_job);
                 return;
             }
