@@ -18,7 +18,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
-use billet::github::intake::{COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS, RUNNER_BLOCK};
+use billet::github::intake::{
+    COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS, RUNNER_BLOCK, Ticked, Ticks,
+};
 use billet::github::registering::JITCONFIG_VARIABLE;
 use billet::github::webhook::Webhook;
 use billet::token::Credentials;
@@ -48,6 +50,8 @@ struct Running {
     state: tempfile::TempDir,
     deliveries: u64,
     identity: Option<String>,
+    /// The intake's ticks, when a driver ticks it ([`start_driven`]).
+    ticks: Option<Ticks>,
 }
 
 fn private_file(path: &Path, text: &str) {
@@ -92,6 +96,33 @@ async fn start_in(
     clock: ManualClock,
     extra: &str,
 ) -> Running {
+    start_ticked(standin, state, host, clock, extra, false).await
+}
+
+/// [`start`], its intake looking and reconciling only when ticked
+/// ([`Running::tick`]), as the harness drives it (H14).
+async fn start_driven() -> Running {
+    let standin = StandIn::start(Auth::Token(TOKEN.to_owned())).await;
+    let state = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .unwrap();
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    // The reconcile comes at the first tick, then an hour later: past
+    // what the test looks at.
+    let extra = "  reconcile_every: 1h\n";
+    start_ticked(standin, state, Host::new(), clock, extra, true).await
+}
+
+/// [`start_in`]; `driven`: the intake is ticked ([`Github::driven`]).
+async fn start_ticked(
+    standin: StandIn,
+    state: tempfile::TempDir,
+    host: Host,
+    clock: ManualClock,
+    extra: &str,
+    driven: bool,
+) -> Running {
     let dir = state.path();
     private_file(&dir.join("gh-token"), &format!("{TOKEN}\n"));
     private_file(&dir.join("gh-secret"), SECRET);
@@ -119,7 +150,8 @@ github:
         SECRET.as_bytes().to_vec(),
         Deliveries::open(dir).unwrap(),
     ));
-    let github = Github::new(settings, api, webhook);
+    let mut github = Github::new(settings, api, webhook);
+    let ticks = driven.then(|| github.driven());
     let simulated: Arc<dyn Provider> = Arc::new(
         SimulatedProvider::builder(OWNER)
             .host(host.clone())
@@ -172,6 +204,7 @@ github:
         state,
         deliveries: 0,
         identity,
+        ticks,
     }
 }
 
@@ -258,6 +291,30 @@ impl Running {
             assert!(Instant::now() < deadline, "never {what}: {jobs:#?}");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Ticks the driven intake ([`start_driven`]) at the clock's time now.
+    async fn tick(&self) -> Ticked {
+        self.ticks.as_ref().expect("driven").tick().await.unwrap()
+    }
+
+    /// The billet job of the runner made for GitHub job `github_job`.
+    async fn runner_for(&self, github_job: u64) -> u64 {
+        for job in self.jobs().await {
+            let id = job["id"].as_u64().unwrap();
+            if self.job(id).await.0["github"]["job_id"] == github_job {
+                return id;
+            }
+        }
+        panic!("no runner for GitHub job {github_job}");
+    }
+
+    /// Whether the runner of billet job `id` is registered.
+    fn registered(&self, id: u64) -> bool {
+        let part = format!(".job-{id}.");
+        self.registrations()
+            .iter()
+            .any(|(name, _)| name.contains(&part))
     }
 
     /// The stand-in answers the next API call `status`, whatever it is.
@@ -652,6 +709,81 @@ async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
             .any(|(held, _)| *held == name)
     })
     .await;
+    running.end();
+}
+
+// H14, G6: an intake a driver ticks (the harness) settles its runners at
+// the tick, so deliveries sent together give the same runners in any order
+// they arrive: the older GitHub job's runner is made first. Each tick
+// answers when a look would next act by the clock alone (the first idle
+// timeout); a look before it does nothing, one at it or past it retires the
+// idle runner, and a runner whose billet job ended is forgotten at the next
+// tick, its registration removed.
+#[tokio::test]
+async fn h14_a_driven_intake_acts_at_its_ticks() {
+    let mut running = start_driven().await;
+    let t0 = running.clock.now();
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    for job in [2, 1] {
+        let queued = event("queued", job, 10, "octo-org/app", None);
+        assert!(running.deliver(&queued).await.is_success());
+    }
+    running.tick().await;
+    running
+        .until("two runners run", |jobs| live(jobs).len() == 2)
+        .await;
+    let (first, second) = (running.runner_for(1).await, running.runner_for(2).await);
+    assert!(first < second, "job 1's runner {first}, job 2's {second}");
+
+    // Job 2's runner ends: forgotten at the next tick, its registration
+    // removed.
+    assert!(running.registered(second));
+    let answer = running
+        .client
+        .delete(format!("{}/v1/jobs/{second}", running.base))
+        .bearer_auth(BILLET_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{answer:?}");
+    running
+        .until("job 2's runner ended", |jobs| {
+            state_of(jobs, second) == "cancelled"
+        })
+        .await;
+    running.tick().await;
+    assert!(!running.registered(second), "removed at the tick");
+
+    // A third runner, a minute later: each idles out at its own instant.
+    running.clock.advance(Duration::from_secs(60)).unwrap();
+    let queued = event("queued", 3, 10, "octo-org/app", None);
+    assert!(running.deliver(&queued).await.is_success());
+    running.tick().await;
+    running
+        .until("two runners run", |jobs| live(jobs).len() == 2)
+        .await;
+    let third = running.runner_for(3).await;
+    let timeout = Duration::from_secs(600) + Duration::from_nanos(1);
+    let Ticked { due, .. } = running.tick().await;
+    assert_eq!(due, Some(t0 + timeout), "the first runner's idle timeout");
+    running
+        .clock
+        .advance_to(t0 + timeout - Duration::from_nanos(1))
+        .unwrap();
+    running.tick().await;
+    assert!(running.registered(first), "not yet idle past its timeout");
+    running.clock.advance_to(t0 + timeout).unwrap();
+    let Ticked { due, .. } = running.tick().await;
+    assert!(!running.registered(first), "retired at its timeout");
+    assert!(running.registered(third));
+    let at = t0 + Duration::from_secs(60) + timeout;
+    assert_eq!(due, Some(at), "the third runner's idle timeout");
+    running
+        .clock
+        .advance_to(at + Duration::from_secs(1))
+        .unwrap();
+    running.tick().await;
+    assert!(!running.registered(third), "retired past its timeout");
     running.end();
 }
 
