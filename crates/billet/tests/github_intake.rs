@@ -716,9 +716,10 @@ async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
 // the tick, so deliveries sent together give the same runners in any order
 // they arrive: the older GitHub job's runner is made first. Each tick
 // answers when a look would next act by the clock alone (the first idle
-// timeout); a look before it does nothing, one at it or past it retires the
-// idle runner, and a runner whose billet job ended is forgotten at the next
-// tick, its registration removed.
+// timeout, a completed job's grace, no sooner than a look's interval); a
+// look before it does nothing, one at it or past it retires the idle
+// runner, and a runner whose billet job ended is forgotten at the next tick,
+// its registration removed.
 #[tokio::test]
 async fn h14_a_driven_intake_acts_at_its_ticks() {
     let mut running = start_driven().await;
@@ -766,16 +767,28 @@ async fn h14_a_driven_intake_acts_at_its_ticks() {
     let timeout = Duration::from_secs(600) + Duration::from_nanos(1);
     let Ticked { due, .. } = running.tick().await;
     assert_eq!(due, Some(t0 + timeout), "the first runner's idle timeout");
-    running
-        .clock
-        .advance_to(t0 + timeout - Duration::from_nanos(1))
-        .unwrap();
-    running.tick().await;
-    assert!(running.registered(first), "not yet idle past its timeout");
-    running.clock.advance_to(t0 + timeout).unwrap();
+    let just_before = t0 + timeout - Duration::from_nanos(1);
+    running.clock.advance_to(just_before).unwrap();
     let Ticked { due, .. } = running.tick().await;
+    assert!(running.registered(first), "not yet idle past its timeout");
+    assert_eq!(
+        due,
+        Some(just_before + LOOK_EVERY),
+        "asked again no sooner than a look's interval"
+    );
+    running.clock.advance_to(t0 + timeout).unwrap();
+    running.tick().await;
     assert!(!running.registered(first), "retired at its timeout");
     assert!(running.registered(third));
+    // Once the retired runner's billet job has ended, the next tick answers
+    // the third runner's timeout. (Until then it counts as idle, and the
+    // answer is a look's interval: a retirement that failed is tried again.)
+    running
+        .until("the first runner's job ended", |jobs| {
+            state_of(jobs, first) == "cancelled"
+        })
+        .await;
+    let Ticked { due, .. } = running.tick().await;
     let at = t0 + Duration::from_secs(60) + timeout;
     assert_eq!(due, Some(at), "the third runner's idle timeout");
     running
@@ -784,6 +797,29 @@ async fn h14_a_driven_intake_acts_at_its_ticks() {
         .unwrap();
     running.tick().await;
     assert!(!running.registered(third), "retired past its timeout");
+
+    // A runner whose job completed is due at the end of its grace.
+    let queued = event("queued", 4, 10, "octo-org/app", None);
+    assert!(running.deliver(&queued).await.is_success());
+    running.tick().await;
+    let fourth = running.runner_for(4).await;
+    running
+        .until("job 4's runner runs", |jobs| {
+            live(jobs).iter().any(|job| job["id"] == fourth)
+        })
+        .await;
+    let name = running.runner_name(&json!(fourth));
+    for action in ["in_progress", "completed"] {
+        let delivery = event(action, 4, 10, "octo-org/app", Some(&name));
+        assert!(running.deliver(&delivery).await.is_success());
+    }
+    let completed = running.clock.now();
+    let Ticked { due, .. } = running.tick().await;
+    assert_eq!(
+        due,
+        Some(completed + COMPLETED_GRACE + Duration::from_nanos(1)),
+        "the completed job's grace"
+    );
     running.end();
 }
 
