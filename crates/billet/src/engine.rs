@@ -351,14 +351,19 @@ mod tests {
     }
 
     async fn engine_with(store: Store, records: Vec<JobRecord>, clock: Arc<dyn Clock>) -> Engine {
-        let provider: Arc<dyn Provider> = Arc::new(
+        let provider = simulated(&clock);
+        engine_on(store, records, clock, provider).await
+    }
+
+    /// A simulated provider of deployment `blue` on a host of its own.
+    fn simulated(clock: &Arc<dyn Clock>) -> Arc<dyn Provider> {
+        Arc::new(
             SimulatedProvider::builder("blue")
                 .host(Host::new())
-                .clock(Arc::clone(&clock))
+                .clock(Arc::clone(clock))
                 .build()
                 .unwrap(),
-        );
-        engine_on(store, records, clock, provider).await
+        )
     }
 
     async fn engine_on(
@@ -483,13 +488,7 @@ mod tests {
     async fn h14_a_hold_of_zero_holds_nothing_back() {
         let clock: Arc<dyn Clock> =
             Arc::new(billet_clock::ManualClock::new(SystemTime::UNIX_EPOCH));
-        let provider: Arc<dyn Provider> = Arc::new(
-            SimulatedProvider::builder("blue")
-                .host(Host::new())
-                .clock(Arc::clone(&clock))
-                .build()
-                .unwrap(),
-        );
+        let provider = simulated(&clock);
         let bounds = Bounds {
             hold: Duration::ZERO,
             ..Bounds::default()

@@ -293,6 +293,18 @@ impl Running {
         }
     }
 
+    /// Cancels billet job `id` over the API, as an operator would.
+    async fn cancel(&self, id: u64) {
+        let answer = self
+            .client
+            .delete(format!("{}/v1/jobs/{id}", self.base))
+            .bearer_auth(BILLET_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{answer:?}");
+    }
+
     /// Ticks the driven intake ([`start_driven`]) at the clock's time now.
     async fn tick(&self) -> Ticked {
         self.ticks.as_ref().expect("driven").tick().await.unwrap()
@@ -694,14 +706,7 @@ async fn g6_an_ended_runner_no_job_took_leaves_no_registration() {
     let id = runner["id"].as_u64().unwrap();
     let name = running.runner_name(&runner["id"]);
     assert_eq!(running.registrations().len(), 1);
-    let answer = running
-        .client
-        .delete(format!("{}/v1/jobs/{id}", running.base))
-        .bearer_auth(BILLET_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert!(answer.status().is_success(), "{answer:?}");
+    running.cancel(id).await;
     until_true("the registration removed", || {
         !running
             .registrations()
@@ -739,14 +744,7 @@ async fn h14_a_driven_intake_acts_at_its_ticks() {
     // Job 2's runner ends: forgotten at the next tick, its registration
     // removed.
     assert!(running.registered(second));
-    let answer = running
-        .client
-        .delete(format!("{}/v1/jobs/{second}", running.base))
-        .bearer_auth(BILLET_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert!(answer.status().is_success(), "{answer:?}");
+    running.cancel(second).await;
     running
         .until("job 2's runner ended", |jobs| {
             state_of(jobs, second) == "cancelled"
