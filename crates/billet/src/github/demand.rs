@@ -126,7 +126,7 @@ impl Demand {
     /// GitHub said runner `runner` took job `job` (`in_progress`). The
     /// first job a runner is said to take is the one it took.
     pub fn took(&mut self, runner: RunnerId, job: u64) {
-        self.changes += 1;
+        // Counted by `reached`, which every call ends with.
         if let Some(held) = self.runners.get_mut(&runner) {
             held.took.get_or_insert(job);
             held.kept_for = None;
