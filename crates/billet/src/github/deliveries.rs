@@ -170,10 +170,11 @@ impl Deliveries {
         let mut answers = Vec::with_capacity(deliveries.len());
         for &(id, event, now) in deliveries {
             let at = millis(now);
-            let inserted = tx.execute(
-                "INSERT OR IGNORE INTO deliveries (id, received_at) VALUES (?1, ?2)",
-                params![id, at],
-            )?;
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO deliveries (id, received_at) VALUES (?1, ?2)",
+                )?
+                .execute(params![id, at])?;
             if inserted == 0 {
                 answers.push(Committed::Repeated);
                 continue;
@@ -190,7 +191,7 @@ impl Deliveries {
             let conclusion = (event.action == Action::Completed)
                 .then(|| job.conclusion.clone())
                 .flatten();
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO github_jobs (id, run_id, repository, labels, stage, runner, conclusion, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (id) DO UPDATE SET
@@ -198,7 +199,8 @@ impl Deliveries {
                    runner = COALESCE(runner, excluded.runner),
                    conclusion = COALESCE(conclusion, excluded.conclusion),
                    updated_at = excluded.updated_at",
-                params![
+            )?
+            .execute(params![
                     i64::try_from(job.id).unwrap_or(i64::MAX),
                     i64::try_from(job.run_id).unwrap_or(i64::MAX),
                     event.repository.full_name,
@@ -206,19 +208,16 @@ impl Deliveries {
                     rank(event.action),
                     runner,
                     conclusion,
-                    at,
-                ],
-            )?;
+                at,
+            ])?;
         }
-        tx.execute(
+        for forget in [
             "DELETE FROM deliveries WHERE received_at < ?1",
-            params![cutoff],
-        )?;
-        tx.execute(
             "DELETE FROM github_jobs WHERE stage = 3 AND updated_at < ?1",
-            params![cutoff],
-        )?;
-        tx.execute("DELETE FROM runner_jobs WHERE at < ?1", params![cutoff])?;
+            "DELETE FROM runner_jobs WHERE at < ?1",
+        ] {
+            tx.prepare_cached(forget)?.execute(params![cutoff])?;
+        }
         tx.commit()?;
         Ok(answers)
     }
@@ -232,15 +231,25 @@ impl Deliveries {
         github_job: u64,
         now: SystemTime,
     ) -> rusqlite::Result<()> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO runner_jobs (billet_job, github_job, at) VALUES (?1, ?2, ?3)",
-            params![
+        self.runners_serve(&[(billet_job, github_job, now)])
+    }
+
+    /// [`runner_serves`](Deliveries::runner_serves) of each of `served`
+    /// (billet job, GitHub job, as of), in order, in one transaction: one
+    /// write to the disk for them all. On an error none is kept.
+    pub fn runners_serve(&mut self, served: &[(u64, u64, SystemTime)]) -> rusqlite::Result<()> {
+        let tx = self.conn.transaction()?;
+        for &(billet_job, github_job, now) in served {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO runner_jobs (billet_job, github_job, at) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![
                 i64::try_from(billet_job).unwrap_or(i64::MAX),
                 i64::try_from(github_job).unwrap_or(i64::MAX),
                 millis(now)
-            ],
-        )?;
-        Ok(())
+            ])?;
+        }
+        tx.commit()
     }
 
     /// The GitHub job runner billet job `billet_job` serves, and what the
@@ -248,8 +257,8 @@ impl Deliveries {
     pub fn served_by(&self, billet_job: u64) -> rusqlite::Result<Option<JobFacts>> {
         let github_job: Option<i64> = self
             .conn
+            .prepare_cached("SELECT github_job FROM runner_jobs WHERE billet_job = ?1")?
             .query_row(
-                "SELECT github_job FROM runner_jobs WHERE billet_job = ?1",
                 params![i64::try_from(billet_job).unwrap_or(i64::MAX)],
                 |row| row.get(0),
             )
@@ -263,8 +272,10 @@ impl Deliveries {
     /// What the deliveries said of GitHub job `id`, if any was kept.
     pub fn job(&self, id: u64) -> rusqlite::Result<Option<JobFacts>> {
         self.conn
-            .query_row(
+            .prepare_cached(
                 "SELECT id, run_id, repository, labels, stage, runner, conclusion FROM github_jobs WHERE id = ?1",
+            )?
+            .query_row(
                 params![i64::try_from(id).unwrap_or(i64::MAX)],
                 |row| {
                     let labels: String = row.get(3)?;

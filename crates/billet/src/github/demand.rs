@@ -86,6 +86,13 @@ pub struct Demand {
     next_runner: u64,
     /// See [`Demand::changes`].
     changes: u64,
+    /// The count at the end of the last [`settle`](Demand::settle): while
+    /// it stays, a settle has nothing to do (a settle leaves nothing for
+    /// the next one).
+    settled: Option<u64>,
+    /// The count at the end of the last
+    /// [`forget_completed`](Demand::forget_completed), likewise.
+    forgotten: Option<u64>,
 }
 
 impl Demand {
@@ -169,6 +176,9 @@ impl Demand {
     /// what the table of jobs is bounded by. (A `queued` arriving after a
     /// job is forgotten is the caller's to refuse, from what it keeps.)
     pub fn forget_completed(&mut self) {
+        if self.forgotten == Some(self.changes) {
+            return;
+        }
         let kept: std::collections::BTreeSet<u64> =
             self.runners.values().filter_map(|r| r.kept_for).collect();
         let before = self.jobs.len();
@@ -177,6 +187,7 @@ impl Demand {
         if self.jobs.len() != before {
             self.changes += 1;
         }
+        self.forgotten = Some(self.changes);
     }
 
     /// Forgets runner `runner` once it is gone.
@@ -192,6 +203,9 @@ impl Demand {
     /// for another waiting job of its pool (the oldest, by GitHub's id), or
     /// retired; a waiting job with no runner kept for it gets a new one.
     pub fn settle(&mut self) -> Vec<Act> {
+        if self.settled == Some(self.changes) {
+            return Vec::new();
+        }
         let mut acts = Vec::new();
         // Runners whose job no longer waits are free.
         let mut free: Vec<RunnerId> = Vec::new();
@@ -261,6 +275,7 @@ impl Demand {
             }
             acts.push(Act::Retire { runner });
         }
+        self.settled = Some(self.changes);
         acts
     }
 
@@ -629,6 +644,62 @@ mod tests {
                 // Every delivery lost: billet never heard of the job and
                 // holds nothing for it.
                 prop_assert_eq!(end(&demand), (None, 0, 0, true));
+            }
+        }
+
+        // G6: a settle or a forgetting whose count is the one its last call
+        // ended at skips its walk; whatever facts came in between, in any
+        // order, it decides what a fresh walk of the same facts decides.
+        #[test]
+        fn g6_a_settle_skipped_for_an_unchanged_count_decides_as_a_full_one(
+            ops in proptest::collection::vec((0..8u8, 1..5u64, 1..5u64), 0..40),
+        ) {
+            let mut demand = Demand::new(1);
+            for (op, job, runner) in ops {
+                let pool = if job % 2 == 0 { "linux" } else { "gpu" };
+                match op {
+                    0 => demand.taken(job, pool),
+                    1 => demand.reached(job, JobStage::Completed),
+                    2 => demand.took(RunnerId(runner), job),
+                    3 => demand.gone(RunnerId(runner)),
+                    4 => demand.forget_runner(RunnerId(runner)),
+                    5 => demand.restore(RunnerId(runner + 10), pool, Some(job), None),
+                    6 => {
+                        let mut fresh = demand.clone();
+                        fresh.forgotten = None;
+                        demand.forget_completed();
+                        fresh.forget_completed();
+                        prop_assert_eq!(&demand.jobs, &fresh.jobs);
+                        let kept: Vec<u64> = demand.runners.values().filter_map(|r| r.kept_for).collect();
+                        prop_assert!(
+                            demand.jobs.iter().all(|(id, j)| j.stage != JobStage::Completed || kept.contains(id)),
+                            "a completed job no runner is kept for is forgotten"
+                        );
+                    }
+                    _ => {
+                        let mut fresh = demand.clone();
+                        fresh.settled = None;
+                        prop_assert_eq!(demand.settle(), fresh.settle());
+                        prop_assert_eq!(&demand.runners, &fresh.runners);
+                        let untaken = |r: &Runner| !r.gone && r.took.is_none();
+                        for (id, job) in &demand.jobs {
+                            if job.stage == JobStage::Queued && job.pool.is_some() {
+                                prop_assert!(
+                                    demand.runners.values().any(|r| untaken(r) && r.kept_for == Some(*id)),
+                                    "job {} waits with no runner kept for it", id
+                                );
+                            }
+                        }
+                        for runner in demand.runners.values().filter(|r| untaken(r)) {
+                            let waits = runner.kept_for.and_then(|job| demand.jobs.get(&job));
+                            prop_assert!(
+                                waits.is_some_and(|job| job.stage == JobStage::Queued),
+                                "an untaken runner is kept for a waiting job"
+                            );
+                        }
+                        prop_assert_eq!(demand.settle(), [], "a settle leaves nothing to the next");
+                    }
+                }
             }
         }
     }

@@ -46,6 +46,9 @@ pub const RUNNER_BLOCK: u64 = 1024;
 /// completed (the runner exits by itself once it has reported): past it,
 /// its instance is destroyed (G6).
 pub const COMPLETED_GRACE: Duration = Duration::from_secs(120);
+/// How many records of which GitHub job a runner serves wait, at most,
+/// before they are written to `github.db` in one transaction.
+const SERVED_BATCH: usize = 1024;
 /// What a runner is said to have taken when billet knows it runs a job but
 /// not which: one made before a restart, or one GitHub refused to remove
 /// because it runs a job whose `in_progress` was lost. GitHub's job ids
@@ -122,6 +125,10 @@ struct Intake {
     unread: std::collections::HashSet<u64>,
     /// What [`due`](Intake::due) last found, and when it holds.
     seen: Option<Seen>,
+    /// Which GitHub job each runner serves, not yet written to `github.db`
+    /// (G8): written together at the end of each turn of the intake's loop,
+    /// or once [`SERVED_BATCH`] wait.
+    served: Vec<(u64, u64, SystemTime)>,
 }
 
 /// What [`Intake::due`] found when the job table and the demand were at the
@@ -229,6 +236,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         listed_runs: HashMap::new(),
         unread: std::collections::HashSet::new(),
         seen: None,
+        served: Vec::new(),
         reserved_below,
         parts,
     };
@@ -305,6 +313,7 @@ impl Intake {
                 }
             }
             self.settle().await;
+            self.write_served();
         }
     }
 
@@ -335,6 +344,7 @@ impl Intake {
                         reconcile_at = Some(now + self.parts.settings.reconcile_every);
                     }
                     self.settle().await;
+                    self.write_served();
                     let _ = tick.done.send(Ticked {
                         due: self.due(),
                         reconcile_at,
@@ -808,13 +818,29 @@ impl Intake {
     }
 
     /// Records that runner billet job `billet_job` serves GitHub job
-    /// `github_job`, for its view's `github` object (G8).
-    fn serves(&self, billet_job: u64, github_job: u64) {
+    /// `github_job`, for its view's `github` object (G8): kept until
+    /// [`write_served`](Intake::write_served), or written now once
+    /// [`SERVED_BATCH`] wait.
+    fn serves(&mut self, billet_job: u64, github_job: u64) {
+        self.served
+            .push((billet_job, github_job, self.parts.shared.now()));
+        if self.served.len() >= SERVED_BATCH {
+            self.write_served();
+        }
+    }
+
+    /// Writes what [`serves`](Intake::serves) kept to `github.db`, in one
+    /// transaction.
+    fn write_served(&mut self) {
+        if self.served.is_empty() {
+            return;
+        }
+        let served = std::mem::take(&mut self.served);
         let Some(webhook) = self.parts.webhook.upgrade() else {
             return;
         };
-        if let Err(error) = webhook.runner_serves(billet_job, github_job, self.parts.shared.now()) {
-            tracing::warn!(job = billet_job, github_job, %error, "which GitHub job a runner serves could not be recorded");
+        if let Err(error) = webhook.runners_serve(&served) {
+            tracing::warn!(runners = served.len(), %error, "which GitHub job each runner serves could not be recorded");
         }
     }
 

@@ -281,17 +281,13 @@ impl Webhook {
             .map_err(|error| error.to_string())
     }
 
-    /// Runner billet job `billet_job` serves GitHub job `github_job` as of
-    /// `now` (see [`Deliveries::runner_serves`](super::deliveries::Deliveries::runner_serves)).
-    pub fn runner_serves(
-        &self,
-        billet_job: u64,
-        github_job: u64,
-        now: SystemTime,
-    ) -> Result<(), String> {
+    /// Each runner's billet job serves its GitHub job as of its instant
+    /// (billet job, GitHub job, as of), in one transaction (see
+    /// [`Deliveries::runners_serve`](super::deliveries::Deliveries::runners_serve)).
+    pub fn runners_serve(&self, served: &[(u64, u64, SystemTime)]) -> Result<(), String> {
         self.deliveries
             .lock()
-            .runner_serves(billet_job, github_job, now)
+            .runners_serve(served)
             .map_err(|error| error.to_string())
     }
 
