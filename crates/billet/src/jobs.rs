@@ -7,7 +7,7 @@
 //! order, by the same writer, after its commit: the table is always exactly
 //! what the store holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::record::{Change, JobRecord};
@@ -16,6 +16,10 @@ use crate::store::{Archive, StoreError};
 mod page;
 
 pub use page::{MAX_PAGE_BYTES, Page, PageQuery, page};
+
+/// How many of the last changes [`Jobs::changed_since`] can name: a reader
+/// further behind walks the table instead. 512 KiB of ids.
+pub const CHANGE_LOG: usize = 65_536;
 
 /// The jobs the service holds in memory: those that have not ended, by id
 /// (gaps allowed: an id the store no longer holds is simply absent); and the
@@ -30,6 +34,9 @@ pub struct Jobs {
     /// How many records were inserted and changes applied: see
     /// [`Jobs::changes`].
     changes: u64,
+    /// The job each of the last changes was to, oldest first, at most
+    /// [`CHANGE_LOG`]: see [`Jobs::changed_since`].
+    log: VecDeque<u64>,
 }
 
 impl Default for Jobs {
@@ -52,6 +59,7 @@ impl Jobs {
             live: BTreeMap::new(),
             archive,
             changes: 0,
+            log: VecDeque::new(),
         };
         for record in records {
             jobs.insert(record);
@@ -59,8 +67,17 @@ impl Jobs {
         jobs
     }
 
-    fn insert(&mut self, record: JobRecord) {
+    /// Counts a change to job `id`, and logs it.
+    fn changed(&mut self, id: u64) {
         self.changes += 1;
+        if self.log.len() == CHANGE_LOG {
+            self.log.pop_front();
+        }
+        self.log.push_back(id);
+    }
+
+    fn insert(&mut self, record: JobRecord) {
+        self.changed(record.id);
         if record.state.has_ended() {
             self.archive.keep(record);
             return;
@@ -103,6 +120,17 @@ impl Jobs {
         self.changes
     }
 
+    /// The jobs changed since the table's [`changes`](Jobs::changes) was
+    /// `count`, one id per change, oldest first (an id repeats when its job
+    /// changed more than once); every other job is as it was then. `None`
+    /// when the table cannot say: more than [`CHANGE_LOG`] changes since,
+    /// or a count this table never had.
+    pub fn changed_since(&self, count: u64) -> Option<impl Iterator<Item = u64> + '_> {
+        let behind = usize::try_from(self.changes.checked_sub(count)?).ok()?;
+        let from = self.log.len().checked_sub(behind)?;
+        Some(self.log.range(from..).copied())
+    }
+
     /// Where ended jobs are.
     pub fn archive(&self) -> &Arc<Archive> {
         &self.archive
@@ -114,8 +142,8 @@ impl Jobs {
             self.insert((**record).clone());
             return;
         }
-        self.changes += 1;
         let id = change.job();
+        self.changed(id);
         let Some(record) = self.live.get_mut(&id) else {
             return;
         };
@@ -183,6 +211,54 @@ mod tests {
         });
         assert_eq!(jobs.changes(), 4);
         assert_eq!(Jobs::default().changes(), 0);
+    }
+
+    // H14: the table names the jobs each change since a count was to, in
+    // order, and says when it cannot (too far back, or a count it never had).
+    #[test]
+    fn h14_the_table_names_what_changed_since_a_count() {
+        let since =
+            |jobs: &Jobs, count| jobs.changed_since(count).map(Iterator::collect::<Vec<u64>>);
+        let mut jobs = Jobs::from_records(vec![JobRecord::accepted(1, new_job(None), t(1))]);
+        assert_eq!(since(&jobs, 0), Some(vec![1]));
+        assert_eq!(since(&jobs, 1), Some(vec![]));
+        assert_eq!(since(&jobs, 2), None, "a count the table never had");
+        jobs.apply(&Change::Accepted(Box::new(JobRecord::accepted(
+            2,
+            new_job(None),
+            t(2),
+        ))));
+        jobs.apply(&Change::Placed {
+            id: 1,
+            pool: "linux".into(),
+            at: t(3),
+        });
+        // A change to a job the table does not hold is counted and named.
+        jobs.apply(&Change::Placed {
+            id: 9,
+            pool: "linux".into(),
+            at: t(3),
+        });
+        assert_eq!(since(&jobs, 0), Some(vec![1, 2, 1, 9]));
+        assert_eq!(since(&jobs, 2), Some(vec![1, 9]));
+        // Past the log's bound, only the last CHANGE_LOG are named.
+        for _ in 0..CHANGE_LOG {
+            jobs.apply(&Change::Placed {
+                id: 2,
+                pool: "linux".into(),
+                at: t(4),
+            });
+        }
+        let count = jobs.changes();
+        assert_eq!(
+            since(&jobs, count - CHANGE_LOG as u64).map(|ids| ids.len()),
+            Some(CHANGE_LOG)
+        );
+        assert_eq!(
+            since(&jobs, count - CHANGE_LOG as u64 - 1),
+            None,
+            "too far back"
+        );
     }
 
     // L4, L6: a job's changes, applied in order, give the states the API shows.

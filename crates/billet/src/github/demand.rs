@@ -17,7 +17,11 @@
 //! alone, never from the order they came in: deliveries in any order,
 //! repeated or late, give the same runners.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+/// How many of the last runners' changes [`Demand::runners_changed_since`]
+/// can name: a reader further behind walks the runners instead.
+pub const RUNNER_LOG: usize = 65_536;
 
 /// A runner billet made, by the number it was given. Its billet job and
 /// instance are named from it by the service.
@@ -93,6 +97,13 @@ pub struct Demand {
     /// The count at the end of the last
     /// [`forget_completed`](Demand::forget_completed), likewise.
     forgotten: Option<u64>,
+    /// What [`job_counts`](Demand::job_counts) answers, kept as facts come.
+    counted: (usize, usize),
+    /// See [`Demand::runner_changes`].
+    runner_changes: u64,
+    /// The runner each of the last runners' changes was to, oldest first,
+    /// at most [`RUNNER_LOG`].
+    runner_log: VecDeque<RunnerId>,
 }
 
 impl Demand {
@@ -114,7 +125,21 @@ impl Demand {
             pool: None,
             stage: JobStage::Queued,
         });
-        taken.pool.get_or_insert_with(|| pool.to_owned());
+        if taken.pool.is_none() {
+            taken.pool = Some(pool.to_owned());
+            let stage = taken.stage;
+            self.count(stage, 1);
+        }
+    }
+
+    /// Adds `by` (1 or -1) to the count of jobs taken at `stage`.
+    fn count(&mut self, stage: JobStage, by: isize) {
+        let counted = match stage {
+            JobStage::Queued => &mut self.counted.0,
+            JobStage::InProgress => &mut self.counted.1,
+            JobStage::Completed => return,
+        };
+        *counted = counted.saturating_add_signed(by);
     }
 
     /// GitHub said job `job` reached `stage` (a delivery or the API). A
@@ -127,7 +152,13 @@ impl Demand {
             .jobs
             .entry(job)
             .or_insert(TakenJob { pool: None, stage });
+        let (was, counted) = (taken.stage, taken.pool.is_some());
         taken.stage = taken.stage.max(stage);
+        let now = taken.stage;
+        if counted && now != was {
+            self.count(was, -1);
+            self.count(now, 1);
+        }
     }
 
     /// GitHub said runner `runner` took job `job` (`in_progress`). The
@@ -135,8 +166,12 @@ impl Demand {
     pub fn took(&mut self, runner: RunnerId, job: u64) {
         // Counted by `reached`, which every call ends with.
         if let Some(held) = self.runners.get_mut(&runner) {
+            let first = held.took.is_none();
             held.took.get_or_insert(job);
             held.kept_for = None;
+            if first {
+                self.runner_changed(runner);
+            }
         }
         self.reached(job, JobStage::InProgress);
     }
@@ -160,6 +195,7 @@ impl Demand {
         took: Option<u64>,
     ) {
         self.changes += 1;
+        self.runner_changed(runner);
         self.next_runner = self.next_runner.max(runner.0 + 1);
         self.runners.insert(
             runner,
@@ -195,6 +231,7 @@ impl Demand {
         if self.runners.get(&runner).is_some_and(|held| held.gone) {
             self.runners.remove(&runner);
             self.changes += 1;
+            self.runner_changed(runner);
         }
     }
 
@@ -252,6 +289,7 @@ impl Demand {
                 None => {
                     let runner = RunnerId(self.next_runner);
                     self.next_runner += 1;
+                    self.runner_changed(runner);
                     self.runners.insert(
                         runner,
                         Runner {
@@ -299,12 +337,7 @@ impl Demand {
     /// How many GitHub jobs billet took are `queued` and `in_progress` (a
     /// job known only from a later delivery, not taken, is not counted).
     pub fn job_counts(&self) -> (usize, usize) {
-        let taken = self.jobs.values().filter(|job| job.pool.is_some());
-        taken.fold((0, 0), |(queued, running), job| match job.stage {
-            JobStage::Queued => (queued + 1, running),
-            JobStage::InProgress => (queued, running + 1),
-            JobStage::Completed => (queued, running),
-        })
+        self.counted
     }
 
     /// The job runner `runner` is kept for, and the one it took.
@@ -319,6 +352,32 @@ impl Demand {
     /// nothing to do leaves it as it was.
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// A count that grows by one with every runner made, restored or
+    /// forgotten, and every runner said to take its job: what
+    /// [`runner`](Demand::runner) answers changes with it only.
+    pub fn runner_changes(&self) -> u64 {
+        self.runner_changes
+    }
+
+    /// The runners changed since [`runner_changes`](Demand::runner_changes)
+    /// was `count`, one per change, oldest first; every other runner is as
+    /// [`runner`](Demand::runner) said then, but for what it is kept for.
+    /// `None` when the demand cannot say: more than [`RUNNER_LOG`] changes
+    /// since, or a count it never had.
+    pub fn runners_changed_since(&self, count: u64) -> Option<impl Iterator<Item = RunnerId> + '_> {
+        let behind = usize::try_from(self.runner_changes.checked_sub(count)?).ok()?;
+        let from = self.runner_log.len().checked_sub(behind)?;
+        Some(self.runner_log.range(from..).copied())
+    }
+
+    fn runner_changed(&mut self, runner: RunnerId) {
+        self.runner_changes += 1;
+        if self.runner_log.len() == RUNNER_LOG {
+            self.runner_log.pop_front();
+        }
+        self.runner_log.push_back(runner);
     }
 
     /// Where job `job` stands, if billet took it.
@@ -532,6 +591,37 @@ mod tests {
         assert_eq!(demand.settle(), [launch(42, "linux", 4)]);
     }
 
+    // G6: the runners' log is bounded: past RUNNER_LOG changes it says it
+    // cannot name them, never names a part of them.
+    #[test]
+    fn g6_the_runners_log_is_bounded() {
+        let mut demand = Demand::new(1);
+        assert_eq!(
+            demand.runners_changed_since(1).map(Iterator::count),
+            None,
+            "a count never had"
+        );
+        for n in 0..RUNNER_LOG as u64 {
+            demand.restore(RunnerId(n + 1), "linux", None, Some(n + 1));
+        }
+        assert_eq!(
+            demand.runners_changed_since(0).map(Iterator::count),
+            Some(RUNNER_LOG)
+        );
+        demand.restore(RunnerId(1), "linux", None, Some(1));
+        assert_eq!(
+            demand.runners_changed_since(0).map(Iterator::count),
+            None,
+            "too far back"
+        );
+        assert_eq!(
+            demand
+                .runners_changed_since(1)
+                .map(|mut ids| (ids.next(), ids.last())),
+            Some((Some(RunnerId(2)), Some(RunnerId(1))))
+        );
+    }
+
     /// One GitHub job's deliveries, as they may arrive.
     #[derive(Debug, Clone, Copy)]
     enum Delivery {
@@ -647,6 +737,42 @@ mod tests {
             }
         }
 
+        // G6: whatever facts come, every runner whose answer from `runner`
+        // changed (made, forgotten, or said to take a job) is named by
+        // `runners_changed_since` the count before.
+        #[test]
+        fn g6_every_runner_whose_answer_changed_is_named(
+            ops in proptest::collection::vec((0..7u8, 1..5u64, 1..5u64), 0..40),
+        ) {
+            let mut demand = Demand::new(1);
+            for (op, job, runner) in ops {
+                let pool = if job % 2 == 0 { "linux" } else { "gpu" };
+                let before: BTreeMap<RunnerId, Option<u64>> =
+                    demand.runners.iter().map(|(id, r)| (*id, r.took)).collect();
+                let count = demand.runner_changes();
+                match op {
+                    0 => demand.taken(job, pool),
+                    1 => demand.reached(job, JobStage::Completed),
+                    2 => demand.took(RunnerId(runner), job),
+                    3 => demand.gone(RunnerId(runner)),
+                    4 => demand.forget_runner(RunnerId(runner)),
+                    5 => demand.restore(RunnerId(runner + 10), pool, Some(job), None),
+                    _ => {
+                        demand.settle();
+                    }
+                }
+                let after: BTreeMap<RunnerId, Option<u64>> =
+                    demand.runners.iter().map(|(id, r)| (*id, r.took)).collect();
+                let named: std::collections::BTreeSet<RunnerId> =
+                    demand.runners_changed_since(count).expect("within the log").collect();
+                for id in before.keys().chain(after.keys()) {
+                    if before.get(id) != after.get(id) {
+                        prop_assert!(named.contains(id), "runner {} changed unnamed", id.0);
+                    }
+                }
+            }
+        }
+
         // G6: a settle or a forgetting whose count is the one its last call
         // ended at skips its walk; whatever facts came in between, in any
         // order, it decides what a fresh walk of the same facts decides.
@@ -700,6 +826,15 @@ mod tests {
                         prop_assert_eq!(demand.settle(), [], "a settle leaves nothing to the next");
                     }
                 }
+                let walked = demand.jobs.values().filter(|job| job.pool.is_some()).fold(
+                    (0, 0),
+                    |(queued, running), job| match job.stage {
+                        JobStage::Queued => (queued + 1, running),
+                        JobStage::InProgress => (queued, running + 1),
+                        JobStage::Completed => (queued, running),
+                    },
+                );
+                prop_assert_eq!(demand.job_counts(), walked);
             }
         }
     }

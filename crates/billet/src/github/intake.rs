@@ -27,11 +27,13 @@ use super::take::{self, Take};
 use super::webhook::Webhook;
 
 mod reconcile;
+mod watch;
 
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
 use crate::jobs::Jobs;
 use crate::record::NewJob;
 pub use reconcile::{CALLS as RECONCILE_CALLS, MAX_BACKOFF, doubtful, stale_after, stale_at};
+use watch::{Stands, Watch};
 
 /// How many committed events may wait for the intake.
 pub const EVENTS: usize = 4096;
@@ -129,6 +131,20 @@ struct Intake {
     /// (G8): written together at the end of each turn of the intake's loop,
     /// or once [`SERVED_BATCH`] wait.
     served: Vec<(u64, u64, SystemTime)>,
+    /// Where each runner stands, as of [`Watched::at`].
+    watched: Watched,
+}
+
+/// The intake's [`Watch`], and how far it is caught up.
+#[derive(Debug, Default)]
+struct Watched {
+    watch: Watch,
+    /// The job table's [`Jobs::changes`] and the demand's
+    /// [`Demand::runner_changes`] the watch was caught up at; `None`: never.
+    at: Option<(u64, u64)>,
+    /// Billet jobs made or removed a runner's since (`runner_of`), at most
+    /// as many as the runners the intake made or removed between two looks.
+    touched: Vec<u64>,
 }
 
 /// What [`Intake::due`] found when the job table and the demand were at the
@@ -237,6 +253,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         unread: std::collections::HashSet::new(),
         seen: None,
         served: Vec::new(),
+        watched: Watched::default(),
         reserved_below,
         parts,
     };
@@ -291,6 +308,7 @@ impl Intake {
                 .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART));
             self.job_of.insert(runner, record.id);
             self.runner_of.insert(record.id, runner);
+            self.watched.touched.push(record.id);
         }
     }
 
@@ -381,6 +399,72 @@ impl Intake {
         {
             return seen;
         }
+        self.catch_up(&jobs);
+        let watch = &self.watched.watch;
+        let mut earliest = watch.first_overdue(self.parts.settings.runner.idle_timeout);
+        for deadline in self.finishing.values() {
+            earliest = soonest(earliest, *deadline + Duration::from_nanos(1));
+        }
+        let seen = Seen {
+            counts,
+            earliest,
+            ended: watch.any_ended(),
+            runners: watch.counts(),
+            jobs: self.demand.job_counts(),
+        };
+        #[cfg(debug_assertions)]
+        self.check_seen(&jobs, &seen);
+        self.seen = Some(seen);
+        seen
+    }
+
+    /// Brings the watch up to what the job table and the demand say now:
+    /// only the runners whose billet job or demand changed since it was
+    /// last caught up, or every runner when the logs cannot say which.
+    fn catch_up(&mut self, jobs: &Jobs) {
+        let now = (jobs.changes(), self.demand.runner_changes());
+        let touched = std::mem::take(&mut self.watched.touched);
+        let changed = self.watched.at.and_then(|(jobs_at, runners_at)| {
+            let mut changed: std::collections::BTreeSet<u64> = touched.into_iter().collect();
+            changed.extend(jobs.changed_since(jobs_at)?);
+            let runners = self.demand.runners_changed_since(runners_at)?;
+            changed.extend(runners.filter_map(|runner| self.job_of.get(&runner).copied()));
+            Some(changed)
+        });
+        match changed {
+            Some(changed) => {
+                for id in changed {
+                    let stands = self.stands(jobs, id);
+                    self.watched.watch.set(id, stands);
+                }
+            }
+            None => {
+                self.watched.watch.clear();
+                for &id in self.runner_of.keys() {
+                    let stands = self.stands(jobs, id);
+                    self.watched.watch.set(id, stands);
+                }
+            }
+        }
+        self.watched.at = Some(now);
+    }
+
+    /// Where the runner whose billet job is `id` stands (`None`: no
+    /// runner's).
+    fn stands(&self, jobs: &Jobs, id: u64) -> Option<Stands> {
+        let runner = self.runner_of.get(&id)?;
+        let untaken = self
+            .demand
+            .runner(*runner)
+            .is_some_and(|(_, took)| took.is_none());
+        Some(Stands::of(jobs.live(id), untaken))
+    }
+
+    /// In a debug build, holds what [`seen`](Intake::seen) kept up to a
+    /// walk of every runner: a runner the watch was not told of fails here,
+    /// in every test that runs the intake.
+    #[cfg(debug_assertions)]
+    fn check_seen(&self, jobs: &Jobs, seen: &Seen) {
         let idle_timeout = self.parts.settings.runner.idle_timeout;
         let mut ended = false;
         let mut runners = [0; 3];
@@ -406,15 +490,12 @@ impl Intake {
         for deadline in self.finishing.values() {
             earliest = soonest(earliest, *deadline + Duration::from_nanos(1));
         }
-        let seen = Seen {
-            counts,
-            earliest,
-            ended,
-            runners,
-            jobs: self.demand.job_counts(),
-        };
-        self.seen = Some(seen);
-        seen
+        let walked = (earliest, ended, runners);
+        assert_eq!(
+            (seen.earliest, seen.ended, seen.runners),
+            walked,
+            "the intake's watch of its runners differs from a walk of them"
+        );
     }
 
     /// The facts of `event`'s run, asked of the API once per run. A run
@@ -657,6 +738,7 @@ impl Intake {
             let Some(runner) = self.runner_of.remove(&id) else {
                 continue;
             };
+            self.watched.touched.push(id);
             self.job_of.remove(&runner);
             self.finishing.remove(&runner);
             let untaken = self
@@ -745,6 +827,7 @@ impl Intake {
                 );
                 self.job_of.insert(runner, view.id);
                 self.runner_of.insert(view.id, runner);
+                self.watched.touched.push(view.id);
                 self.serves(view.id, for_job);
                 return;
             }
