@@ -17,7 +17,7 @@
 //! alone, never from the order they came in: deliveries in any order,
 //! repeated or late, give the same runners.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// How many of the last runners' changes [`Demand::runners_changed_since`]
 /// can name: a reader further behind walks the runners instead.
@@ -104,6 +104,20 @@ pub struct Demand {
     /// The runner each of the last runners' changes was to, oldest first,
     /// at most [`RUNNER_LOG`].
     runner_log: VecDeque<RunnerId>,
+    /// The runners kept for each job: every runner whose `kept_for` names
+    /// it (none gone, none busy), so that a settle finds a job's runners
+    /// without walking them all.
+    keepers: BTreeMap<u64, BTreeSet<RunnerId>>,
+    /// Jobs a fact touched since the last settle: one that no longer waits
+    /// frees its runners, one that waits with no runner gets one. A settle
+    /// looks at these and [`unsettled_runners`](Demand::unsettled_runners)
+    /// only: every other job and runner is as the last settle left it.
+    unsettled_jobs: BTreeSet<u64>,
+    /// Runners restored since the last settle, which may be kept for no
+    /// waiting job.
+    unsettled_runners: BTreeSet<RunnerId>,
+    /// Jobs that completed and are not forgotten yet.
+    completed: BTreeSet<u64>,
 }
 
 impl Demand {
@@ -129,6 +143,7 @@ impl Demand {
             taken.pool = Some(pool.to_owned());
             let stage = taken.stage;
             self.count(stage, 1);
+            self.unsettled_jobs.insert(job);
         }
     }
 
@@ -155,9 +170,15 @@ impl Demand {
         let (was, counted) = (taken.stage, taken.pool.is_some());
         taken.stage = taken.stage.max(stage);
         let now = taken.stage;
-        if counted && now != was {
-            self.count(was, -1);
-            self.count(now, 1);
+        if now != was {
+            if counted {
+                self.count(was, -1);
+                self.count(now, 1);
+            }
+            self.unsettled_jobs.insert(job);
+        }
+        if now == JobStage::Completed {
+            self.completed.insert(job);
         }
     }
 
@@ -165,10 +186,10 @@ impl Demand {
     /// first job a runner is said to take is the one it took.
     pub fn took(&mut self, runner: RunnerId, job: u64) {
         // Counted by `reached`, which every call ends with.
+        self.keep(runner, None);
         if let Some(held) = self.runners.get_mut(&runner) {
             let first = held.took.is_none();
             held.took.get_or_insert(job);
-            held.kept_for = None;
             if first {
                 self.runner_changed(runner);
             }
@@ -179,9 +200,33 @@ impl Demand {
     /// Runner `runner` is gone: its instance ended, or it was retired.
     pub fn gone(&mut self, runner: RunnerId) {
         self.changes += 1;
+        self.keep(runner, None);
         if let Some(held) = self.runners.get_mut(&runner) {
             held.gone = true;
-            held.kept_for = None;
+        }
+    }
+
+    /// Runner `runner` is kept for `job` now: the index of keepers follows,
+    /// and the job it was kept for before may wait with no runner.
+    fn keep(&mut self, runner: RunnerId, job: Option<u64>) {
+        let Some(held) = self.runners.get_mut(&runner) else {
+            return;
+        };
+        let was = std::mem::replace(&mut held.kept_for, job);
+        if was == job {
+            return;
+        }
+        if let Some(was) = was {
+            if let Some(keepers) = self.keepers.get_mut(&was) {
+                keepers.remove(&runner);
+                if keepers.is_empty() {
+                    self.keepers.remove(&was);
+                }
+            }
+            self.unsettled_jobs.insert(was);
+        }
+        if let Some(job) = job {
+            self.keepers.entry(job).or_default().insert(runner);
         }
     }
 
@@ -197,15 +242,18 @@ impl Demand {
         self.changes += 1;
         self.runner_changed(runner);
         self.next_runner = self.next_runner.max(runner.0 + 1);
+        self.keep(runner, None);
         self.runners.insert(
             runner,
             Runner {
                 pool: pool.to_owned(),
-                kept_for: kept_for.filter(|_| took.is_none()),
+                kept_for: None,
                 took,
                 gone: false,
             },
         );
+        self.keep(runner, kept_for.filter(|_| took.is_none()));
+        self.unsettled_runners.insert(runner);
     }
 
     /// Forgets every job that completed and that no runner is kept for:
@@ -215,11 +263,16 @@ impl Demand {
         if self.forgotten == Some(self.changes) {
             return;
         }
-        let kept: std::collections::BTreeSet<u64> =
-            self.runners.values().filter_map(|r| r.kept_for).collect();
         let before = self.jobs.len();
-        self.jobs
-            .retain(|id, job| job.stage != JobStage::Completed || kept.contains(id));
+        let keepers = &self.keepers;
+        let jobs = &mut self.jobs;
+        self.completed.retain(|job| {
+            let kept = keepers.contains_key(job);
+            if !kept {
+                jobs.remove(job);
+            }
+            kept
+        });
         if self.jobs.len() != before {
             self.changes += 1;
         }
@@ -244,47 +297,58 @@ impl Demand {
             return Vec::new();
         }
         let mut acts = Vec::new();
-        // Runners whose job no longer waits are free.
-        let mut free: Vec<RunnerId> = Vec::new();
-        for (&id, runner) in &mut self.runners {
-            if runner.gone || runner.took.is_some() {
-                runner.kept_for = None;
-                continue;
-            }
-            let waits = runner
-                .kept_for
-                .and_then(|job| self.jobs.get(&job))
-                .is_some_and(|job| job.stage == JobStage::Queued);
-            if !waits {
-                runner.kept_for = None;
-                free.push(id);
+        let waits = |jobs: &BTreeMap<u64, TakenJob>, job: u64| {
+            jobs.get(&job)
+                .is_some_and(|job| job.stage == JobStage::Queued)
+        };
+        // Runners whose job no longer waits are free; jobs that wait with
+        // no runner kept for them are waiting, oldest first. Only what a
+        // fact touched since the last settle can be either.
+        let mut free: BTreeSet<RunnerId> = BTreeSet::new();
+        let mut waiting: Vec<(u64, String)> = Vec::new();
+        for job in std::mem::take(&mut self.unsettled_jobs) {
+            if !waits(&self.jobs, job) {
+                for runner in self.keepers.remove(&job).unwrap_or_default() {
+                    if let Some(held) = self.runners.get_mut(&runner) {
+                        held.kept_for = None;
+                    }
+                    free.insert(runner);
+                }
+            } else if !self.keepers.contains_key(&job)
+                && let Some(pool) = self.jobs.get(&job).and_then(|job| job.pool.clone())
+            {
+                waiting.push((job, pool));
             }
         }
-        // Waiting jobs without a runner, oldest first.
-        let kept: std::collections::BTreeSet<u64> =
-            self.runners.values().filter_map(|r| r.kept_for).collect();
-        let waiting: Vec<(u64, String)> = self
-            .jobs
-            .iter()
-            .filter(|(id, job)| job.stage == JobStage::Queued && !kept.contains(id))
-            .filter_map(|(id, job)| Some((*id, job.pool.clone()?)))
-            .collect();
+        for runner in std::mem::take(&mut self.unsettled_runners) {
+            let Some(held) = self.runners.get(&runner) else {
+                continue;
+            };
+            if held.gone || held.took.is_some() {
+                continue;
+            }
+            match held.kept_for {
+                Some(job) if waits(&self.jobs, job) => {}
+                _ => {
+                    self.keep(runner, None);
+                    free.insert(runner);
+                }
+            }
+        }
         // A free runner is kept for a waiting job or retired, and a waiting
-        // job gets a runner: either is a change. (A gone or busy runner is
-        // kept for nothing already: `gone`, `took` and `restore` see to it.)
+        // job gets a runner: either is a change.
         if !free.is_empty() || !waiting.is_empty() {
             self.changes += 1;
         }
         for (job, pool) in waiting {
             let spare = free
                 .iter()
-                .position(|id| self.runners.get(id).is_some_and(|r| r.pool == pool));
+                .copied()
+                .find(|id| self.runners.get(id).is_some_and(|r| r.pool == pool));
             match spare {
-                Some(at) => {
-                    let id = free.remove(at);
-                    if let Some(runner) = self.runners.get_mut(&id) {
-                        runner.kept_for = Some(job);
-                    }
+                Some(id) => {
+                    free.remove(&id);
+                    self.keep(id, Some(job));
                 }
                 None => {
                     let runner = RunnerId(self.next_runner);
@@ -294,11 +358,12 @@ impl Demand {
                         runner,
                         Runner {
                             pool: pool.clone(),
-                            kept_for: Some(job),
+                            kept_for: None,
                             took: None,
                             gone: false,
                         },
                     );
+                    self.keep(runner, Some(job));
                     acts.push(Act::Launch {
                         runner,
                         pool,
@@ -313,6 +378,9 @@ impl Demand {
             }
             acts.push(Act::Retire { runner });
         }
+        // What `keep` marked while settling is settled: a runner freed here
+        // left a job that does not wait.
+        self.unsettled_jobs.clear();
         self.settled = Some(self.changes);
         acts
     }
@@ -622,6 +690,80 @@ mod tests {
         );
     }
 
+    /// What `settle` decides, by walking every runner and job: the oracle
+    /// its bookkeeping of what facts touched is held to.
+    fn settle_by_walk(demand: &mut Demand) -> Vec<Act> {
+        let mut acts = Vec::new();
+        let mut free: Vec<RunnerId> = Vec::new();
+        for (&id, runner) in &mut demand.runners {
+            if runner.gone || runner.took.is_some() {
+                runner.kept_for = None;
+                continue;
+            }
+            let waits = runner
+                .kept_for
+                .and_then(|job| demand.jobs.get(&job))
+                .is_some_and(|job| job.stage == JobStage::Queued);
+            if !waits {
+                runner.kept_for = None;
+                free.push(id);
+            }
+        }
+        let kept: BTreeSet<u64> = demand.runners.values().filter_map(|r| r.kept_for).collect();
+        let waiting: Vec<(u64, String)> = demand
+            .jobs
+            .iter()
+            .filter(|(id, job)| job.stage == JobStage::Queued && !kept.contains(id))
+            .filter_map(|(id, job)| Some((*id, job.pool.clone()?)))
+            .collect();
+        for (job, pool) in waiting {
+            let spare = free
+                .iter()
+                .position(|id| demand.runners.get(id).is_some_and(|r| r.pool == pool));
+            match spare {
+                Some(at) => {
+                    let id = free.remove(at);
+                    if let Some(runner) = demand.runners.get_mut(&id) {
+                        runner.kept_for = Some(job);
+                    }
+                }
+                None => {
+                    let runner = RunnerId(demand.next_runner);
+                    demand.next_runner += 1;
+                    demand.runners.insert(
+                        runner,
+                        Runner {
+                            pool: pool.clone(),
+                            kept_for: Some(job),
+                            took: None,
+                            gone: false,
+                        },
+                    );
+                    acts.push(Act::Launch {
+                        runner,
+                        pool,
+                        for_job: job,
+                    });
+                }
+            }
+        }
+        for runner in free {
+            if let Some(held) = demand.runners.get_mut(&runner) {
+                held.gone = true;
+            }
+            acts.push(Act::Retire { runner });
+        }
+        acts
+    }
+
+    /// What `forget_completed` forgets, by walking every job.
+    fn forget_by_walk(demand: &mut Demand) {
+        let kept: BTreeSet<u64> = demand.runners.values().filter_map(|r| r.kept_for).collect();
+        demand
+            .jobs
+            .retain(|id, job| job.stage != JobStage::Completed || kept.contains(id));
+    }
+
     /// One GitHub job's deliveries, as they may arrive.
     #[derive(Debug, Clone, Copy)]
     enum Delivery {
@@ -773,9 +915,10 @@ mod tests {
             }
         }
 
-        // G6: a settle or a forgetting whose count is the one its last call
-        // ended at skips its walk; whatever facts came in between, in any
-        // order, it decides what a fresh walk of the same facts decides.
+        // G6: a settle looks only at what facts touched since the last one,
+        // and skips when the count has not moved since; a forgetting looks
+        // only at completed jobs, likewise. Whatever facts came, in any
+        // order, each decides what a walk of every runner and job decides.
         #[test]
         fn g6_a_settle_skipped_for_an_unchanged_count_decides_as_a_full_one(
             ops in proptest::collection::vec((0..8u8, 1..5u64, 1..5u64), 0..40),
@@ -791,11 +934,10 @@ mod tests {
                     4 => demand.forget_runner(RunnerId(runner)),
                     5 => demand.restore(RunnerId(runner + 10), pool, Some(job), None),
                     6 => {
-                        let mut fresh = demand.clone();
-                        fresh.forgotten = None;
+                        let mut walked = demand.clone();
+                        forget_by_walk(&mut walked);
                         demand.forget_completed();
-                        fresh.forget_completed();
-                        prop_assert_eq!(&demand.jobs, &fresh.jobs);
+                        prop_assert_eq!(&demand.jobs, &walked.jobs);
                         let kept: Vec<u64> = demand.runners.values().filter_map(|r| r.kept_for).collect();
                         prop_assert!(
                             demand.jobs.iter().all(|(id, j)| j.stage != JobStage::Completed || kept.contains(id)),
@@ -803,10 +945,18 @@ mod tests {
                         );
                     }
                     _ => {
-                        let mut fresh = demand.clone();
-                        fresh.settled = None;
-                        prop_assert_eq!(demand.settle(), fresh.settle());
-                        prop_assert_eq!(&demand.runners, &fresh.runners);
+                        let mut walked = demand.clone();
+                        let acts = settle_by_walk(&mut walked);
+                        prop_assert_eq!(demand.settle(), acts);
+                        prop_assert_eq!(&demand.runners, &walked.runners);
+                        prop_assert_eq!(demand.next_runner, walked.next_runner);
+                        let mut keepers: BTreeMap<u64, BTreeSet<RunnerId>> = BTreeMap::new();
+                        for (id, runner) in &demand.runners {
+                            if let Some(job) = runner.kept_for {
+                                keepers.entry(job).or_default().insert(*id);
+                            }
+                        }
+                        prop_assert_eq!(&demand.keepers, &keepers);
                         let untaken = |r: &Runner| !r.gone && r.took.is_none();
                         for (id, job) in &demand.jobs {
                             if job.stage == JobStage::Queued && job.pool.is_some() {
