@@ -256,6 +256,9 @@ pub(crate) struct State {
     pub(crate) jobs: FxHashMap<u64, GithubJob>,
     /// Queued jobs for billet, oldest first (ids rise with arrival).
     pub(crate) queue: BTreeSet<u64>,
+    /// Every job whose status is `queued`, billet's or not: what the
+    /// queued runs' listing pages through, newest first.
+    pub(crate) queued_runs: BTreeSet<u64>,
     /// How many jobs of each set of labels wait in `queue`.
     pub(crate) queued_by_labels: FxHashMap<Arc<[String]>, usize>,
     /// Jobs for billet, not completed, one of whose deliveries was lost.
@@ -461,6 +464,9 @@ impl SimulatedGithub {
                     .or_default() += 1;
             }
             let body = self.payload("queued", github, &job, &state.repository, None);
+            if matches!(job.status, Status::Queued) {
+                state.queued_runs.insert(github);
+            }
             state.jobs.insert(github, job);
             body
         };
@@ -553,6 +559,7 @@ impl SimulatedGithub {
                 });
                 let Some(github) = fits else { continue };
                 state.queue.remove(&github);
+                state.queued_runs.remove(&github);
                 let Some(job) = state.jobs.get_mut(&github) else {
                     continue;
                 };

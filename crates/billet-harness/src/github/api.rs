@@ -182,6 +182,13 @@ fn query_value<'a>(query: &'a [(String, String)], name: &str) -> Option<&'a str>
 
 /// The page `page` (from 1) of `per_page` of `items`.
 fn page_of<T: Clone>(items: &[T], query: &[(String, String)]) -> Vec<T> {
+    let (skip, take) = page_window(query);
+    items.iter().skip(skip).take(take).cloned().collect()
+}
+
+/// How many items a listing's page skips, and how many it shows at most
+/// (`page` and `per_page` as GitHub reads them).
+fn page_window(query: &[(String, String)]) -> (usize, usize) {
     let per_page = query_value(query, "per_page")
         .and_then(|v| v.parse().ok())
         .unwrap_or(30usize)
@@ -190,12 +197,7 @@ fn page_of<T: Clone>(items: &[T], query: &[(String, String)]) -> Vec<T> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1usize)
         .max(1);
-    items
-        .iter()
-        .skip((page - 1).saturating_mul(per_page))
-        .take(per_page)
-        .cloned()
-        .collect()
+    ((page - 1).saturating_mul(per_page), per_page)
 }
 
 fn answer(
@@ -309,10 +311,16 @@ fn answer(
         "actions/list-self-hosted-runners-for-repo" => {
             let template = example(op, "200")["runners"][0].clone();
             let name = query_value(&query, "name");
-            let all: Vec<Value> = state
+            let all: Vec<(&u64, &super::Registration)> = state
                 .runners
                 .iter()
                 .filter(|(_, r)| name.is_none_or(|n| *n == *r.name))
+                .collect();
+            let (skip, take) = page_window(&query);
+            let shown: Vec<Value> = all
+                .iter()
+                .skip(skip)
+                .take(take)
                 .map(|(id, r)| {
                     let mut runner = template.clone();
                     runner["id"] = json!(id);
@@ -327,7 +335,6 @@ fn answer(
                     runner
                 })
                 .collect();
-            let shown = page_of(&all, &query);
             json_answer(
                 StatusCode::OK,
                 json!({"total_count": all.len(), "runners": shown}),
@@ -404,19 +411,32 @@ fn answer(
         }
         "actions/list-workflow-runs-for-repo" => {
             let status = query_value(&query, "status").unwrap_or_default();
-            let mut ids: Vec<u64> = state
-                .jobs
-                .iter()
-                .filter(|(_, j)| status_str(&j.status) == status)
-                .map(|(id, _)| *id)
-                .collect();
-            // Newest first, as GitHub lists them.
-            ids.sort_unstable_by(|a, b| b.cmp(a));
-            let shown = page_of(&ids, &query);
+            // Newest first, as GitHub lists them; the queued ones from
+            // their index, not a walk of every job.
+            let (total, shown) = if status == "queued" {
+                let (skip, take) = page_window(&query);
+                let shown: Vec<u64> = state
+                    .queued_runs
+                    .iter()
+                    .rev()
+                    .skip(skip)
+                    .take(take)
+                    .copied()
+                    .collect();
+                (state.queued_runs.len(), shown)
+            } else {
+                let mut ids: Vec<u64> = state
+                    .jobs
+                    .iter()
+                    .filter(|(_, j)| status_str(&j.status) == status)
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.sort_unstable_by(|a, b| b.cmp(a));
+                (ids.len(), page_of(&ids, &query))
+            };
             let template = listed_run_template(op);
             let status = json!(status).to_string();
-            let mut body =
-                format!("{{\"total_count\":{},\"workflow_runs\":[", ids.len()).into_bytes();
+            let mut body = format!("{{\"total_count\":{total},\"workflow_runs\":[").into_bytes();
             for (k, id) in shown.iter().enumerate() {
                 if k > 0 {
                     body.push(b',');

@@ -870,7 +870,7 @@ impl super::ServiceScheduler {
             for decision in decisions {
                 side.translate(index, decision, now, d.identity.as_ref(), &mut self.changes)?;
             }
-            order_adoptions(&mut self.changes[from..]);
+            order_sets(&mut self.changes[from..]);
             let played = side.play(index, now, d.identity.as_ref(), &mut self.changes)?;
             if !sent && !decided && !played && unsent.is_empty() {
                 break;
@@ -950,17 +950,32 @@ async fn quiet(service: &billet::Service, index: usize, now: SystemTime) -> Resu
         })
 }
 
-/// Puts each run of adoptions in a row in the order of their GitHub jobs.
-/// What a restarted service adopts at one instant is a set: the runners it
-/// finds, whose GitHub jobs GitHub handed out in an order of its own, so the
-/// same runs give the same digest.
-fn order_adoptions(changes: &mut [FleetChange]) {
-    for run in changes
-        .chunk_by_mut(|a, b| matches!((a, b), (FleetChange::Adopted(_), FleetChange::Adopted(_))))
-    {
-        run.sort_by_key(|change| match change {
-            FleetChange::Adopted(adopted) => adopted.job,
-            _ => 0,
+/// Puts each run of changes in a row that commute in one order: what a
+/// service decides at one instant from answers that came together is a
+/// set, but it tells it in the order the answers came (a restarted
+/// service's adoptions and the orphans its inventories show, in whatever
+/// order its pools' lists were answered; a run of frees). Adoptions and
+/// orphans are one set (the orphans first, by name, then the adoptions, by
+/// job), frees another (by job): no change is put before one it follows
+/// from, since each names its own instance, and what lies between two runs
+/// keeps its place. So the same runs give the same digest.
+fn order_sets(changes: &mut [FleetChange]) {
+    fn set(change: &FleetChange) -> Option<u8> {
+        match change {
+            FleetChange::Adopted(_) | FleetChange::Orphan(_) => Some(0),
+            FleetChange::Freed(_) => Some(1),
+            _ => None,
+        }
+    }
+    for run in changes.chunk_by_mut(|a, b| set(a).is_some() && set(a) == set(b)) {
+        run.sort_by(|a, b| {
+            let key = |change: &FleetChange| match change {
+                FleetChange::Orphan(orphan) => (0, 0, orphan.name.clone()),
+                FleetChange::Adopted(adopted) => (1, adopted.job, String::new()),
+                FleetChange::Freed(freed) => (1, freed.job, String::new()),
+                _ => (2, 0, String::new()),
+            };
+            key(a).cmp(&key(b))
         });
     }
 }
@@ -968,6 +983,7 @@ fn order_adoptions(changes: &mut [FleetChange]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::{OrphanChange, OrphanFate};
 
     fn adopted(job: JobId) -> FleetChange {
         FleetChange::Adopted(Adopted {
@@ -994,29 +1010,64 @@ mod tests {
             .map(|change| match change {
                 FleetChange::Adopted(a) => ('a', a.job),
                 FleetChange::Freed(f) => ('f', f.job),
+                FleetChange::Orphan(o) => ('o', o.name[1..].parse().unwrap_or(0)),
                 _ => ('?', 0),
             })
             .collect()
     }
 
-    // H14: adoptions in a row, a set, come in the order of their jobs
-    // whatever order the service told them in; what comes between them (a
-    // job adopted and then freed) keeps its place, so no change is put
-    // before one it follows from.
+    fn orphan(name: &str) -> FleetChange {
+        FleetChange::Orphan(OrphanChange {
+            deployment: 0,
+            pool: 0,
+            instance: name.into(),
+            name: name.to_owned(),
+            fate: OrphanFate::Seen,
+        })
+    }
+
+    // H14: adoptions and orphans in a row, a set, come orphans first (by
+    // name), then adoptions (by job), whatever order the service told them
+    // in; frees in a row, another set, by job; what comes between two runs
+    // (anything else) keeps its place, and a free never moves before the
+    // adoption it follows.
     #[test]
-    fn h14_adoptions_in_a_row_are_put_in_the_order_of_their_jobs() {
+    fn h14_changes_in_a_row_that_commute_are_put_in_one_order() {
         let mut changes = vec![
             adopted(9),
+            orphan("o2"),
             adopted(3),
+            orphan("o1"),
             adopted(5),
             freed(5),
+            freed(3),
             adopted(2),
             adopted(1),
+            FleetChange::Ended {
+                job: 7,
+                deployment: 0,
+                reason: FreeReason::Cancelled,
+            },
+            freed(2),
+            freed(1),
         ];
-        order_adoptions(&mut changes);
+        order_sets(&mut changes);
         assert_eq!(
             jobs(&changes),
-            [('a', 3), ('a', 5), ('a', 9), ('f', 5), ('a', 1), ('a', 2)]
+            [
+                ('o', 1),
+                ('o', 2),
+                ('a', 3),
+                ('a', 5),
+                ('a', 9),
+                ('f', 3),
+                ('f', 5),
+                ('a', 1),
+                ('a', 2),
+                ('?', 0),
+                ('f', 1),
+                ('f', 2),
+            ]
         );
     }
 }

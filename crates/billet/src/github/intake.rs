@@ -325,7 +325,9 @@ impl Intake {
                     Some(event) => self.on_event(event).await,
                     None => return,
                 },
-                _ = tick.tick() => self.look().await,
+                _ = tick.tick() => {
+                    self.look().await;
+                }
                 _ = reconcile.tick() => {
                     self.reconcile().await;
                 }
@@ -355,7 +357,7 @@ impl Intake {
                 tick = ticks.recv() => {
                     let Some(tick) = tick else { return };
                     self.settle().await;
-                    self.look().await;
+                    let retired = self.look().await;
                     let now = self.parts.shared.now();
                     if reconcile_at.is_none_or(|at| now >= at) {
                         self.reconcile().await;
@@ -363,8 +365,17 @@ impl Intake {
                     }
                     self.settle().await;
                     self.write_served();
+                    // A runner retired or destroyed at this tick is idle
+                    // until the engine has ended its billet job, which it
+                    // does while the tick goes on: the answer does not race
+                    // it, it is the retry of a look's interval either way.
+                    let due = if retired {
+                        Some(now + LOOK_EVERY)
+                    } else {
+                        self.due()
+                    };
                     let _ = tick.done.send(Ticked {
-                        due: self.due(),
+                        due,
                         reconcile_at,
                     });
                 }
@@ -671,8 +682,9 @@ impl Intake {
 
     /// Runners whose billet job ended are gone; runners idle past the
     /// `idle_timeout`, and runners still running past their job's
-    /// completion and its grace, are retired.
-    async fn look(&mut self) {
+    /// completion and its grace, are retired. Answers whether it retired or
+    /// destroyed any.
+    async fn look(&mut self) -> bool {
         let now = self.parts.shared.now();
         let idle_timeout = self.parts.settings.runner.idle_timeout;
         let seen = self.seen();
@@ -683,7 +695,7 @@ impl Intake {
         metrics.github_api(&api.answers(), api.rate_limit_remaining());
         // Nothing ended and nothing overdue: no runner to walk.
         if !seen.ended && seen.earliest.is_none_or(|at| now < at) {
-            return;
+            return false;
         }
         let (ended, overdue) = {
             let jobs = self.parts.shared.jobs.read();
@@ -720,6 +732,7 @@ impl Intake {
         let (mut ended, mut overdue) = (ended, overdue);
         ended.sort_unstable();
         overdue.sort_unstable();
+        let retired = !overdue.is_empty();
         for (runner, outlived) in overdue {
             self.demand.gone(runner);
             if outlived {
@@ -761,6 +774,7 @@ impl Intake {
             self.demand.gone(runner);
             self.demand.forget_runner(runner);
         }
+        retired
     }
 
     /// Whether `github.db` says GitHub job `job` went past `queued` (a
