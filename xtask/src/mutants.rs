@@ -92,6 +92,7 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/github/deliveries.rs",
         "crates/billet/src/github/intake.rs",
         "crates/billet/src/github/intake/reconcile.rs",
+        "crates/billet/src/github/intake/watch.rs",
         "crates/billet/src/github/registering.rs",
         "crates/billet/src/github/wiring.rs",
         "crates/billet/src/history.rs",
