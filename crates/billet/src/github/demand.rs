@@ -676,6 +676,11 @@ mod tests {
             demand.runners_changed_since(0).map(Iterator::count),
             Some(RUNNER_LOG)
         );
+        assert_eq!(
+            demand.runner_changes(),
+            RUNNER_LOG as u64,
+            "one count per change"
+        );
         demand.restore(RunnerId(1), "linux", None, Some(1));
         assert_eq!(
             demand.runners_changed_since(0).map(Iterator::count),
