@@ -430,12 +430,36 @@ impl Api {
     }
 
     /// The runners registered at `scope`, every page (at most
-    /// [`MAX_PAGES`] of 100), optionally only those named `name`.
+    /// [`MAX_PAGES`] of 100), optionally only those named `name`: more is
+    /// an error, never a short answer.
     pub async fn runners(
         &self,
         scope: &Scope,
         name: Option<&str>,
     ) -> Result<Vec<Runner>, ApiError> {
+        let (runners, whole) = self.runners_listed(scope, name).await?;
+        if !whole {
+            return Err(too_long(&format!("the runners of {scope}")));
+        }
+        Ok(runners)
+    }
+
+    /// [`runners`](Api::runners) for a search rather than an inventory:
+    /// past [`MAX_PAGES`] pages, the runners of the pages read, and
+    /// `false` (the listing is not whole). For a caller that infers
+    /// nothing from a runner's absence: one that acts on each runner it is
+    /// shown (a sweep of orphan registrations).
+    pub async fn runners_shown(&self, scope: &Scope) -> Result<(Vec<Runner>, bool), ApiError> {
+        self.runners_listed(scope, None).await
+    }
+
+    /// The runners of `scope`'s listing's first [`MAX_PAGES`] pages, and
+    /// whether they are all it has.
+    async fn runners_listed(
+        &self,
+        scope: &Scope,
+        name: Option<&str>,
+    ) -> Result<(Vec<Runner>, bool), ApiError> {
         #[derive(Deserialize)]
         struct Page {
             total_count: u64,
@@ -447,7 +471,7 @@ impl Api {
             .map(|name| ("name", name.to_owned()))
             .into_iter()
             .collect();
-        self.paged(&path, &query, scope, &what, |page: Page| {
+        self.paged_up_to(&path, &query, scope, &what, |page: Page| {
             (page.total_count, page.runners)
         })
         .await

@@ -410,3 +410,45 @@ async fn g7_listings_are_read_whole_or_refused() {
     assert!(matches!(error, ApiError::Malformed { .. }), "{error:?}");
     standin.assert_no_violation();
 }
+
+// G7: a sweep of registrations (which infers nothing from a runner's
+// absence) is shown the runners of the pages billet reads, and told
+// whether that was the whole listing; an inventory is refused instead.
+#[tokio::test]
+async fn g7_a_sweep_of_registrations_is_shown_the_pages_it_reads() {
+    let (standin, api, _clock) = token_client().await;
+    let names = |runners: &[billet_github::Runner]| -> Vec<String> {
+        runners.iter().map(|runner| runner.name.clone()).collect()
+    };
+    {
+        let mut state = standin.state.lock();
+        for id in 0..1_050u64 {
+            state.runners.insert(
+                1_000 + id,
+                (format!("r{id:04}"), vec!["x".to_owned()], false),
+            );
+        }
+    }
+    let (shown, whole) = api.runners_shown(&repo()).await.unwrap();
+    assert!(!whole);
+    let expected: Vec<String> = (0..1_000).map(|id| format!("r{id:04}")).collect();
+    assert_eq!(names(&shown), expected);
+    assert_eq!(standin.operations_called().len(), 10);
+    assert!(matches!(
+        api.runners(&repo(), None).await.unwrap_err(),
+        ApiError::Malformed { .. }
+    ));
+    standin
+        .state
+        .lock()
+        .runners
+        .retain(|id, _| *id < 1_000 + 250);
+    let (shown, whole) = api.runners_shown(&repo()).await.unwrap();
+    assert!(whole);
+    assert_eq!(names(&shown), expected[..250]);
+    assert_eq!(
+        names(&api.runners(&repo(), None).await.unwrap()),
+        expected[..250]
+    );
+    standin.assert_no_violation();
+}

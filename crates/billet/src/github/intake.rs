@@ -119,6 +119,8 @@ struct Intake {
     /// Queued runs the reconcile listed the jobs of: when, and how many
     /// times in a row with nothing new found (at most [`RUNS_CACHED`]).
     listed_runs: HashMap<u64, (SystemTime, u32)>,
+    /// When the reconcile next sweeps registrations for orphans.
+    sweeps: reconcile::Sweeps,
     /// Runner numbers below this are reserved in `github.db`.
     reserved_below: u64,
     /// Jobs left because their run's facts could not be read (at most
@@ -250,6 +252,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         finishing: HashMap::new(),
         runs: HashMap::new(),
         listed_runs: HashMap::new(),
+        sweeps: reconcile::Sweeps::default(),
         unread: std::collections::HashSet::new(),
         seen: None,
         served: Vec::new(),
@@ -769,6 +772,7 @@ impl Intake {
                     .delete_runner(&place.scope, registration)
                     .await
             {
+                self.sweeps.doubt();
                 tracing::warn!(runner = runner.0, %error, "an ended runner's registration could not be removed");
             }
             self.demand.gone(runner);
@@ -910,6 +914,7 @@ impl Intake {
         };
         self.cancel(job).await;
         if let Err(error) = self.unregister(runner).await {
+            self.sweeps.doubt();
             tracing::warn!(runner = runner.0, %error, "a destroyed runner's registration could not be removed");
         }
     }

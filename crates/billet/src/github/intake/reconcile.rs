@@ -24,7 +24,10 @@
 //!    every reconcile. (An organization's runs cannot be listed in one
 //!    call: see the README.)
 //! 3. Registrations named for this store that GitHub lists, not busy,
-//!    whose billet job has ended or is unknown, are removed.
+//!    whose billet job has ended or is unknown, are removed: swept at the
+//!    first reconcile, at the next after a removal failed, and otherwise
+//!    at doubling intervals while sweeps find none ([`Sweeps`]), each a
+//!    search of the listing's first pages.
 //!
 //! Bounded: at most [`CALLS`] API calls per reconcile, listings in pages
 //! as `billet-github` bounds them; a rate limit ends the reconcile at once
@@ -433,12 +436,18 @@ impl Intake {
         Ok(())
     }
 
-    /// Step 3: registrations named for this store that no live runner holds.
+    /// Step 3: registrations named for this store that no live runner
+    /// holds, when a sweep is due ([`Sweeps`]).
     async fn remove_orphans(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
         let Some(identity) = self.parts.identity.clone() else {
             // Without an identity no name says it is this store's.
             return Ok(());
         };
+        if !self.sweeps.due() {
+            return Ok(());
+        }
+        let before = done.orphans;
+        let mut whole = true;
         let mut scopes: Vec<Scope> = Vec::new();
         for scope in &self.parts.settings.scopes {
             let scope = match &scope.target {
@@ -457,11 +466,16 @@ impl Intake {
             if !Intake::spend(done) {
                 return Ok(());
             }
-            let runners = match self.parts.api.runners(&scope, None).await {
-                Ok(runners) => runners,
+            // A search: each runner shown is judged on its own, and none
+            // is judged by its absence, so the first pages serve when
+            // more are registered (one past them is shown once those
+            // ahead of it, single-use, are gone).
+            let runners = match self.parts.api.runners_shown(&scope).await {
+                Ok((runners, _)) => runners,
                 Err(error @ ApiError::RateLimited { .. }) => return Err(error),
                 Err(error) => {
                     tracing::warn!(%error, "the reconcile could not list runners");
+                    whole = false;
                     continue;
                 }
             };
@@ -489,18 +503,109 @@ impl Intake {
                     }
                     Err(error @ ApiError::RateLimited { .. }) => return Err(error),
                     Err(error) => {
+                        whole = false;
                         tracing::warn!(runner = %name, %error, "an orphan registration could not be removed");
                     }
                 }
             }
         }
+        if whole {
+            self.sweeps.swept(done.orphans > before);
+        }
         Ok(())
+    }
+}
+
+/// When the reconcile sweeps GitHub's registrations for orphans (step 3).
+///
+/// billet removes the registration of every runner it retires, destroys,
+/// or sees end before it took a job, so an orphan is left only by a crash
+/// (a registration made and not yet recorded) or a removal that failed. A
+/// sweep lists every scope's registrations (up to
+/// [`MAX_PAGES`](billet_github::MAX_PAGES) calls each), so it runs at the
+/// first reconcile after start, at the next one after a removal failed
+/// ([`doubt`](Sweeps::doubt)), and otherwise backs off: after `n` sweeps
+/// in a row that found none, the next comes `2^n` reconciles later, at
+/// most [`MAX_BACKOFF`] doublings (64 intervals: an hour at the default
+/// 60 s). A sweep that found one, or did not finish (a listing or a
+/// removal failed, the calls ran out), is followed by one at the next
+/// reconcile.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sweeps {
+    /// Reconciles still to pass before the next sweep.
+    skip: u32,
+    /// Sweeps in a row that found no orphan (at most [`MAX_BACKOFF`]).
+    empty: u32,
+}
+
+impl Sweeps {
+    /// Whether this reconcile sweeps; counts one skipped when not.
+    pub(super) fn due(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// A sweep finished, and `found` orphans or none.
+    pub(super) fn swept(&mut self, found: bool) {
+        self.empty = if found {
+            0
+        } else {
+            (self.empty + 1).min(MAX_BACKOFF)
+        };
+        self.skip = (1u32 << self.empty) - 1;
+    }
+
+    /// A registration billet meant to remove may be left: the next
+    /// reconcile sweeps, and the backoff starts again.
+    pub(super) fn doubt(&mut self) {
+        *self = Sweeps::default();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which of the next `reconciles` sweep, from `sweeps`, each sweep
+    /// finding what `found` says of it (by its number among the sweeps).
+    fn sweeping(
+        sweeps: &mut Sweeps,
+        reconciles: usize,
+        found: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let mut swept = Vec::new();
+        for at in 0..reconciles {
+            if sweeps.due() {
+                sweeps.swept(found(swept.len()));
+                swept.push(at);
+            }
+        }
+        swept
+    }
+
+    // G7: registrations are swept at the first reconcile, then at
+    // doubling intervals while none is found, at most 64 reconciles
+    // apart; a sweep that finds one, or a doubt, brings the next back to
+    // the next reconcile.
+    #[test]
+    fn g7_orphan_sweeps_back_off_to_a_bound() {
+        let mut sweeps = Sweeps::default();
+        let swept = sweeping(&mut sweeps, 400, |_| false);
+        assert_eq!(swept, [0, 2, 6, 14, 30, 62, 126, 190, 254, 318, 382]);
+        // A sweep that found one: the next at the next reconcile.
+        let mut sweeps = Sweeps::default();
+        let swept = sweeping(&mut sweeps, 20, |n| n == 2);
+        assert_eq!(swept, [0, 2, 6, 7, 9, 13]);
+        // A doubt: the next reconcile sweeps, and the backoff starts again.
+        let mut sweeps = Sweeps::default();
+        sweeping(&mut sweeps, 100, |_| false);
+        assert!(!sweeps.due());
+        sweeps.doubt();
+        assert_eq!(sweeping(&mut sweeps, 10, |_| false), [0, 2, 6]);
+    }
 
     // G7: a reconcile is said at `info` when it settled, found or removed
     // anything, each alone; the calls it made alone are not news.
