@@ -235,9 +235,25 @@ impl Deliveries {
     }
 
     /// [`runner_serves`](Deliveries::runner_serves) of each of `served`
-    /// (billet job, GitHub job, as of), in order, in one transaction: one
-    /// write to the disk for them all. On an error none is kept.
+    /// (billet job, GitHub job, as of), in order, in one transaction. On
+    /// an error none is kept.
+    ///
+    /// Committed without waiting for the disk (`synchronous = NORMAL` for
+    /// this transaction alone): what a runner serves is what its view shows
+    /// (G8), and no decision reads it. In WAL mode such a commit survives
+    /// the process's crash; the next delivery's commit (`FULL`) puts it on
+    /// the disk with its own, so only the machine's crash before then can
+    /// lose it. Deliveries, facts and reserved runner numbers keep waiting
+    /// for the disk.
     pub fn runners_serve(&mut self, served: &[(u64, u64, SystemTime)]) -> rusqlite::Result<()> {
+        self.conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        let written = self.write_served(served);
+        let restored = self.conn.execute_batch("PRAGMA synchronous = FULL");
+        written.and(restored)
+    }
+
+    /// [`runners_serve`](Deliveries::runners_serve)'s transaction.
+    fn write_served(&mut self, served: &[(u64, u64, SystemTime)]) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
         for &(billet_job, github_job, now) in served {
             tx.prepare_cached(
@@ -416,6 +432,31 @@ mod tests {
     // would alone, in order: an id seen before, in an earlier commit or
     // earlier in the same one, is a redelivery; what each says of its job
     // is kept, forward only.
+    // G2, G8: what a runner serves is committed without waiting for the
+    // disk, and every commit after it waits again.
+    #[test]
+    fn g8_what_a_runner_serves_is_written_and_deliveries_still_wait_for_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut deliveries = Deliveries::open(dir.path()).unwrap();
+        let synchronous = |deliveries: &Deliveries| -> i64 {
+            deliveries
+                .conn
+                .query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .unwrap()
+        };
+        assert_eq!(synchronous(&deliveries), 2, "FULL");
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        deliveries.commit("d-1", Some(&queued(41)), t0).unwrap();
+        deliveries.runners_serve(&[(7, 41, t0)]).unwrap();
+        assert_eq!(synchronous(&deliveries), 2, "FULL again");
+        drop(deliveries);
+        let deliveries = Deliveries::open(dir.path()).unwrap();
+        assert_eq!(
+            deliveries.served_by(7).unwrap().map(|facts| facts.id),
+            Some(41)
+        );
+    }
+
     #[test]
     fn g2_deliveries_committed_together_answer_each_as_alone() {
         let mut deliveries = Deliveries::memory().unwrap();
