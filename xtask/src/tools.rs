@@ -30,7 +30,7 @@ impl Tool {
         format!("{} {}", self.krate, self.version)
     }
 
-    /// The command that installs it.
+    /// The command that installs it (with [`INSTALL_ENV`] set).
     pub fn install_args(&self) -> Vec<String> {
         vec![
             "install".to_owned(),
@@ -38,6 +38,25 @@ impl Tool {
             format!("{}@{}", self.krate, self.version),
         ]
     }
+}
+
+/// What every install of a tool runs with: its release profile built
+/// without link-time optimization and in parallel codegen units. cargo-deny's
+/// own profile asks for fat LTO in one unit, minutes of a two-core machine's
+/// CI for a tool that runs for seconds; the tools run the same.
+pub const INSTALL_ENV: &[(&str, &str)] = &[
+    ("CARGO_PROFILE_RELEASE_LTO", "false"),
+    ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+];
+
+/// The shell line that installs `tool` as [`ensure`] does, as `.ci/run`
+/// spells it.
+pub fn install_line(tool: &Tool) -> String {
+    let env: Vec<String> = INSTALL_ENV
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!("{} cargo {}", env.join(" "), tool.install_args().join(" "))
 }
 
 /// The tools `cargo xtask ci` needs: cargo-deny for the `deny` step,
@@ -113,7 +132,10 @@ pub fn ensure(cargo: &str) -> Result<(), String> {
             tool.expected(),
             args.join(" ")
         );
-        let status = Command::new(cargo).args(&args).status();
+        let status = Command::new(cargo)
+            .args(&args)
+            .envs(INSTALL_ENV.iter().copied())
+            .status();
         match status {
             Ok(status) if status.success() => {}
             Ok(status) => return Err(format!("installing {} failed: {status}", tool.expected())),
@@ -173,15 +195,17 @@ mod tests {
         assert_eq!(other, [&TOOLS[0]]);
     }
 
-    // `.ci/run` installs the same versions, so that CI never installs twice.
+    // `.ci/run` installs the same versions, so that CI never installs
+    // twice, and the same way.
     #[test]
     fn ci_run_installs_the_same_versions() {
         let script = std::fs::read_to_string(crate::workspace::root().join(".ci/run")).unwrap();
         for tool in TOOLS {
-            assert!(
-                script.contains(&format!("{}@{}", tool.krate, tool.version)),
-                "{tool:?}"
-            );
+            assert!(script.contains(&install_line(tool)), "{tool:?}");
         }
+        assert_eq!(
+            install_line(&TOOLS[0]),
+            "CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 cargo install --locked cargo-deny@0.20.2"
+        );
     }
 }
