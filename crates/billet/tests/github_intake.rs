@@ -827,6 +827,60 @@ async fn h14_a_driven_intake_acts_at_its_ticks() {
     running.end();
 }
 
+// G7: registrations are swept at the first reconcile, then back off while
+// sweeps find none (the second reconcile does not sweep, the third does,
+// the next three do not), and the reconcile after one of billet's removals
+// failed sweeps: the registration that removal left is removed.
+#[tokio::test]
+async fn g7_registrations_are_swept_at_start_and_after_a_failed_removal() {
+    let mut running = start_driven().await;
+    let hour = Duration::from_secs(3600);
+    let sweeps = |running: &Running| {
+        running
+            .standin
+            .operations_called()
+            .iter()
+            .filter(|op| op.starts_with("actions/list-self-hosted-runners"))
+            .count()
+    };
+    running.tick().await;
+    let per_sweep = sweeps(&running);
+    assert!(per_sweep > 0, "the first reconcile sweeps");
+    running.clock.advance(hour).unwrap();
+    running.tick().await;
+    assert_eq!(
+        sweeps(&running),
+        per_sweep,
+        "found none: the next is skipped"
+    );
+    running.clock.advance(hour).unwrap();
+    running.tick().await;
+    assert_eq!(sweeps(&running), 2 * per_sweep, "then one sweeps");
+
+    // A runner no job took ends; its registration's removal fails.
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    let queued = event("queued", 1, 10, "octo-org/app", None);
+    assert!(running.deliver(&queued).await.is_success());
+    running.tick().await;
+    let runner = running.runner_for(1).await;
+    running.cancel(runner).await;
+    running
+        .until("the runner ended", |jobs| {
+            state_of(jobs, runner) == "cancelled"
+        })
+        .await;
+    running.clock.advance(hour).unwrap();
+    running.answer_next_call(503);
+    running.tick().await;
+    assert_eq!(
+        sweeps(&running),
+        3 * per_sweep,
+        "a failed removal: the reconcile sweeps"
+    );
+    assert!(!running.registered(runner), "the orphan it left is removed");
+    running.end();
+}
+
 // G4: a run's facts are read once for all its jobs, whatever other runs'
 // jobs come between (cached per run).
 #[tokio::test]

@@ -446,7 +446,6 @@ impl Intake {
         if !self.sweeps.due() {
             return Ok(());
         }
-        let before = done.orphans;
         let mut whole = true;
         let mut scopes: Vec<Scope> = Vec::new();
         for scope in &self.parts.settings.scopes {
@@ -509,8 +508,9 @@ impl Intake {
                 }
             }
         }
+        // Step 3 is the only one that counts orphans.
         if whole {
-            self.sweeps.swept(done.orphans > before);
+            self.sweeps.swept(done.orphans);
         }
         Ok(())
     }
@@ -548,9 +548,9 @@ impl Sweeps {
         false
     }
 
-    /// A sweep finished, and `found` orphans or none.
-    pub(super) fn swept(&mut self, found: bool) {
-        self.empty = if found {
+    /// A sweep finished, having found `found` orphans.
+    pub(super) fn swept(&mut self, found: usize) {
+        self.empty = if found > 0 {
             0
         } else {
             (self.empty + 1).min(MAX_BACKOFF)
@@ -574,7 +574,7 @@ mod tests {
     fn sweeping(
         sweeps: &mut Sweeps,
         reconciles: usize,
-        found: impl Fn(usize) -> bool,
+        found: impl Fn(usize) -> usize,
     ) -> Vec<usize> {
         let mut swept = Vec::new();
         for at in 0..reconciles {
@@ -593,18 +593,20 @@ mod tests {
     #[test]
     fn g7_orphan_sweeps_back_off_to_a_bound() {
         let mut sweeps = Sweeps::default();
-        let swept = sweeping(&mut sweeps, 400, |_| false);
+        let swept = sweeping(&mut sweeps, 400, |_| 0);
         assert_eq!(swept, [0, 2, 6, 14, 30, 62, 126, 190, 254, 318, 382]);
         // A sweep that found one: the next at the next reconcile.
         let mut sweeps = Sweeps::default();
-        let swept = sweeping(&mut sweeps, 20, |n| n == 2);
+        let swept = sweeping(&mut sweeps, 20, |n| usize::from(n == 2));
         assert_eq!(swept, [0, 2, 6, 7, 9, 13]);
+        let swept = sweeping(&mut Sweeps::default(), 20, |n| if n == 1 { 2 } else { 0 });
+        assert_eq!(swept, [0, 2, 3, 5, 9, 17]);
         // A doubt: the next reconcile sweeps, and the backoff starts again.
         let mut sweeps = Sweeps::default();
-        sweeping(&mut sweeps, 100, |_| false);
+        sweeping(&mut sweeps, 100, |_| 0);
         assert!(!sweeps.due());
         sweeps.doubt();
-        assert_eq!(sweeping(&mut sweeps, 10, |_| false), [0, 2, 6]);
+        assert_eq!(sweeping(&mut sweeps, 10, |_| 0), [0, 2, 6]);
     }
 
     // G7: a reconcile is said at `info` when it settled, found or removed
