@@ -9,7 +9,12 @@
 //! job (goal <= 3), and how long a lost delivery took to be found (goal: p99
 //! within one reconcile interval), each read from the run's report.
 //!
-//! Under `cargo test --benches` it runs 300 jobs onto 20 leases, once each.
+//! Last, the LCG trace (`data/LCG.swf.gz`, 188,041 jobs) onto one durable
+//! deployment of 2,000 leases through `--intake github`, with the restart
+//! every fleet has: its wall time (goal < 5 minutes).
+//!
+//! Under `cargo test --benches` it runs 300 jobs onto 20 leases, once each,
+//! and the trace's first 300 records onto 20 leases.
 //! Like the fleet example, this binary uses mimalloc.
 
 mod support;
@@ -20,7 +25,11 @@ use billet_harness::github::Faults;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
 use billet_harness::service::{Intake, ServiceOptions, ServiceScheduler, StoreKind};
+use billet_harness::trace::Trace;
 use support::{full_run, size};
+
+/// The recorded workload the repository ships.
+const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -136,5 +145,35 @@ fn main() {
         "lost deliveries found within one reconcile interval: {within} of {found} ({:.1}%; goal: p99, so >= 99%: {})",
         share * 100.0,
         verdict(share >= 0.99)
+    );
+    let trace = if full_run() {
+        Trace::new(LCG)
+    } else {
+        Trace::new(LCG).first(300)
+    };
+    let lcg = Scenario::replay(
+        trace,
+        Fleet {
+            concurrency: size(2_000, 20),
+            deployments: 1,
+            routed: false,
+            hints: false,
+            ..Fleet::production()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let (report, wall) = through(&lcg, Intake::Github(Faults::default()));
+    for prefix in ["service: ", "github API: "] {
+        println!("  {}", line(&report, prefix));
+    }
+    let goal = if full_run() {
+        format!(" (goal < 300s: {})", verdict(wall.as_secs_f64() < 300.0))
+    } else {
+        String::new()
+    };
+    println!(
+        "LCG through --intake github, durable: {:.1}s wall, {} jobs finished{goal}",
+        wall.as_secs_f64(),
+        report.finished,
     );
 }

@@ -556,6 +556,10 @@ fn t4_lcg_ships_with_header_and_readme_report() {
         "scheduler: service",
         "service: store durable (SQLite, synchronous = FULL: one fsync per commit); 188230 requests",
         "recovery of deployment 0: 1891 unended jobs resumed from the store, 1891 instances adopted, nothing run twice",
+        // H14: the same trace through GitHub's deliveries.
+        "cargo run --release --example fleet -- --intake github --trace data/LCG.swf.gz --concurrency 2000 --deployments 1",
+        "github: 188041 jobs queued, 188041 completed by billet's runners",
+        "github runners: 188041 started (1.000 per job), 0 taken by another job than their own",
     ] {
         assert!(readme.contains(needle), "README.md lacks {needle:?}");
     }
