@@ -428,10 +428,6 @@ mod tests {
         assert_eq!(kept, 0);
     }
 
-    // G2: deliveries committed together (group commit) answer each as it
-    // would alone, in order: an id seen before, in an earlier commit or
-    // earlier in the same one, is a redelivery; what each says of its job
-    // is kept, forward only.
     // G2, G8: what a runner serves is committed without waiting for the
     // disk, and every commit after it waits again.
     #[test]
@@ -457,6 +453,10 @@ mod tests {
         );
     }
 
+    // G2: deliveries committed together (group commit) answer each as it
+    // would alone, in order: an id seen before, in an earlier commit or
+    // earlier in the same one, is a redelivery; what each says of its job
+    // is kept, forward only.
     #[test]
     fn g2_deliveries_committed_together_answer_each_as_alone() {
         let mut deliveries = Deliveries::memory().unwrap();
