@@ -25,11 +25,7 @@ use billet_harness::github::Faults;
 use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
 use billet_harness::service::{Intake, ServiceOptions, ServiceScheduler, StoreKind};
-use billet_harness::trace::Trace;
-use support::{full_run, size};
-
-/// The recorded workload the repository ships.
-const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
+use support::{full_run, lcg_one_deployment, size};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -146,22 +142,7 @@ fn main() {
         share * 100.0,
         verdict(share >= 0.99)
     );
-    let trace = if full_run() {
-        Trace::new(LCG)
-    } else {
-        Trace::new(LCG).first(300)
-    };
-    let lcg = Scenario::replay(
-        trace,
-        Fleet {
-            concurrency: size(2_000, 20),
-            deployments: 1,
-            routed: false,
-            hints: false,
-            ..Fleet::production()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let lcg = lcg_one_deployment(300, 20);
     let (report, wall) = through(&lcg, Intake::Github(Faults::default()));
     for prefix in ["service: ", "github API: "] {
         println!("  {}", line(&report, prefix));

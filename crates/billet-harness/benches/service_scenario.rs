@@ -30,15 +30,12 @@ use billet_harness::report::Report;
 use billet_harness::scenario::{Fleet, Scenario};
 use billet_harness::scheduler::{Step, Tap};
 use billet_harness::service::{ServiceOptions, ServiceScheduler, StoreKind, Submission};
-use billet_harness::trace::Trace;
 use billet_harness::workload::Job;
 use billet_provider::TrustClass;
-use support::{full_run, size};
+use support::{lcg_one_deployment, size};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
 
 /// What a run did, as the bench reads it: the modelled instants at which
 /// anything happened (a job arrived or a step changed something), and every
@@ -279,22 +276,7 @@ fn main() {
         added * 1e6,
         added / p50.as_secs_f64()
     );
-    let trace = if full_run() {
-        Trace::new(LCG)
-    } else {
-        Trace::new(LCG).first(2_000)
-    };
-    let lcg = Scenario::replay(
-        trace,
-        Fleet {
-            concurrency: size(2_000, 100),
-            deployments: 1,
-            routed: false,
-            hints: false,
-            ..Fleet::production()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let lcg = lcg_one_deployment(2_000, 100);
     let (report, _) = through_service(&lcg, StoreKind::Durable);
     println!("{report}");
     println!(

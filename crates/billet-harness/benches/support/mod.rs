@@ -8,6 +8,34 @@ use std::path::PathBuf;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+use billet_harness::scenario::{Fleet, Scenario};
+use billet_harness::trace::Trace;
+
+/// The recorded workload the repository ships (188,041 jobs).
+pub const LCG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/LCG.swf.gz");
+
+/// The LCG trace onto one deployment of 2,000 leases, unrouted, hints off
+/// (the README's runs of it); under `cargo test --benches`, its first
+/// `tiny_records` records onto `tiny_leases` leases.
+pub fn lcg_one_deployment(tiny_records: u64, tiny_leases: usize) -> Scenario {
+    let trace = if full_run() {
+        Trace::new(LCG)
+    } else {
+        Trace::new(LCG).first(tiny_records)
+    };
+    Scenario::replay(
+        trace,
+        Fleet {
+            concurrency: size(2_000, tiny_leases),
+            deployments: 1,
+            routed: false,
+            hints: false,
+            ..Fleet::production()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Whether this is a real bench run (`cargo bench`), rather than
 /// `cargo test --benches`, which runs every bench once with tiny inputs.
 pub fn full_run() -> bool {
