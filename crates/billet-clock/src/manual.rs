@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
@@ -60,6 +61,55 @@ struct Inner {
     fault: Option<checked::Fault>,
 }
 
+/// What every handle to one clock shares: the lock over its sleepers, and
+/// its time mirrored outside the lock, so that reading the time (the most
+/// frequent use of a clock, many times a step) takes no lock.
+struct Shared {
+    inner: Mutex<Inner>,
+    /// `inner.now`, as nanoseconds since `start`, stored by every move while
+    /// it holds the lock; [`UNMIRRORED`] once the time is too far from
+    /// `start` for a `u64` of nanoseconds (584 years), when a read takes
+    /// the lock instead.
+    now: AtomicU64,
+    start: SystemTime,
+}
+
+/// The mirror's value for a time it cannot hold.
+const UNMIRRORED: u64 = u64::MAX;
+
+impl Shared {
+    fn new(inner: Mutex<Inner>, start: SystemTime) -> Arc<Shared> {
+        Arc::new(Shared {
+            inner,
+            now: AtomicU64::new(0),
+            start,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
+    }
+
+    /// The clock's time, without the lock when the mirror holds it.
+    fn now(&self) -> SystemTime {
+        match self.now.load(Ordering::Acquire) {
+            UNMIRRORED => self.lock().now,
+            nanos => self.start + Duration::from_nanos(nanos),
+        }
+    }
+
+    /// Mirrors `to`, the time a move just set under the lock.
+    fn mirror(&self, to: SystemTime) {
+        let nanos = to
+            .duration_since(self.start)
+            .ok()
+            .and_then(|since| u64::try_from(since.as_nanos()).ok())
+            .filter(|&nanos| nanos != UNMIRRORED)
+            .unwrap_or(UNMIRRORED);
+        self.now.store(nanos, Ordering::Release);
+    }
+}
+
 /// A cloneable handle to one shared modelled time.
 ///
 /// Time starts where [`ManualClock::new`] puts it and moves only through
@@ -81,20 +131,21 @@ struct Inner {
 ///   where tokio's paused time is not available.
 #[derive(Clone)]
 pub struct ManualClock {
-    inner: Arc<Mutex<Inner>>,
+    shared: Arc<Shared>,
 }
 
 impl ManualClock {
     /// A clock whose modelled time starts at `start`.
     pub fn new(start: SystemTime) -> Self {
+        let inner = Mutex::new(Inner {
+            now: start,
+            next_seq: 0,
+            sleepers: BTreeMap::new(),
+            #[cfg(feature = "shuttle")]
+            fault: None,
+        });
         ManualClock {
-            inner: Arc::new(Mutex::new(Inner {
-                now: start,
-                next_seq: 0,
-                sleepers: BTreeMap::new(),
-                #[cfg(feature = "shuttle")]
-                fault: None,
-            })),
+            shared: Shared::new(inner, start),
         }
     }
 
@@ -103,12 +154,12 @@ impl ManualClock {
     /// Refused with [`ClockError::Overflow`] (time unchanged) if the new time
     /// cannot be represented.
     pub fn advance(&self, d: Duration) -> Result<(), ClockError> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.shared.lock();
         let now = inner.now;
         let to = now
             .checked_add(d)
             .ok_or(ClockError::Overflow { now, by: d })?;
-        let woken = Self::move_to(&mut inner, to);
+        let woken = self.move_to(&mut inner, to);
         release_and_wake(inner, woken);
         Ok(())
     }
@@ -119,14 +170,14 @@ impl ManualClock {
     /// earlier than now. Moving to the current time is allowed and changes
     /// nothing.
     pub fn advance_to(&self, to: SystemTime) -> Result<(), ClockError> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.shared.lock();
         if to < inner.now {
             return Err(ClockError::Backwards {
                 now: inner.now,
                 requested: to,
             });
         }
-        let woken = Self::move_to(&mut inner, to);
+        let woken = self.move_to(&mut inner, to);
         release_and_wake(inner, woken);
         Ok(())
     }
@@ -135,28 +186,34 @@ impl ManualClock {
     /// then, and answers that deadline; answers `None` and stays put when
     /// nothing sleeps.
     pub fn advance_to_next_deadline(&self) -> Option<SystemTime> {
-        let mut inner = self.inner.lock();
+        let mut inner = self.shared.lock();
         let next = inner.sleepers.keys().next()?.deadline;
         let to = next.max(inner.now);
-        let woken = Self::move_to(&mut inner, to);
+        let woken = self.move_to(&mut inner, to);
         release_and_wake(inner, woken);
         Some(next)
     }
 
     /// The earliest deadline of any pending sleeper.
     pub fn next_deadline(&self) -> Option<SystemTime> {
-        self.inner.lock().sleepers.keys().next().map(|k| k.deadline)
+        self.shared
+            .lock()
+            .sleepers
+            .keys()
+            .next()
+            .map(|k| k.deadline)
     }
 
     /// How many sleeps are pending: created, not yet reached, not dropped.
     pub fn pending_sleepers(&self) -> usize {
-        self.inner.lock().sleepers.len()
+        self.shared.lock().sleepers.len()
     }
 
     /// Sets the time and takes out every sleeper now due, in wake order.
     /// The caller wakes them after releasing the lock.
-    fn move_to(inner: &mut Inner, to: SystemTime) -> Vec<Waker> {
+    fn move_to(&self, inner: &mut Inner, to: SystemTime) -> Vec<Waker> {
         inner.now = to;
+        self.shared.mirror(to);
         // Taken one by one from the front: a move reaches few sleepers, and
         // one that reaches none allocates nothing.
         let mut woken = Vec::new();
@@ -183,7 +240,7 @@ fn release_and_wake(inner: MutexGuard<'_, Inner>, woken: Vec<Waker>) {
 
 impl fmt::Debug for ManualClock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = self.inner.lock();
+        let inner = self.shared.lock();
         f.debug_struct("ManualClock")
             .field("now", &inner.now)
             .field("pending_sleepers", &inner.sleepers.len())
@@ -193,11 +250,11 @@ impl fmt::Debug for ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        self.inner.lock().now
+        self.shared.now()
     }
 
     fn sleep_until(&self, deadline: SystemTime) -> Sleep {
-        let mut inner = self.inner.lock();
+        let mut inner = self.shared.lock();
         let key = Key {
             deadline,
             seq: inner.next_seq,
@@ -209,7 +266,7 @@ impl Clock for ManualClock {
         }
         drop(inner);
         Box::pin(ManualSleep {
-            clock: Arc::clone(&self.inner),
+            clock: Arc::clone(&self.shared),
             key,
             registered,
         })
@@ -218,7 +275,7 @@ impl Clock for ManualClock {
 
 /// One sleep on a [`ManualClock`].
 struct ManualSleep {
-    clock: Arc<Mutex<Inner>>,
+    clock: Arc<Shared>,
     key: Key,
     /// Whether an entry may still be in the clock's map (removed by a move
     /// that reached it, or by this sleep on completion or drop).
@@ -240,7 +297,7 @@ impl Future for ManualSleep {
             return Poll::Ready(());
         }
         #[cfg(feature = "shuttle")]
-        let mut inner = checked::between_check_and_register(&this.clock, inner);
+        let mut inner = checked::between_check_and_register(&this.clock.inner, inner);
         let slot = inner.sleepers.entry(key).or_insert(None);
         match slot {
             Some(waker) if waker.will_wake(cx.waker()) => {}
@@ -256,5 +313,38 @@ impl Drop for ManualSleep {
         if self.registered {
             self.clock.lock().sleepers.remove(&self.key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mirrored(clock: &ManualClock) -> u64 {
+        clock.shared.now.load(Ordering::Acquire)
+    }
+
+    // C3: the time read without the lock is the time every move set: the
+    // mirror holds nanoseconds since the start, and a time too far from the
+    // start for it (584 years) is read under the lock, the same time.
+    #[test]
+    fn c3_the_time_read_without_the_lock_is_the_time_moved_to() {
+        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let clock = ManualClock::new(start);
+        assert_eq!(mirrored(&clock), 0);
+        clock.advance(Duration::from_nanos(1_500)).unwrap();
+        assert_eq!(mirrored(&clock), 1_500);
+        assert_eq!(clock.now(), start + Duration::from_nanos(1_500));
+        let far = start + Duration::from_nanos(u64::MAX - 1);
+        clock.advance_to(far).unwrap();
+        assert_eq!(mirrored(&clock), u64::MAX - 1, "the last time it holds");
+        assert_eq!(clock.now(), far);
+        let farther = far + Duration::from_nanos(1);
+        clock.advance_to(farther).unwrap();
+        assert_eq!(mirrored(&clock), UNMIRRORED);
+        assert_eq!(clock.now(), farther);
+        let beyond = farther + Duration::from_secs(3_600);
+        clock.advance(Duration::from_secs(3_600)).unwrap();
+        assert_eq!(clock.now(), beyond);
     }
 }

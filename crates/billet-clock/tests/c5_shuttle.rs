@@ -68,10 +68,11 @@ fn woken_ids(log: &Log) -> Vec<usize> {
     log.lock().unwrap().clone()
 }
 
-/// The waker a watched sleep is polled with. When called, it reads the clock
-/// (inline, in the waking thread, as C3 allows a waker to), checks the
-/// deadline has been reached, logs the call, and wakes the task that awaits
-/// the sleep, if any.
+/// The waker a watched sleep is polled with. When called, it uses the clock
+/// (inline, in the waking thread, as C3 allows a waker to): reads its time
+/// and checks the deadline has been reached, and reads its next deadline,
+/// which takes the clock's lock (reading the time does not); then logs the
+/// call, and wakes the task that awaits the sleep, if any.
 struct Probe {
     id: usize,
     deadline: SystemTime,
@@ -93,6 +94,8 @@ impl Wake for Probe {
             self.id,
             self.deadline
         );
+        // A waker called under the clock's lock deadlocks here.
+        let _ = self.clock.next_deadline();
         self.log.lock().unwrap().push(self.id);
         if let Some(task) = &self.task {
             task.wake_by_ref();

@@ -14,11 +14,11 @@
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use std::task::Waker;
 use std::time::SystemTime;
 
-use super::{Inner, ManualClock};
+use super::{Inner, ManualClock, Shared};
 
 /// A deliberately broken clock: the one fault a checked clock runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,13 +43,14 @@ impl ManualClock {
     /// friends): shuttle's primitives panic anywhere else.
     #[doc(hidden)]
     pub fn checked(start: SystemTime, fault: Option<Fault>) -> Self {
+        let inner = Mutex::Checked(shuttle::sync::Mutex::new(Inner {
+            now: start,
+            next_seq: 0,
+            sleepers: BTreeMap::new(),
+            fault,
+        }));
         ManualClock {
-            inner: Arc::new(Mutex::Checked(shuttle::sync::Mutex::new(Inner {
-                now: start,
-                next_seq: 0,
-                sleepers: BTreeMap::new(),
-                fault,
-            }))),
+            shared: Shared::new(inner, start),
         }
     }
 }
