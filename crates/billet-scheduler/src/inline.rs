@@ -78,8 +78,9 @@ pub struct Inline {
     turn: usize,
 }
 
-/// A list's answer, with the provider object that gave it.
-type Listed = (Arc<dyn Provider>, Result<Vec<Instance>, Error>);
+/// A list's answer, with the index in `providers` of the provider object
+/// that gave it.
+type Listed = (usize, Result<Vec<Instance>, Error>);
 
 /// One pool's hints, and whether they are worth a poll: set by the waker the
 /// stream was last polled with, and at the start, so that a stream is polled
@@ -205,19 +206,23 @@ impl Inline {
             // provider object serves (nothing was asked of it between).
             let mut listed: Option<Listed> = None;
             while let Some(action) = self.core.poll_action() {
-                let provider = Arc::clone(&self.providers[action.pool.0]);
+                let provider = &self.providers[action.pool.0];
                 if matches!(action.call, Call::List) {
                     let result = match listed.take() {
-                        Some((made_on, result)) if Arc::ptr_eq(&made_on, &provider) => result,
+                        Some((made_on, result))
+                            if Arc::ptr_eq(&self.providers[made_on], provider) =>
+                        {
+                            result
+                        }
                         _ => provider.list().await,
                     };
                     let now = self.clock.now();
                     self.core.handle_listed(action.id, result.as_deref(), now);
-                    listed = Some((provider, result));
+                    listed = Some((action.pool.0, result));
                     continue;
                 }
                 listed = None;
-                let answer = perform(&*provider, action.call).await;
+                let answer = perform(&**provider, action.call).await;
                 self.core.handle_answer(action.id, answer, self.clock.now());
             }
             // Every hint ready now, each with its calls made before the

@@ -237,19 +237,18 @@ impl Stream for Watching {
             if let Some(hint) = this.pending.pop_front() {
                 return Poll::Ready(Some(hint));
             }
-            if let Some(hint) = this.inbox.lock().told.pop_front() {
-                return Poll::Ready(Some(hint));
+            {
+                // One lock: a hint told, or the waker left for the next one
+                // (kept before the look, so one told after it wakes).
+                let mut inbox = this.inbox.lock();
+                if let Some(hint) = inbox.told.pop_front() {
+                    return Poll::Ready(Some(hint));
+                }
+                keep_waker(&mut inbox.waker, cx.waker());
             }
             let next = this.look(this.clock.now());
             if !this.pending.is_empty() {
                 continue;
-            }
-            {
-                let mut inbox = this.inbox.lock();
-                if !inbox.told.is_empty() {
-                    continue;
-                }
-                keep_waker(&mut inbox.waker, cx.waker());
             }
             let Some(next) = next else {
                 this.sleep = None;

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use billet_clock::{Clock, SystemClock};
@@ -51,6 +52,9 @@ pub struct SimulatedProvider {
     clock: Arc<dyn Clock>,
     logger: Option<Dispatch>,
     inventory_fault: Mutex<Option<Error>>,
+    /// Whether `inventory_fault` holds an error, read without its lock by
+    /// every `list` and `find` (set under it).
+    inventory_faulted: AtomicBool,
 }
 
 /// Builds a [`SimulatedProvider`]; start from [`SimulatedProvider::builder`].
@@ -100,6 +104,7 @@ impl Builder {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             logger: self.logger,
             inventory_fault: Mutex::new(None),
+            inventory_faulted: AtomicBool::new(false),
         })
     }
 }
@@ -143,10 +148,16 @@ impl SimulatedProvider {
     /// asking what a scheduler does when its backend loses its daemon. Launch
     /// and destroy are unaffected, as are other providers over the same host.
     pub fn fail_inventory(&self, err: Option<Error>) {
-        *self.inventory_fault.lock() = err;
+        let mut fault = self.inventory_fault.lock();
+        self.inventory_faulted
+            .store(err.is_some(), Ordering::Release);
+        *fault = err;
     }
 
     fn inventory_ok(&self) -> Result<(), Error> {
+        if !self.inventory_faulted.load(Ordering::Acquire) {
+            return Ok(());
+        }
         match &*self.inventory_fault.lock() {
             Some(err) => Err(err.clone()),
             None => Ok(()),
