@@ -2,16 +2,16 @@
 //! `reconcile_every`:
 //! what deliveries lost or a crash left unsaid, read from the API.
 //!
-//! 1. GitHub jobs billet took that are queued or in progress with no news
-//!    for [`stale_after`], and whose news billet has reason to doubt
-//!    ([`doubtful`]), are asked of the API, least recently heard of first
-//!    (queued ones only while runners of their pool idle with no job found
-//!    for them, [`still_doubted`]): a
-//!    job completed (or gone) while its delivery was lost ends; a job still
-//!    queued whose run ended (a `startup_failure`, say) ends too. A job asked
-//!    again with nothing new waits twice as long before the next ask
-//!    ([`stale_at`]), so that what one job costs stays bounded however long
-//!    it runs.
+//! 1. GitHub jobs billet took that are queued or in progress, and whose
+//!    news billet has reason to doubt ([`doubtful`]), are asked of the API
+//!    ([`ask_now`]): queued ones at every reconcile while runners of their
+//!    pool idle ([`idles`]), the oldest first ([`ask_order`]), one for each
+//!    runner idling ([`still_doubted`]); others least recently heard of
+//!    first, at once when the doubt comes. A job completed (or gone) while
+//!    its delivery was lost ends; a job still queued whose run ended (a
+//!    `startup_failure`, say) ends too. A job in progress asked again with
+//!    nothing new waits twice as long before the next ask ([`stale_at`]),
+//!    so that what one job costs stays bounded however long it runs.
 //! 2. For each `repository` scope, the jobs of its queued runs (the newest
 //!    [`MAX_PAGES`](billet_github::MAX_PAGES) pages when more are queued)
 //!    that billet
@@ -46,8 +46,9 @@ use super::Intake;
 /// is at most 3,000 an hour, of an App's 5,000.
 pub const CALLS: usize = 50;
 
-/// How long a GitHub job billet holds may go without news before the
-/// reconcile asks the API of it: one reconcile interval.
+/// The unit of the wait between asks of a job that bring nothing new
+/// ([`stale_at`]: doubled per ask), and between listings of a run that
+/// find nothing: one reconcile interval.
 pub fn stale_after(reconcile_every: Duration) -> Duration {
     reconcile_every
 }
@@ -56,9 +57,9 @@ pub fn stale_after(reconcile_every: Duration) -> Duration {
 pub const MAX_BACKOFF: u32 = 6;
 
 /// Whether billet has reason to doubt what it knows of a job at `stage`: a
-/// job it knows queued while a runner of its pool has idled for an interval
-/// (GitHub hands a queued job to an idle runner whose labels fit within
-/// seconds, so its `in_progress`, or its run's end, went unsaid); a job it
+/// job it knows queued while a runner of its pool idles ([`idles`]: GitHub
+/// hands an idle runner the oldest queued job whose labels fit, so the
+/// `in_progress` of the job it took may have gone unsaid); a job it
 /// knows in progress that no live runner of its holds (the runner that took
 /// it ended, or is another's, and its `completed` may have been lost). A
 /// job waiting for room, or running on a runner billet watches, is not
@@ -78,12 +79,42 @@ pub fn stale_at(heard: SystemTime, age: Duration, asked: u32) -> SystemTime {
     heard + age * (1u32 << asked.min(MAX_BACKOFF))
 }
 
-/// Whether a job last heard of at `heard`, asked `asked` times in a row
-/// with nothing new, is asked at `now`: when `doubted` ([`doubtful`]) and
-/// stale ([`stale_at`]). A job not doubted has its count reset: a doubt
-/// that comes anew is asked after one interval, however often an earlier
-/// one was.
+/// Whether a runner that started at `started` idles at `now`, if billet
+/// knows of no job it took: it started before `now`. GitHub hands a runner
+/// a job as it comes online, so one up since before this reconcile with no
+/// `in_progress` heard for it most likely took a job whose delivery was
+/// lost; asking at the first reconcile after its start is what finds such
+/// a loss within one interval. A runner still starting when asked for
+/// costs that reconcile one ask ([`still_doubted`] bounds them).
+pub(super) fn idles(started: Option<SystemTime>, now: SystemTime) -> bool {
+    started.is_some_and(|at| at < now)
+}
+
+/// Where a doubted job stands among this reconcile's asks ([`ask_now`]):
+/// a queued job by when its `queued` delivery came (GitHub hands the oldest
+/// queued job first, so that is the one an idle runner most likely took),
+/// any other by when it was last heard of.
+pub(super) fn ask_order(
+    stage: Option<JobStage>,
+    queued_at: Option<SystemTime>,
+    heard: SystemTime,
+) -> SystemTime {
+    match (stage, queued_at) {
+        (Some(JobStage::Queued), Some(at)) => at,
+        _ => heard,
+    }
+}
+
+/// Whether a job at `stage`, last heard of at `heard`, asked `asked` times
+/// in a row with nothing new, is asked at `now`: when `doubted`
+/// ([`doubtful`]). A queued job is, at every reconcile while runners of its
+/// pool idle (as many of the pool's as runners idle, oldest first:
+/// [`still_doubted`], [`ask_order`]); any other at once if not asked since
+/// the doubt came, then when stale ([`stale_at`]). A job not doubted has its
+/// count reset: a doubt that comes anew is asked at once, however often an
+/// earlier one was.
 pub(super) fn ask_now(
+    stage: Option<JobStage>,
     doubted: bool,
     now: SystemTime,
     heard: SystemTime,
@@ -94,13 +125,13 @@ pub(super) fn ask_now(
         *asked = 0;
         return false;
     }
-    now >= stale_at(heard, age, *asked)
+    stage == Some(JobStage::Queued) || *asked == 0 || now >= stale_at(heard, age, *asked)
 }
 
 /// Whether a job at `before` is still asked when `idled` runners of its
-/// pool idle with no job found for them yet: a queued job is doubted for
-/// those runners alone, so once as many jobs of its pool as runners idled
-/// there were found taken, the pool's other queued jobs are not asked.
+/// pool idle that no ask of this reconcile has been spent on yet: a queued
+/// job is doubted for those runners alone, one ask each, so a reconcile
+/// asks at most as many of a pool's queued jobs as runners idle there.
 pub(super) fn still_doubted(before: Option<JobStage>, idled: usize) -> bool {
     before != Some(JobStage::Queued) || idled > 0
 }
@@ -216,19 +247,20 @@ impl Intake {
     async fn settle_stale(&mut self, done: &mut Reconciled) -> Result<(), ApiError> {
         let now = self.parts.shared.now();
         let age = stale_after(self.parts.settings.reconcile_every);
-        let (mut idle_pools, held) = self.runner_facts(now, age);
+        let (mut idle_pools, held) = self.runner_facts(now);
         let mut stale: Vec<(SystemTime, u64)> = Vec::new();
         for (job, taken) in &mut self.taken {
+            let stage = self.demand.stage(*job);
             // Every pool `runner_facts` names has a runner idling.
-            let doubted = self.demand.stage(*job).is_some_and(|stage| {
+            let doubted = stage.is_some_and(|stage| {
                 doubtful(
                     stage,
                     idle_pools.contains_key(&taken.pool),
                     held.contains(job),
                 )
             });
-            if ask_now(doubted, now, taken.heard, age, &mut taken.asked) {
-                stale.push((taken.heard, *job));
+            if ask_now(stage, doubted, now, taken.heard, age, &mut taken.asked) {
+                stale.push((ask_order(stage, taken.queued_at, taken.heard), *job));
             }
         }
         stale.sort_unstable();
@@ -238,15 +270,20 @@ impl Intake {
             };
             let before = self.demand.stage(job);
             // A queued job is doubted for a runner of its pool that idles:
-            // once as many jobs of the pool as runners idle there have been
-            // found taken, the rest are not asked.
-            let idled = idle_pools.get(&taken.pool).copied().unwrap_or(0);
-            if !still_doubted(before, idled) {
+            // the pool's queued jobs are asked oldest first (GitHub hands
+            // an idle runner the oldest queued job that fits), one for each
+            // runner idling there.
+            let idled = idle_pools.get_mut(&taken.pool);
+            if !still_doubted(before, idled.as_deref().copied().unwrap_or(0)) {
                 continue;
+            }
+            if before == Some(JobStage::Queued)
+                && let Some(idled) = idled
+            {
+                *idled -= 1;
             }
             taken.heard = now;
             let asked = taken.asked;
-            let pool = taken.pool.clone();
             let (repository, run) = (taken.repository.clone(), taken.run_id);
             let Some((owner, repo)) = repository.split_once('/') else {
                 continue;
@@ -293,11 +330,6 @@ impl Intake {
             }
             if self.demand.stage(job) != before {
                 done.settled += 1;
-                if before == Some(JobStage::Queued)
-                    && let Some(idled) = idle_pools.get_mut(&pool)
-                {
-                    *idled = idled.saturating_sub(1);
-                }
             }
             // Nothing new: the next ask waits twice as long.
             if let Some(taken) = self.taken.get_mut(&job) {
@@ -312,12 +344,11 @@ impl Intake {
         Ok(())
     }
 
-    /// How many runners no job took that started at least `age` before
-    /// `now` each pool has, and the jobs live runners of billet's took.
+    /// How many runners no job took that started before `now` each pool
+    /// has ([`idles`]), and the jobs live runners of billet's took.
     fn runner_facts(
         &self,
         now: SystemTime,
-        age: Duration,
     ) -> (
         std::collections::HashMap<String, usize>,
         std::collections::HashSet<u64>,
@@ -334,9 +365,7 @@ impl Intake {
                     held.insert(took);
                 }
                 None => {
-                    let idled = record
-                        .started_at
-                        .is_some_and(|at| now.duration_since(at).is_ok_and(|d| d >= age));
+                    let idled = idles(record.started_at, now);
                     if let (true, Some(pool)) = (idled, record.pinned.as_deref()) {
                         *idle_pools.entry(pool.to_owned()).or_insert(0) += 1;
                     }
@@ -656,42 +685,82 @@ mod tests {
         }
     }
 
-    // G7, H14: a job is asked when doubted and stale; one no longer
-    // doubted starts its backoff again, so a new doubt is asked after one
-    // interval.
+    // G7, H14: a job in progress that is doubted is asked at once, then
+    // when stale, backing off; one no longer doubted starts again, so a new
+    // doubt is asked at once. A queued job that is doubted is asked at every
+    // reconcile (how many of a pool's are asked is bounded by the runners
+    // idling there: `still_doubted`).
     #[test]
-    fn g7_a_new_doubt_is_asked_after_one_interval() {
+    fn g7_a_new_doubt_is_asked_at_once() {
+        let running = Some(JobStage::InProgress);
         let heard = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let age = Duration::from_secs(60);
-        let mut asked = 3;
+        let mut asked = 0;
+        assert!(
+            ask_now(running, true, heard, heard, age, &mut asked),
+            "at once"
+        );
+        asked = 3;
         let soon = heard + age;
-        assert!(!ask_now(true, soon, heard, age, &mut asked), "backing off");
+        assert!(
+            !ask_now(running, true, soon, heard, age, &mut asked),
+            "backing off"
+        );
         assert_eq!(asked, 3, "a doubt kept keeps its backoff");
-        assert!(ask_now(true, heard + age * 8, heard, age, &mut asked));
-        assert!(!ask_now(
+        assert!(ask_now(
+            running,
             true,
-            heard + age * 8 - Duration::from_nanos(1),
+            heard + age * 8,
             heard,
             age,
             &mut asked
         ));
+        let early = heard + age * 8 - Duration::from_nanos(1);
+        assert!(!ask_now(running, true, early, heard, age, &mut asked));
         assert!(
-            !ask_now(false, heard + age * 8, heard, age, &mut asked),
+            !ask_now(running, false, heard + age * 8, heard, age, &mut asked),
             "not doubted"
         );
         assert_eq!(asked, 0, "reset");
-        assert!(ask_now(true, soon, heard, age, &mut asked), "a new doubt");
-        assert!(!ask_now(
-            true,
-            soon - Duration::from_nanos(1),
-            heard,
-            age,
-            &mut asked
-        ));
+        assert!(
+            ask_now(running, true, heard, heard, age, &mut asked),
+            "a new doubt"
+        );
+        // Queued: asked whenever doubted, whatever the count.
+        let queued = Some(JobStage::Queued);
+        asked = 3;
+        assert!(ask_now(queued, true, soon, heard, age, &mut asked));
+        assert!(!ask_now(queued, false, soon, heard, age, &mut asked));
+        assert_eq!(asked, 0, "reset");
+    }
+
+    // G7, H14: a runner no job is known for idles once it started before
+    // the reconcile, not at the instant it starts, nor before its start.
+    #[test]
+    fn g7_a_runner_idles_once_it_started_before_the_reconcile() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        assert!(idles(Some(now - Duration::from_nanos(1)), now));
+        assert!(idles(Some(now - Duration::from_secs(600)), now));
+        assert!(!idles(Some(now), now));
+        assert!(!idles(Some(now + Duration::from_secs(1)), now));
+        assert!(!idles(None, now), "not started");
+    }
+
+    // G7, H14: doubted queued jobs are asked in the order their deliveries
+    // came (GitHub hands the oldest first), others by when last heard of.
+    #[test]
+    fn g7_queued_jobs_are_asked_oldest_first() {
+        let at = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        let queued = Some(JobStage::Queued);
+        assert_eq!(ask_order(queued, Some(at(5)), at(90)), at(5));
+        assert_eq!(ask_order(queued, None, at(90)), at(90), "after a restart");
+        for stage in [None, Some(JobStage::InProgress), Some(JobStage::Completed)] {
+            assert_eq!(ask_order(stage, Some(at(5)), at(90)), at(90), "{stage:?}");
+        }
     }
 
     // G7, H14: queued jobs are asked only while runners of their pool idle
-    // with no job found for them; others whatever the count.
+    // that no ask was spent on yet; others whatever the count.
     #[test]
     fn g7_queued_jobs_are_asked_for_the_runners_that_idle() {
         assert!(still_doubted(Some(JobStage::Queued), 1));
