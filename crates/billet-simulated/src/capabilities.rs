@@ -247,8 +247,8 @@ impl Stream for Watching {
                 keep_waker(&mut inbox.waker, cx.waker());
             }
             let next = this.look(this.clock.now());
-            if !this.pending.is_empty() {
-                continue;
+            if let Some(hint) = this.pending.pop_front() {
+                return Poll::Ready(Some(hint));
             }
             let Some(next) = next else {
                 this.sleep = None;

@@ -172,6 +172,47 @@ async fn p9_hints_come_at_the_instant_of_a_stop() {
     assert_eq!(next(&mut hints), None, "a destroyed instance never stops");
 }
 
+// P9: a poll of a hint stream answers at once, on its own thread under a
+// real-time watchdog (a stream that loops instead of answering `Pending`
+// fails here in seconds rather than hanging the run): nothing to tell is
+// `Pending`; a stop reached is `Stopped` at the first poll, then `Pending`.
+#[test]
+fn p9_a_poll_of_a_hint_stream_answers_at_once() {
+    let clock = ManualClock::new(SystemTime::UNIX_EPOCH);
+    let host = Host::new();
+    let blue = provider("blue", &host, &clock);
+    let launched = blue
+        .launch(spec("job", run_for_writing(Duration::from_secs(5), 0)))
+        .now_or_never()
+        .unwrap()
+        .unwrap();
+    let hints = Hints::subscribe(&blue);
+    let (polls, answers) = std::sync::mpsc::channel();
+    let (ask, asked) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut hints = hints;
+        while asked.recv().is_ok() {
+            let answer = hints
+                .next()
+                .now_or_never()
+                .map(|hint| hint.map(|h| (h.kind, h.name)));
+            if polls.send(answer).is_err() {
+                return;
+            }
+        }
+    });
+    let mut poll = || {
+        ask.send(()).unwrap();
+        answers
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a poll of the hint stream answered within the watchdog")
+    };
+    assert_eq!(poll(), None, "nothing to tell: pending");
+    clock.advance(Duration::from_secs(5)).unwrap();
+    assert_eq!(poll(), Some(Some((HintKind::Stopped, launched.name))));
+    assert_eq!(poll(), None, "told: pending again");
+}
+
 // B12, P9: a driver that steps modelled time never yields to the runtime,
 // so tokio's cooperative budget is spent early and never renewed; hints must
 // reach it all the same, each as soon as it is told. (Before issue 49 the
