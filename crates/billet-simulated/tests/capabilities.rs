@@ -201,7 +201,7 @@ fn p9_a_poll_of_a_hint_stream_answers_at_once() {
             }
         }
     });
-    let mut poll = || {
+    let poll = || {
         ask.send(()).unwrap();
         answers
             .recv_timeout(Duration::from_secs(10))
