@@ -1341,6 +1341,69 @@ async fn g7_queued_jobs_are_asked_only_for_the_runners_that_idle() {
     running.end();
 }
 
+// G7, G8: a runner that serves a GitHub job still in progress when the
+// service crashes is adopted with it (what it serves is in `github.db`):
+// when its instance ends and the job's `completed` never came, the
+// reconcile asks GitHub of the job and ends it. (Before, an adopted runner
+// was busy with a job billet no longer knew, and the loss was never found.)
+#[tokio::test]
+async fn g7_a_job_in_progress_across_a_restart_is_asked_when_its_runner_ends() {
+    let (mut running, runner) = one_runner("  reconcile_every: 1s\n").await;
+    let first = runner["id"].as_u64().unwrap();
+    let name = running.runner_name(&runner["id"]);
+    running
+        .deliver(&event("in_progress", 1, 10, "octo-org/app", Some(&name)))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while running.job(first).await.0["github"]["job_id"] != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "what the runner serves is never kept"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Running {
+        service,
+        standin,
+        host,
+        clock,
+        state,
+        deliveries,
+        ..
+    } = running;
+    service.abort();
+    let mut running = start_in(standin, state, host, clock, "  reconcile_every: 1s\n").await;
+    running.deliveries = deliveries;
+    let asked = |running: &Running| {
+        running
+            .standin
+            .state
+            .lock()
+            .calls
+            .iter()
+            .filter(|call| call.ends_with(" actions/get-job-for-workflow-run"))
+            .count()
+    };
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(asked(&running), 0, "held by a live runner: not asked");
+    // The job completes; its `completed` is lost; the runner's instance ends.
+    running.standin.state.lock().jobs.insert(
+        1,
+        json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "success", "runner_name": name}),
+    );
+    let now = running.clock.now();
+    assert!(running.host.stop_at(OWNER, &name, now));
+    running.clock.advance(Duration::from_secs(120)).unwrap();
+    until_true("the job is asked once its runner ended", || {
+        asked(&running) >= 1
+    })
+    .await;
+    running
+        .until_metrics(&[r#"billet_github_reconciled_total{what="settled"} 1"#])
+        .await;
+    running.end();
+}
+
 // G7: a queued job is asked at every reconcile while a runner of its pool
 // idles, not backed off: GitHub hands an idle runner the oldest queued job,
 // so the one asked is the likeliest to have been taken. Job 1 is queued and

@@ -296,8 +296,14 @@ fn place_of(settings: &GithubSettings, repository: &str) -> Option<Place> {
 }
 
 impl Intake {
-    /// Adopts the runners' billet jobs the table holds.
+    /// Adopts the runners' billet jobs the table holds. A runner that
+    /// `github.db` says serves a GitHub job still in progress (G8) is
+    /// adopted with it, and the job taken again: when the runner ends and
+    /// the job's `completed` never came, the reconcile asks of it (G7). Any
+    /// other is counted busy with a job billet does not know until it ends.
     fn adopt(&mut self) {
+        let webhook = self.parts.webhook.upgrade();
+        let now = self.parts.shared.now();
         let jobs = self.parts.shared.jobs.read();
         for record in jobs.iter() {
             let (Some(n), Some(pool)) = (
@@ -307,8 +313,38 @@ impl Intake {
                 continue;
             };
             let runner = RunnerId(n);
-            self.demand
-                .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART));
+            let serves = webhook
+                .as_ref()
+                .and_then(|webhook| webhook.served_by(record.id).ok().flatten())
+                .filter(|facts| facts.action == Action::InProgress)
+                .and_then(|facts| {
+                    let place = place_of(&self.parts.settings, &facts.repository)?;
+                    Some((facts, place))
+                });
+            match serves {
+                Some((facts, place)) => {
+                    self.demand.restore(runner, pool, None, None);
+                    self.demand.taken(facts.id, pool);
+                    self.demand.took(runner, facts.id);
+                    self.taken.insert(
+                        facts.id,
+                        Taken {
+                            trust: record.trust,
+                            place,
+                            labels: facts.labels,
+                            queued_at: None,
+                            repository: facts.repository,
+                            run_id: facts.run_id,
+                            heard: now,
+                            pool: pool.to_owned(),
+                            asked: 0,
+                        },
+                    );
+                }
+                None => self
+                    .demand
+                    .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART)),
+            }
             self.job_of.insert(runner, record.id);
             self.runner_of.insert(record.id, runner);
             self.watched.touched.push(record.id);
