@@ -369,6 +369,37 @@ impl Running {
         names[0].clone()
     }
 
+    /// How many calls of GitHub's operation `operation` billet made.
+    fn calls_to(&self, operation: &str) -> usize {
+        let suffix = format!(" {operation}");
+        self.standin
+            .state
+            .lock()
+            .calls
+            .iter()
+            .filter(|call| call.ends_with(&suffix))
+            .count()
+    }
+
+    /// A crash and a restart: the service stops, and a new one starts over
+    /// what it left (the stand-in, `github.db` and the store, the host and
+    /// the clock), its `github:` section with `extra` added.
+    async fn restarted(self, extra: &str) -> Running {
+        let Running {
+            service,
+            standin,
+            host,
+            clock,
+            state,
+            deliveries,
+            ..
+        } = self;
+        service.abort();
+        let mut running = start_in(standin, state, host, clock, extra).await;
+        running.deliveries = deliveries;
+        running
+    }
+
     /// Waits (at most 20 s) until `GET /metrics` shows every one of
     /// `series`.
     async fn until_metrics(&self, series: &[&str]) {
@@ -1052,25 +1083,14 @@ async fn g4_a_runs_facts_not_read_are_asked_again() {
 async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
     let (running, runner) = one_runner("").await;
     let first = runner["id"].as_u64().unwrap();
-    let Running {
-        service,
-        standin,
-        host,
-        clock,
-        state,
-        deliveries,
-        ..
-    } = running;
-    service.abort();
     // Runner numbers are reserved in github.db a block at a time, before
     // any is given.
-    let reserved = Deliveries::open(state.path())
+    let reserved = Deliveries::open(running.state.path())
         .unwrap()
         .runners_reserved()
         .unwrap();
     assert_eq!(reserved, 1 + RUNNER_BLOCK);
-    let mut running = start_in(standin, state, host, clock, "").await;
-    running.deliveries = deliveries;
+    let mut running = running.restarted("").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let jobs = running.jobs().await;
     assert_eq!(
@@ -1362,28 +1382,8 @@ async fn g7_a_job_in_progress_across_a_restart_is_asked_when_its_runner_ends() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let Running {
-        service,
-        standin,
-        host,
-        clock,
-        state,
-        deliveries,
-        ..
-    } = running;
-    service.abort();
-    let mut running = start_in(standin, state, host, clock, "  reconcile_every: 1s\n").await;
-    running.deliveries = deliveries;
-    let asked = |running: &Running| {
-        running
-            .standin
-            .state
-            .lock()
-            .calls
-            .iter()
-            .filter(|call| call.ends_with(" actions/get-job-for-workflow-run"))
-            .count()
-    };
+    let running = running.restarted("  reconcile_every: 1s\n").await;
+    let asked = |running: &Running| running.calls_to("actions/get-job-for-workflow-run");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(asked(&running), 0, "held by a live runner: not asked");
     // The job completes; its `completed` is lost; the runner's instance ends.
@@ -1420,16 +1420,7 @@ async fn g7_a_queued_job_is_asked_at_every_reconcile_while_a_runner_idles() {
             .jobs
             .insert(1, json!({"id": 1, "run_id": 10, "status": "queued"}));
     }
-    let asked = || {
-        running
-            .standin
-            .state
-            .lock()
-            .calls
-            .iter()
-            .filter(|call| call.ends_with(" actions/get-job-for-workflow-run"))
-            .count()
-    };
+    let asked = || running.calls_to("actions/get-job-for-workflow-run");
     running.clock.advance(Duration::from_secs(1)).unwrap();
     until_true("job 1 is asked", || asked() == 1).await;
     // The reconcile runs every second of the wall: the next asks again, at
