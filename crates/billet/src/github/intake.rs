@@ -32,7 +32,9 @@ mod watch;
 use crate::engine::{Cancelled, EngineHandle, Shared, Submitted};
 use crate::jobs::Jobs;
 use crate::record::NewJob;
-pub use reconcile::{CALLS as RECONCILE_CALLS, MAX_BACKOFF, doubtful, stale_after, stale_at};
+pub use reconcile::{
+    CALLS as RECONCILE_CALLS, MAX_BACKOFF, doubtful, idles, stale_after, stale_at,
+};
 use watch::{Stands, Watch};
 
 /// How many committed events may wait for the intake.

@@ -85,8 +85,8 @@ pub fn stale_at(heard: SystemTime, age: Duration, asked: u32) -> SystemTime {
 /// `in_progress` heard for it most likely took a job whose delivery was
 /// lost; asking at the first reconcile after its start is what finds such
 /// a loss within one interval. A runner still starting when asked for
-/// costs that reconcile one ask ([`still_doubted`] bounds them).
-pub(super) fn idles(started: Option<SystemTime>, now: SystemTime) -> bool {
+/// costs that reconcile one ask (at most one per runner idling).
+pub fn idles(started: Option<SystemTime>, now: SystemTime) -> bool {
     started.is_some_and(|at| at < now)
 }
 
