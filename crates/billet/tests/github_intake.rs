@@ -1368,6 +1368,24 @@ async fn g7_queued_jobs_are_asked_only_for_the_runners_that_idle() {
 // was busy with a job billet no longer knew, and the loss was never found.)
 #[tokio::test]
 async fn g7_a_job_in_progress_across_a_restart_is_asked_when_its_runner_ends() {
+    in_progress_across_a_restart(false).await;
+}
+
+// G2, G7: the same when the crash comes after the `in_progress` delivery
+// was answered and before the intake kept, at the end of its turn, which
+// job the runner serves: the delivery itself, committed before its answer,
+// says which runner took the job. (Before, such a runner was adopted busy
+// with a job billet no longer knew, and a lost `completed` never found.)
+#[tokio::test]
+async fn g7_a_runner_that_took_its_job_just_before_a_crash_is_adopted_with_it() {
+    in_progress_across_a_restart(true).await;
+}
+
+/// A runner takes job 1 and the service crashes; after the restart, the
+/// job's `completed` is lost and the runner ends: the reconcile asks of the
+/// job. With `unkept`, the intake's own record of what the runner serves is
+/// gone at the crash, as when the process dies before its turn writes it.
+async fn in_progress_across_a_restart(unkept: bool) {
     let (mut running, runner) = one_runner("  reconcile_every: 1s\n").await;
     let first = runner["id"].as_u64().unwrap();
     let name = running.runner_name(&runner["id"]);
@@ -1382,6 +1400,10 @@ async fn g7_a_job_in_progress_across_a_restart_is_asked_when_its_runner_ends() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    if unkept {
+        let db = rusqlite::Connection::open(running.state.path().join("github.db")).unwrap();
+        assert_eq!(db.execute("DELETE FROM runner_jobs", []).unwrap(), 1);
+    }
     let running = running.restarted("  reconcile_every: 1s\n").await;
     let asked = |running: &Running| running.calls_to("actions/get-job-for-workflow-run");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -1395,6 +1417,47 @@ async fn g7_a_job_in_progress_across_a_restart_is_asked_when_its_runner_ends() {
     assert!(running.host.stop_at(OWNER, &name, now));
     running.clock.advance(Duration::from_secs(120)).unwrap();
     until_true("the job is asked once its runner ended", || {
+        asked(&running) >= 1
+    })
+    .await;
+    running
+        .until_metrics(&[r#"billet_github_reconciled_total{what="settled"} 1"#])
+        .await;
+    running.end();
+}
+
+// G7: a runner takes job 1 and ends; the job's `completed` is lost and the
+// service crashes before a reconcile asks of it. After the restart the job
+// is in progress on no live runner: the first reconcile asks, and ends it.
+// (Before, the restarted intake forgot every job in progress, and this loss
+// was never found.)
+#[tokio::test]
+async fn g7_a_job_whose_runner_ended_before_a_crash_is_asked_after_it() {
+    // A reconcile at start, then none for an hour of the wall.
+    let hourly = "  reconcile_every: 1h\n";
+    let (mut running, runner) = one_runner(hourly).await;
+    let first = runner["id"].as_u64().unwrap();
+    let name = running.runner_name(&runner["id"]);
+    running
+        .deliver(&event("in_progress", 1, 10, "octo-org/app", Some(&name)))
+        .await;
+    running.standin.state.lock().jobs.insert(
+        1,
+        json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "success", "runner_name": name}),
+    );
+    let now = running.clock.now();
+    assert!(running.host.stop_at(OWNER, &name, now));
+    running.clock.advance(Duration::from_secs(120)).unwrap();
+    running
+        .until("the runner's billet job ends", |jobs| {
+            jobs.iter()
+                .any(|job| job["id"] == first && job["state"] == "finished")
+        })
+        .await;
+    let asked = |running: &Running| running.calls_to("actions/get-job-for-workflow-run");
+    assert_eq!(asked(&running), 0, "no reconcile since the runner ended");
+    let running = running.restarted(hourly).await;
+    until_true("the job is asked at the first reconcile", || {
         asked(&running) >= 1
     })
     .await;

@@ -69,6 +69,21 @@ pub struct JobFacts {
     pub conclusion: Option<String>,
 }
 
+/// A row of `github_jobs`, selected as `id, run_id, repository, labels,
+/// stage, runner, conclusion`.
+fn facts_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<JobFacts> {
+    let labels: String = row.get(3)?;
+    Ok(JobFacts {
+        id: row.get::<_, i64>(0)? as u64,
+        run_id: row.get::<_, i64>(1)? as u64,
+        repository: row.get(2)?,
+        labels: serde_json::from_str(&labels).unwrap_or_default(),
+        action: action_of(row.get(4)?),
+        runner: row.get(5)?,
+        conclusion: row.get(6)?,
+    })
+}
+
 /// What committing a delivery found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Committed {
@@ -291,22 +306,26 @@ impl Deliveries {
             .prepare_cached(
                 "SELECT id, run_id, repository, labels, stage, runner, conclusion FROM github_jobs WHERE id = ?1",
             )?
-            .query_row(
-                params![i64::try_from(id).unwrap_or(i64::MAX)],
-                |row| {
-                    let labels: String = row.get(3)?;
-                    Ok(JobFacts {
-                        id: row.get::<_, i64>(0)? as u64,
-                        run_id: row.get::<_, i64>(1)? as u64,
-                        repository: row.get(2)?,
-                        labels: serde_json::from_str(&labels).unwrap_or_default(),
-                        action: action_of(row.get(4)?),
-                        runner: row.get(5)?,
-                        conclusion: row.get(6)?,
-                    })
-                },
-            )
+            .query_row(params![i64::try_from(id).unwrap_or(i64::MAX)], facts_of)
             .optional()
+    }
+
+    /// Every GitHub job a delivery (or the API, [`commit`](Deliveries::commit)
+    /// of what it said) last said is in progress on a named runner, by id:
+    /// what a restart reads to know which runner took which job, and which
+    /// jobs' `completed` has not come (G7, G8). Committed with the delivery
+    /// itself, so a crash just after its answer loses none. As many as the
+    /// jobs in progress, and those whose `completed` was lost and that no
+    /// reconcile has settled yet; read by a walk of the jobs kept, which a
+    /// start makes once.
+    pub fn in_progress(&self) -> rusqlite::Result<Vec<JobFacts>> {
+        self.conn
+            .prepare_cached(
+                "SELECT id, run_id, repository, labels, stage, runner, conclusion FROM github_jobs
+                 WHERE stage = 2 AND runner IS NOT NULL ORDER BY id",
+            )?
+            .query_map([], facts_of)?
+            .collect()
     }
 
     /// The first runner number no start of this state directory may have
@@ -426,6 +445,44 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM runner_jobs", [], |row| row.get(0))
             .unwrap();
         assert_eq!(kept, 0);
+    }
+
+    // G2, G7: the jobs in progress are read back from the deliveries that
+    // said so, committed with them: named runners only, none that
+    // completed, none still queued, and across a reopening.
+    #[test]
+    fn g7_jobs_in_progress_are_read_back_with_their_runners() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut deliveries = Deliveries::open(dir.path()).unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let taken = |id: u64, runner: Option<&str>| {
+            let mut event = saying("in_progress", id);
+            event.workflow_job.runner_name = runner.map(str::to_owned);
+            event
+        };
+        deliveries.commit("d-1", Some(&queued(1)), t0).unwrap();
+        deliveries.commit("d-2", Some(&taken(2, Some("r-2"))), t0).unwrap();
+        deliveries.commit("d-3", Some(&taken(3, Some("r-3"))), t0).unwrap();
+        deliveries.commit("d-4", Some(&saying("completed", 3)), t0).unwrap();
+        deliveries.commit("d-5", Some(&taken(5, None)), t0).unwrap();
+        deliveries.commit("d-6", Some(&taken(6, Some("r-6"))), t0).unwrap();
+        // A late `queued` moves nothing back.
+        deliveries.commit("d-7", Some(&queued(6)), t0).unwrap();
+        drop(deliveries);
+        let deliveries = Deliveries::open(dir.path()).unwrap();
+        let read: Vec<(u64, Option<String>, Action)> = deliveries
+            .in_progress()
+            .unwrap()
+            .into_iter()
+            .map(|facts| (facts.id, facts.runner, facts.action))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (2, Some("r-2".to_owned()), Action::InProgress),
+                (6, Some("r-6".to_owned()), Action::InProgress),
+            ]
+        );
     }
 
     // G2, G8: what a runner serves is committed without waiting for the

@@ -299,14 +299,19 @@ fn place_of(settings: &GithubSettings, repository: &str) -> Option<Place> {
 
 impl Intake {
     /// Adopts the runners' billet jobs the table holds. A runner that
-    /// `github.db` says serves a GitHub job still in progress (G8) is
+    /// `github.db` says took a GitHub job still in progress (its
+    /// `in_progress` delivery, committed before it was answered, G2) is
     /// adopted with it, and the job taken again: when the runner ends and
     /// the job's `completed` never came, the reconcile asks of it (G7). Any
     /// other is counted busy with a job billet does not know until it ends.
+    /// A job still in progress on a runner of this store that no longer
+    /// runs is taken again too: in progress on no live runner, the first
+    /// reconcile asks of it.
     fn adopt(&mut self) {
-        let webhook = self.parts.webhook.upgrade();
         let now = self.parts.shared.now();
-        let jobs = self.parts.shared.jobs.read();
+        let mut in_progress = self.in_progress_on_ours();
+        let shared = Arc::clone(&self.parts.shared);
+        let jobs = shared.jobs.read();
         for record in jobs.iter() {
             let (Some(n), Some(pool)) = (
                 record.key.as_deref().and_then(runner_of_key),
@@ -315,33 +320,12 @@ impl Intake {
                 continue;
             };
             let runner = RunnerId(n);
-            let serves = webhook
-                .as_ref()
-                .and_then(|webhook| webhook.served_by(record.id).ok().flatten())
-                .filter(|facts| facts.action == Action::InProgress)
-                .and_then(|facts| {
-                    let place = place_of(&self.parts.settings, &facts.repository)?;
-                    Some((facts, place))
-                });
-            match serves {
-                Some((facts, place)) => {
+            match in_progress.remove(&record.id) {
+                Some((facts, place, _)) => {
                     self.demand.restore(runner, pool, None, None);
                     self.demand.taken(facts.id, pool);
                     self.demand.took(runner, facts.id);
-                    self.taken.insert(
-                        facts.id,
-                        Taken {
-                            trust: record.trust,
-                            place,
-                            labels: facts.labels,
-                            queued_at: None,
-                            repository: facts.repository,
-                            run_id: facts.run_id,
-                            heard: now,
-                            pool: pool.to_owned(),
-                            asked: 0,
-                        },
-                    );
+                    self.retake(facts, place, record.trust, pool, now);
                 }
                 None => self
                     .demand
@@ -351,6 +335,77 @@ impl Intake {
             self.runner_of.insert(record.id, runner);
             self.watched.touched.push(record.id);
         }
+        drop(jobs);
+        // Their runners ended: the trust they ran at is no longer known,
+        // and no runner is made for a job in progress, so the least is
+        // kept.
+        for (_, (facts, place, pool)) in in_progress {
+            self.demand.taken(facts.id, &pool);
+            self.demand.reached(facts.id, JobStage::InProgress);
+            self.retake(facts, place, TrustClass::Unknown, &pool, now);
+        }
+    }
+
+    /// The GitHub jobs `github.db` says are in progress on runners of this
+    /// store, by the runner's billet job, with where they run and the pool
+    /// the runner's name names. Empty when it cannot be read (a warning
+    /// says so): the restart then knows what it knew before G8 kept them.
+    fn in_progress_on_ours(
+        &self,
+    ) -> HashMap<u64, (super::deliveries::JobFacts, Place, String)> {
+        let Some(webhook) = self.parts.webhook.upgrade() else {
+            return HashMap::new();
+        };
+        let facts = match webhook.in_progress() {
+            Ok(facts) => facts,
+            Err(error) => {
+                tracing::warn!(%error, "the GitHub jobs in progress could not be read from github.db at start");
+                return HashMap::new();
+            }
+        };
+        let mut ours = HashMap::new();
+        for facts in facts {
+            let Some((job, pool)) = facts
+                .runner
+                .as_deref()
+                .and_then(InstanceName::parse)
+                .filter(|name| name.store == self.parts.identity.as_deref())
+                .map(|name| (name.job.0, name.pool.to_owned()))
+            else {
+                continue;
+            };
+            let Some(place) = place_of(&self.parts.settings, &facts.repository) else {
+                continue;
+            };
+            ours.insert(job, (facts, place, pool));
+        }
+        ours
+    }
+
+    /// Keeps GitHub job `facts` as taken into `pool` at `trust`, heard of
+    /// `now`, after a restart.
+    fn retake(
+        &mut self,
+        facts: super::deliveries::JobFacts,
+        place: Place,
+        trust: TrustClass,
+        pool: &str,
+        now: SystemTime,
+    ) {
+        self.taken.insert(
+            facts.id,
+            Taken {
+                trust,
+                place,
+                labels: facts.labels,
+                queued_at: None,
+                repository: facts.repository,
+                run_id: facts.run_id,
+                heard: now,
+                pool: pool.to_owned(),
+                asked: 0,
+            },
+        );
     }
 
     async fn run(mut self, mut inbox: mpsc::Receiver<WorkflowJobEvent>) {

@@ -303,6 +303,15 @@ impl Webhook {
             .map_err(|error| error.to_string())
     }
 
+    /// The GitHub jobs last said in progress on a named runner (see
+    /// [`Deliveries::in_progress`](super::deliveries::Deliveries::in_progress)).
+    pub fn in_progress(&self) -> Result<Vec<super::deliveries::JobFacts>, String> {
+        self.deliveries
+            .lock()
+            .in_progress()
+            .map_err(|error| error.to_string())
+    }
+
     /// What the deliveries said of GitHub job `id`.
     pub fn job(&self, id: u64) -> Option<super::deliveries::JobFacts> {
         self.deliveries.lock().job(id).ok().flatten()
