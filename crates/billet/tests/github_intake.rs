@@ -1073,12 +1073,13 @@ async fn g4_a_runs_facts_not_read_are_asked_again() {
     running.end();
 }
 
-// G5, G6, L6: a crash and a restart. The runner running before it is
-// adopted, busy until its job ends (it is not retired for want of a job);
-// runner numbers are never given twice, so the next runner is a new billet
-// job, not the old one's key answered again. A runner idle past
-// `idle_timeout` is retired (registration removed, job cancelled) and,
-// its job still waiting, another is made.
+// G5, G6, G7, L6: a crash and a restart. The runner running before it is
+// adopted, and job 1, still queued, taken again from `github.db`: no
+// delivery said the runner took a job, so it idles, kept for job 1 (no
+// second runner is made for it). Runner numbers are never given twice, so
+// the next runner is a new billet job, not the old one's key answered
+// again. A runner idle past `idle_timeout` is retired (registration
+// removed, job cancelled) and, its job still waiting, another is made.
 #[tokio::test]
 async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
     let (running, runner) = one_runner("").await;
@@ -1098,9 +1099,12 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
         "running",
         "adopted, kept: {jobs:#?}"
     );
-    // The intake counts it: a busy runner, what it took GitHub's to say.
+    // The intake counts it idle, and job 1 queued: taken again.
     running
-        .until_metrics(&[r#"billet_github_runners{state="busy"} 1"#])
+        .until_metrics(&[
+            r#"billet_github_runners{state="idle"} 1"#,
+            r#"billet_github_jobs{state="queued"} 1"#,
+        ])
         .await;
     running
         .deliver(&event("queued", 2, 10, "octo-org/app", None))
@@ -1116,21 +1120,23 @@ async fn g6_runners_survive_a_restart_and_idle_ones_are_retired() {
     assert_eq!(jobs.len(), 2, "a new job, not the first one's key again");
     let second_name = running.runner_name(&json!(second));
 
-    // At the idle timeout exactly, nothing is retired yet; past it, the
-    // runner no job took is retired; the adopted one, busy, is not. Job 2
-    // still waits: a third runner.
+    // At the idle timeout exactly, nothing is retired yet; past it, both
+    // runners no job took are retired. Jobs 1 and 2 still wait: two new
+    // runners.
     running.clock.advance(Duration::from_secs(10 * 60)).unwrap();
     tokio::time::sleep(LOOK_EVERY + Duration::from_millis(500)).await;
     let jobs = running.jobs().await;
     assert_eq!(state_of(&jobs, second), "running", "not idle past 10m yet");
+    assert_eq!(state_of(&jobs, first), "running", "not idle past 10m yet");
     assert_eq!(live(&jobs).len(), 2, "{jobs:#?}");
     running.clock.advance(Duration::from_secs(1)).unwrap();
-    let jobs = running
-        .until("the idle runner is retired and replaced", |jobs| {
-            state_of(jobs, second) == "cancelled" && live(jobs).len() == 2
+    running
+        .until("the idle runners are retired and replaced", |jobs| {
+            state_of(jobs, first) == "cancelled"
+                && state_of(jobs, second) == "cancelled"
+                && live(jobs).len() == 2
         })
         .await;
-    assert_eq!(state_of(&jobs, first), "running");
     assert!(
         !running
             .registrations()

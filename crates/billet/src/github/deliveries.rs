@@ -14,6 +14,7 @@ use billet_github::{Action, WorkflowJobEvent};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::store::{StoreError, private_file};
+use billet_provider::TrustClass;
 
 /// How long a delivery's id, and a completed job, are kept.
 pub const KEEP: Duration = Duration::from_secs(3 * 24 * 60 * 60);
@@ -44,6 +45,13 @@ CREATE TABLE IF NOT EXISTS runner_jobs (
     at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runner_jobs_by_age ON runner_jobs (at);
+CREATE TABLE IF NOT EXISTS taken_jobs (
+    id INTEGER PRIMARY KEY,
+    pool TEXT NOT NULL,
+    trust TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS taken_jobs_by_age ON taken_jobs (at);
 CREATE TABLE IF NOT EXISTS runner_numbers (
     only INTEGER PRIMARY KEY CHECK (only = 0),
     reserved_below INTEGER NOT NULL
@@ -67,6 +75,22 @@ pub struct JobFacts {
     pub runner: Option<String>,
     /// How it ended, once it did.
     pub conclusion: Option<String>,
+}
+
+/// A GitHub job the intake took: into which pool, at which trust, when
+/// (its `queued` delivery, or the reconcile's finding). Kept until its
+/// `completed` is committed, or [`KEEP`] after it was taken, so that a
+/// restart takes again the jobs still queued without asking GitHub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TookJob {
+    /// GitHub's job id.
+    pub id: u64,
+    /// The pool its runners run in.
+    pub pool: String,
+    /// The trust its runners run at.
+    pub trust: TrustClass,
+    /// When it was taken.
+    pub at: SystemTime,
 }
 
 /// A row of `github_jobs`, selected as `id, run_id, repository, labels,
@@ -206,6 +230,10 @@ impl Deliveries {
             let conclusion = (event.action == Action::Completed)
                 .then(|| job.conclusion.clone())
                 .flatten();
+            if event.action == Action::Completed {
+                tx.prepare_cached("DELETE FROM taken_jobs WHERE id = ?1")?
+                    .execute(params![i64::try_from(job.id).unwrap_or(i64::MAX)])?;
+            }
             tx.prepare_cached(
                 "INSERT INTO github_jobs (id, run_id, repository, labels, stage, runner, conclusion, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -230,6 +258,7 @@ impl Deliveries {
             "DELETE FROM deliveries WHERE received_at < ?1",
             "DELETE FROM github_jobs WHERE stage = 3 AND updated_at < ?1",
             "DELETE FROM runner_jobs WHERE at < ?1",
+            "DELETE FROM taken_jobs WHERE at < ?1",
         ] {
             tx.prepare_cached(forget)?.execute(params![cutoff])?;
         }
@@ -237,39 +266,58 @@ impl Deliveries {
         Ok(answers)
     }
 
-    /// Runner billet job `billet_job` serves GitHub job `github_job` (it was
-    /// made for it, or, later, took it), as of `now`. Kept [`KEEP`], as
-    /// deliveries are.
+    /// Runner billet job `billet_job` serves GitHub job `github_job` (it
+    /// took it), as of `now`. Kept [`KEEP`], as deliveries are.
     pub fn runner_serves(
         &mut self,
         billet_job: u64,
         github_job: u64,
         now: SystemTime,
     ) -> rusqlite::Result<()> {
-        self.runners_serve(&[(billet_job, github_job, now)])
+        self.keep(&[], &[(billet_job, github_job, now)])
     }
 
-    /// [`runner_serves`](Deliveries::runner_serves) of each of `served`
-    /// (billet job, GitHub job, as of), in order, in one transaction. On
-    /// an error none is kept.
+    /// Keeps each job of `took` as taken, and each of `served` (billet job,
+    /// GitHub job, as of) as [`runner_serves`](Deliveries::runner_serves)
+    /// does, in order, in one transaction. On an error none is kept.
     ///
     /// Committed without waiting for the disk (`synchronous = NORMAL` for
     /// this transaction alone): what a runner serves is what its view shows
-    /// (G8), and no decision reads it. In WAL mode such a commit survives
-    /// the process's crash; the next delivery's commit (`FULL`) puts it on
-    /// the disk with its own, so only the machine's crash before then can
-    /// lose it. Deliveries, facts and reserved runner numbers keep waiting
-    /// for the disk.
-    pub fn runners_serve(&mut self, served: &[(u64, u64, SystemTime)]) -> rusqlite::Result<()> {
+    /// (G8), and what a restart reads of the jobs taken, GitHub's API says
+    /// too (G7). In WAL mode such a commit survives the process's crash;
+    /// the next delivery's commit (`FULL`) puts it on the disk with its
+    /// own, so only the machine's crash before then can lose it.
+    /// Deliveries, facts and reserved runner numbers keep waiting for the
+    /// disk.
+    pub fn keep(
+        &mut self,
+        took: &[TookJob],
+        served: &[(u64, u64, SystemTime)],
+    ) -> rusqlite::Result<()> {
         self.conn.execute_batch("PRAGMA synchronous = NORMAL")?;
-        let written = self.write_served(served);
+        let written = self.write_kept(took, served);
         let restored = self.conn.execute_batch("PRAGMA synchronous = FULL");
         written.and(restored)
     }
 
-    /// [`runners_serve`](Deliveries::runners_serve)'s transaction.
-    fn write_served(&mut self, served: &[(u64, u64, SystemTime)]) -> rusqlite::Result<()> {
+    /// [`keep`](Deliveries::keep)'s transaction.
+    fn write_kept(
+        &mut self,
+        took: &[TookJob],
+        served: &[(u64, u64, SystemTime)],
+    ) -> rusqlite::Result<()> {
         let tx = self.conn.transaction()?;
+        for took in took {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO taken_jobs (id, pool, trust, at) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![
+                i64::try_from(took.id).unwrap_or(i64::MAX),
+                took.pool,
+                took.trust.as_str(),
+                millis(took.at)
+            ])?;
+        }
         for &(billet_job, github_job, now) in served {
             tx.prepare_cached(
                 "INSERT OR REPLACE INTO runner_jobs (billet_job, github_job, at) VALUES (?1, ?2, ?3)",
@@ -281,6 +329,33 @@ impl Deliveries {
             ])?;
         }
         tx.commit()
+    }
+
+    /// Every job kept as taken ([`keep`](Deliveries::keep)) that no
+    /// `completed` was committed for, with what the deliveries said of it,
+    /// by id: what a restart takes again (G7). As many as the jobs taken in
+    /// the last [`KEEP`] that have not completed.
+    pub fn taken(&self) -> rusqlite::Result<Vec<(TookJob, JobFacts)>> {
+        self.conn
+            .prepare_cached(
+                "SELECT g.id, g.run_id, g.repository, g.labels, g.stage, g.runner, g.conclusion,
+                        t.pool, t.trust, t.at
+                 FROM taken_jobs t JOIN github_jobs g ON g.id = t.id
+                 WHERE g.stage < 3 ORDER BY t.id",
+            )?
+            .query_map([], |row| {
+                let facts = facts_of(row)?;
+                let trust: String = row.get(8)?;
+                let took = TookJob {
+                    id: facts.id,
+                    pool: row.get(7)?,
+                    trust: crate::record::trust_from_name(&trust).unwrap_or_default(),
+                    at: SystemTime::UNIX_EPOCH
+                        + Duration::from_millis(u64::try_from(row.get::<_, i64>(9)?).unwrap_or(0)),
+                };
+                Ok((took, facts))
+            })?
+            .collect()
     }
 
     /// The GitHub job runner billet job `billet_job` serves, and what the
@@ -461,11 +536,19 @@ mod tests {
             event
         };
         deliveries.commit("d-1", Some(&queued(1)), t0).unwrap();
-        deliveries.commit("d-2", Some(&taken(2, Some("r-2"))), t0).unwrap();
-        deliveries.commit("d-3", Some(&taken(3, Some("r-3"))), t0).unwrap();
-        deliveries.commit("d-4", Some(&saying("completed", 3)), t0).unwrap();
+        deliveries
+            .commit("d-2", Some(&taken(2, Some("r-2"))), t0)
+            .unwrap();
+        deliveries
+            .commit("d-3", Some(&taken(3, Some("r-3"))), t0)
+            .unwrap();
+        deliveries
+            .commit("d-4", Some(&saying("completed", 3)), t0)
+            .unwrap();
         deliveries.commit("d-5", Some(&taken(5, None)), t0).unwrap();
-        deliveries.commit("d-6", Some(&taken(6, Some("r-6"))), t0).unwrap();
+        deliveries
+            .commit("d-6", Some(&taken(6, Some("r-6"))), t0)
+            .unwrap();
         // A late `queued` moves nothing back.
         deliveries.commit("d-7", Some(&queued(6)), t0).unwrap();
         drop(deliveries);
@@ -500,7 +583,7 @@ mod tests {
         assert_eq!(synchronous(&deliveries), 2, "FULL");
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         deliveries.commit("d-1", Some(&queued(41)), t0).unwrap();
-        deliveries.runners_serve(&[(7, 41, t0)]).unwrap();
+        deliveries.keep(&[], &[(7, 41, t0)]).unwrap();
         assert_eq!(synchronous(&deliveries), 2, "FULL again");
         drop(deliveries);
         let deliveries = Deliveries::open(dir.path()).unwrap();

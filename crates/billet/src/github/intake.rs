@@ -21,6 +21,7 @@ use billet_provider::TrustClass;
 use billet_scheduler::{InstanceName, Pools};
 use tokio::sync::{mpsc, oneshot};
 
+use super::deliveries::{JobFacts, TookJob};
 use super::demand::{Act, Demand, JobStage, RunnerId};
 use super::registering::{Place, Runners, runner_key, runner_of_key};
 use super::take::{self, Take};
@@ -50,15 +51,16 @@ pub const RUNNER_BLOCK: u64 = 1024;
 /// completed (the runner exits by itself once it has reported): past it,
 /// its instance is destroyed (G6).
 pub const COMPLETED_GRACE: Duration = Duration::from_secs(120);
-/// How many records of which GitHub job a runner serves wait, at most,
-/// before they are written to `github.db` in one transaction.
-const SERVED_BATCH: usize = 1024;
+/// How many records of the jobs taken and of which GitHub job a runner
+/// serves wait, at most, before they are written to `github.db` in one
+/// transaction.
+const KEPT_BATCH: usize = 1024;
 /// What a runner is said to have taken when billet knows it runs a job but
-/// not which: one made before a restart, or one GitHub refused to remove
-/// because it runs a job whose `in_progress` was lost. GitHub's job ids
+/// not which: one GitHub refused to remove because it runs a job whose
+/// `in_progress` was lost. GitHub's job ids
 /// start at 1, so none is this one. Such a runner is busy until its billet
 /// job ends.
-const TAKEN_BEFORE_RESTART: u64 = 0;
+const TAKEN_UNSAID: u64 = 0;
 
 /// What the intake needs of the service.
 pub struct Parts {
@@ -106,6 +108,16 @@ struct Taken {
     asked: u32,
 }
 
+/// A GitHub job billet took, as `github.db` kept it across a restart.
+struct Kept {
+    facts: JobFacts,
+    place: Place,
+    /// The pool its runners run in.
+    pool: String,
+    /// What the intake kept of its taking, if it was written.
+    took: Option<TookJob>,
+}
+
 /// The intake's state, on its task.
 struct Intake {
     parts: Parts,
@@ -131,10 +143,11 @@ struct Intake {
     unread: std::collections::HashSet<u64>,
     /// What [`due`](Intake::due) last found, and when it holds.
     seen: Option<Seen>,
-    /// Which GitHub job each runner serves, not yet written to `github.db`
-    /// (G8): written together at the end of each turn of the intake's loop,
-    /// or once [`SERVED_BATCH`] wait.
+    /// Which GitHub job each runner serves (G8), and the jobs taken (G7),
+    /// not yet written to `github.db`: written together at the end of each
+    /// turn of the intake's loop, or once [`KEPT_BATCH`] wait.
     served: Vec<(u64, u64, SystemTime)>,
+    took: Vec<TookJob>,
     /// Where each runner stands, as of [`Watched::at`].
     watched: Watched,
 }
@@ -232,8 +245,9 @@ impl Ticks {
 }
 
 /// Starts the intake's task; answers the channel the webhook sends to.
-/// Runners' billet jobs left by an earlier start are adopted, counted busy
-/// until they end: what each took is GitHub's to say. (One that never
+/// Runners' billet jobs left by an earlier start are adopted, and the
+/// GitHub jobs billet took that have not completed are taken again, as
+/// `github.db` kept them. (A runner that never
 /// launched is refused at launch by its pool's
 /// [`Registering`](super::registering::Registering) provider, which no
 /// longer knows where it registers; the store may still say `queued` of one
@@ -258,6 +272,7 @@ pub fn start(parts: Parts, timers: Timers) -> Result<mpsc::Sender<WorkflowJobEve
         unread: std::collections::HashSet::new(),
         seen: None,
         served: Vec::new(),
+        took: Vec::new(),
         watched: Watched::default(),
         reserved_below,
         parts,
@@ -298,18 +313,24 @@ fn place_of(settings: &GithubSettings, repository: &str) -> Option<Place> {
 }
 
 impl Intake {
-    /// Adopts the runners' billet jobs the table holds. A runner that
-    /// `github.db` says took a GitHub job still in progress (its
-    /// `in_progress` delivery, committed before it was answered, G2) is
-    /// adopted with it, and the job taken again: when the runner ends and
-    /// the job's `completed` never came, the reconcile asks of it (G7). Any
-    /// other is counted busy with a job billet does not know until it ends.
-    /// A job still in progress on a runner of this store that no longer
-    /// runs is taken again too: in progress on no live runner, the first
-    /// reconcile asks of it.
+    /// Adopts the runners' billet jobs the table holds, and takes again
+    /// the GitHub jobs `github.db` says billet took that have not completed
+    /// (G7):
+    /// - A runner that GitHub's deliveries say took a job still in progress
+    ///   (its `in_progress`, committed before it was answered, G2) is
+    ///   adopted with it: when the runner ends and the job's `completed`
+    ///   never came, the reconcile asks of it.
+    /// - Any other runner is adopted idle: no delivery said it took a job,
+    ///   so the reconcile asks of its pool's queued jobs while it idles, and
+    ///   one GitHub refuses to remove (it runs a job whose `in_progress` was
+    ///   lost) is counted busy until it ends.
+    /// - A job still queued waits again, for the runners adopted and, when
+    ///   they are too few, new ones.
+    /// - A job in progress on no live runner (its runner ended, or is not
+    ///   this store's) is asked of at the first reconcile.
     fn adopt(&mut self) {
         let now = self.parts.shared.now();
-        let mut in_progress = self.in_progress_on_ours();
+        let (mut on_runners, others) = self.kept_at_start();
         let shared = Arc::clone(&self.parts.shared);
         let jobs = shared.jobs.read();
         for record in jobs.iter() {
@@ -320,51 +341,61 @@ impl Intake {
                 continue;
             };
             let runner = RunnerId(n);
-            match in_progress.remove(&record.id) {
-                Some((facts, place, _)) => {
+            match on_runners.remove(&record.id) {
+                Some(kept) => {
                     self.demand.restore(runner, pool, None, None);
-                    self.demand.taken(facts.id, pool);
-                    self.demand.took(runner, facts.id);
-                    self.retake(facts, place, record.trust, pool, now);
+                    self.demand.taken(kept.facts.id, pool);
+                    self.demand.took(runner, kept.facts.id);
+                    self.retake(kept.facts, kept.place, record.trust, pool, None, now);
                 }
-                None => self
-                    .demand
-                    .restore(runner, pool, None, Some(TAKEN_BEFORE_RESTART)),
+                None => self.demand.restore(runner, pool, None, None),
             }
             self.job_of.insert(runner, record.id);
             self.runner_of.insert(record.id, runner);
             self.watched.touched.push(record.id);
         }
         drop(jobs);
-        // Their runners ended: the trust they ran at is no longer known,
-        // and no runner is made for a job in progress, so the least is
-        // kept.
-        for (_, (facts, place, pool)) in in_progress {
-            self.demand.taken(facts.id, &pool);
-            self.demand.reached(facts.id, JobStage::InProgress);
-            self.retake(facts, place, TrustClass::Unknown, &pool, now);
+        for kept in on_runners.into_values().chain(others) {
+            let id = kept.facts.id;
+            self.demand.taken(id, &kept.pool);
+            let queued_at = match kept.facts.action {
+                Action::InProgress => {
+                    self.demand.reached(id, JobStage::InProgress);
+                    None
+                }
+                _ => kept.took.as_ref().map(|took| took.at),
+            };
+            let trust = kept.took.map_or(TrustClass::Unknown, |took| took.trust);
+            let pool = kept.pool;
+            self.retake(kept.facts, kept.place, trust, &pool, queued_at, now);
         }
     }
 
-    /// The GitHub jobs `github.db` says are in progress on runners of this
-    /// store, by the runner's billet job, with where they run and the pool
-    /// the runner's name names. Empty when it cannot be read (a warning
-    /// says so): the restart then knows what it knew before G8 kept them.
-    fn in_progress_on_ours(
-        &self,
-    ) -> HashMap<u64, (super::deliveries::JobFacts, Place, String)> {
+    /// What `github.db` says of the GitHub jobs billet took that have not
+    /// completed: those in progress on runners of this store, by the
+    /// runner's billet job (the pool the runner's name names), and the
+    /// others billet kept as taken. Empty when it cannot be read (a warning
+    /// says so): the restart then knows only what the reconcile finds.
+    fn kept_at_start(&self) -> (HashMap<u64, Kept>, Vec<Kept>) {
         let Some(webhook) = self.parts.webhook.upgrade() else {
-            return HashMap::new();
+            return (HashMap::new(), Vec::new());
         };
-        let facts = match webhook.in_progress() {
-            Ok(facts) => facts,
+        let read = webhook
+            .in_progress()
+            .and_then(|in_progress| webhook.taken().map(|taken| (in_progress, taken)));
+        let (in_progress, taken) = match read {
+            Ok(read) => read,
             Err(error) => {
-                tracing::warn!(%error, "the GitHub jobs in progress could not be read from github.db at start");
-                return HashMap::new();
+                tracing::warn!(%error, "the GitHub jobs taken could not be read from github.db at start");
+                return (HashMap::new(), Vec::new());
             }
         };
-        let mut ours = HashMap::new();
-        for facts in facts {
+        let mut took: HashMap<u64, TookJob> = taken
+            .iter()
+            .map(|(took, _)| (took.id, took.clone()))
+            .collect();
+        let mut on_runners = HashMap::new();
+        for facts in in_progress {
             let Some((job, pool)) = facts
                 .runner
                 .as_deref()
@@ -377,19 +408,42 @@ impl Intake {
             let Some(place) = place_of(&self.parts.settings, &facts.repository) else {
                 continue;
             };
-            ours.insert(job, (facts, place, pool));
+            let took = took.remove(&facts.id);
+            on_runners.insert(
+                job,
+                Kept {
+                    facts,
+                    place,
+                    pool,
+                    took,
+                },
+            );
         }
-        ours
+        let others = taken
+            .into_iter()
+            .filter_map(|(_, facts)| {
+                let took = took.remove(&facts.id)?;
+                let place = place_of(&self.parts.settings, &facts.repository)?;
+                Some(Kept {
+                    facts,
+                    place,
+                    pool: took.pool.clone(),
+                    took: Some(took),
+                })
+            })
+            .collect();
+        (on_runners, others)
     }
 
-    /// Keeps GitHub job `facts` as taken into `pool` at `trust`, heard of
-    /// `now`, after a restart.
+    /// Keeps GitHub job `facts` as taken into `pool` at `trust`, queued
+    /// since `queued_at` if it still is, heard of `now`, after a restart.
     fn retake(
         &mut self,
-        facts: super::deliveries::JobFacts,
+        facts: JobFacts,
         place: Place,
         trust: TrustClass,
         pool: &str,
+        queued_at: Option<SystemTime>,
         now: SystemTime,
     ) {
         self.taken.insert(
@@ -398,7 +452,7 @@ impl Intake {
                 trust,
                 place,
                 labels: facts.labels,
-                queued_at: None,
+                queued_at,
                 repository: facts.repository,
                 run_id: facts.run_id,
                 heard: now,
@@ -429,7 +483,7 @@ impl Intake {
                 }
             }
             self.settle().await;
-            self.write_served();
+            self.write_kept();
         }
     }
 
@@ -460,7 +514,7 @@ impl Intake {
                         reconcile_at = Some(now + self.parts.settings.reconcile_every);
                     }
                     self.settle().await;
-                    self.write_served();
+                    self.write_kept();
                     // A runner retired or destroyed at this tick is idle
                     // until the engine has ended its billet job, which it
                     // does while the tick goes on: the answer does not race
@@ -726,6 +780,13 @@ impl Intake {
                     },
                 );
                 self.demand.taken(job, &pool);
+                self.took.push(TookJob {
+                    id: job,
+                    pool,
+                    trust,
+                    at: self.parts.shared.now(),
+                });
+                self.kept();
             }
             Take::Leave(why) => {
                 if unread {
@@ -977,8 +1038,7 @@ impl Intake {
                     .live(job)
                     .and_then(|record| record.pinned.clone());
                 if let Some(pool) = pool {
-                    self.demand
-                        .restore(runner, &pool, None, Some(TAKEN_BEFORE_RESTART));
+                    self.demand.restore(runner, &pool, None, Some(TAKEN_UNSAID));
                 }
             }
             Err(error) => {
@@ -1014,28 +1074,33 @@ impl Intake {
 
     /// Records that runner billet job `billet_job` serves GitHub job
     /// `github_job`, for its view's `github` object (G8): kept until
-    /// [`write_served`](Intake::write_served), or written now once
-    /// [`SERVED_BATCH`] wait.
+    /// [`write_kept`](Intake::write_kept).
     fn serves(&mut self, billet_job: u64, github_job: u64) {
         self.served
             .push((billet_job, github_job, self.parts.shared.now()));
-        if self.served.len() >= SERVED_BATCH {
-            self.write_served();
+        self.kept();
+    }
+
+    /// Writes what waits to be kept once [`KEPT_BATCH`] wait.
+    fn kept(&mut self) {
+        if self.served.len() + self.took.len() >= KEPT_BATCH {
+            self.write_kept();
         }
     }
 
-    /// Writes what [`serves`](Intake::serves) kept to `github.db`, in one
-    /// transaction.
-    fn write_served(&mut self) {
-        if self.served.is_empty() {
+    /// Writes what [`serves`](Intake::serves) and the jobs taken kept to
+    /// `github.db`, in one transaction.
+    fn write_kept(&mut self) {
+        if self.served.is_empty() && self.took.is_empty() {
             return;
         }
         let served = std::mem::take(&mut self.served);
+        let took = std::mem::take(&mut self.took);
         let Some(webhook) = self.parts.webhook.upgrade() else {
             return;
         };
-        if let Err(error) = webhook.runners_serve(&served) {
-            tracing::warn!(runners = served.len(), %error, "which GitHub job each runner serves could not be recorded");
+        if let Err(error) = webhook.keep(&took, &served) {
+            tracing::warn!(runners = served.len(), jobs = took.len(), %error, "the jobs taken and which GitHub job each runner serves could not be recorded");
         }
     }
 

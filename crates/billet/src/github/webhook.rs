@@ -281,13 +281,28 @@ impl Webhook {
             .map_err(|error| error.to_string())
     }
 
-    /// Each runner's billet job serves its GitHub job as of its instant
-    /// (billet job, GitHub job, as of), in one transaction (see
-    /// [`Deliveries::runners_serve`](super::deliveries::Deliveries::runners_serve)).
-    pub fn runners_serve(&self, served: &[(u64, u64, SystemTime)]) -> Result<(), String> {
+    /// Keeps the jobs of `took` as taken and what each runner's billet job
+    /// of `served` serves (billet job, GitHub job, as of), in one
+    /// transaction (see [`Deliveries::keep`](super::deliveries::Deliveries::keep)).
+    pub fn keep(
+        &self,
+        took: &[super::deliveries::TookJob],
+        served: &[(u64, u64, SystemTime)],
+    ) -> Result<(), String> {
         self.deliveries
             .lock()
-            .runners_serve(served)
+            .keep(took, served)
+            .map_err(|error| error.to_string())
+    }
+
+    /// The jobs kept as taken that have not completed (see
+    /// [`Deliveries::taken`](super::deliveries::Deliveries::taken)).
+    pub fn taken(
+        &self,
+    ) -> Result<Vec<(super::deliveries::TookJob, super::deliveries::JobFacts)>, String> {
+        self.deliveries
+            .lock()
+            .taken()
             .map_err(|error| error.to_string())
     }
 
