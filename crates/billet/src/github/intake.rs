@@ -355,7 +355,11 @@ impl Intake {
             self.watched.touched.push(record.id);
         }
         drop(jobs);
-        for kept in on_runners.into_values().chain(others) {
+        // In the order of GitHub's ids, so that a restart decides the same
+        // whatever the map's order.
+        let mut ended: Vec<Kept> = on_runners.into_values().collect();
+        ended.sort_unstable_by_key(|kept| kept.facts.id);
+        for kept in ended.into_iter().chain(others) {
             let id = kept.facts.id;
             self.demand.taken(id, &kept.pool);
             let queued_at = match kept.facts.action {
@@ -423,6 +427,11 @@ impl Intake {
             .into_iter()
             .filter_map(|(_, facts)| {
                 let took = took.remove(&facts.id)?;
+                // A pool no longer configured runs none of them.
+                let pools = &self.parts.settings.pools;
+                if !pools.iter().any(|pool| pool.pool == took.pool) {
+                    return None;
+                }
                 let place = place_of(&self.parts.settings, &facts.repository)?;
                 Some(Kept {
                     facts,
