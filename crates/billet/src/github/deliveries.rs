@@ -568,6 +568,60 @@ mod tests {
         );
     }
 
+    // G7: the jobs kept as taken are read back, with their pool, trust
+    // and when they were taken, until their `completed` is committed (which
+    // removes them) or KEEP has passed; a job never delivered is not read.
+    #[test]
+    fn g7_jobs_taken_are_read_back_until_they_complete() {
+        let mut deliveries = Deliveries::memory().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000_123);
+        let took = |id: u64, trust: TrustClass| TookJob {
+            id,
+            pool: format!("pool-{id}"),
+            trust,
+            at: t0 + Duration::from_millis(id),
+        };
+        for id in [1, 2, 3] {
+            deliveries
+                .commit(&format!("q-{id}"), Some(&queued(id)), t0)
+                .unwrap();
+        }
+        let kept = [
+            took(1, TrustClass::Trusted),
+            took(2, TrustClass::Untrusted),
+            took(3, TrustClass::Trusted),
+            took(4, TrustClass::Trusted),
+        ];
+        deliveries.keep(&kept, &[]).unwrap();
+        deliveries
+            .commit("p-2", Some(&saying("in_progress", 2)), t0)
+            .unwrap();
+        deliveries
+            .commit("c-3", Some(&saying("completed", 3)), t0)
+            .unwrap();
+        let read = deliveries.taken().unwrap();
+        let ids: Vec<(u64, Action)> = read.iter().map(|(_, f)| (f.id, f.action)).collect();
+        assert_eq!(ids, [(1, Action::Queued), (2, Action::InProgress)]);
+        assert_eq!(read[0].0, kept[0]);
+        assert_eq!(read[1].0, kept[1]);
+        let rows = |deliveries: &Deliveries| -> i64 {
+            deliveries
+                .conn
+                .query_row("SELECT COUNT(*) FROM taken_jobs", [], |row| row.get(0))
+                .unwrap()
+        };
+        assert_eq!(
+            rows(&deliveries),
+            3,
+            "3's completed removed it; 4 waits for facts"
+        );
+        // Past KEEP, the next commit removes what was taken then.
+        let later = t0 + KEEP + Duration::from_secs(1);
+        deliveries.commit("d-late", None, later).unwrap();
+        assert_eq!(rows(&deliveries), 0);
+        assert!(deliveries.taken().unwrap().is_empty());
+    }
+
     // G2, G8: what a runner serves is committed without waiting for the
     // disk, and every commit after it waits again.
     #[test]
