@@ -19,7 +19,8 @@ use std::time::{Duration, Instant, SystemTime};
 use billet::github::Github;
 use billet::github::deliveries::Deliveries;
 use billet::github::intake::{
-    COMPLETED_GRACE, LOOK_EVERY, RECONCILE_CALLS, RUNNER_BLOCK, Ticked, Ticks,
+    COMPLETED_GRACE, KEPT_BATCH, LOOK_EVERY, RECONCILE_CALLS, RUNNER_BLOCK, Ticked, Ticks,
+    kept_full,
 };
 use billet::github::registering::JITCONFIG_VARIABLE;
 use billet::github::webhook::Webhook;
@@ -855,6 +856,35 @@ async fn h14_a_driven_intake_acts_at_its_ticks() {
     running
         .tick_until_due(completed + COMPLETED_GRACE + Duration::from_nanos(1))
         .await;
+    running.end();
+}
+
+// G7: the jobs the intake took are kept in `github.db` at the end of its
+// turn, or at once when KEPT_BATCH wait: a driven intake's turn ends at a
+// tick, and KEPT_BATCH queued deliveries with no tick between are written
+// all the same, so what waits is bounded.
+#[tokio::test]
+async fn g7_the_jobs_taken_are_kept_once_a_batch_waits() {
+    assert!(!kept_full(KEPT_BATCH - 1));
+    assert!(kept_full(KEPT_BATCH));
+    assert!(kept_full(KEPT_BATCH + 1));
+    let mut running = start_driven().await;
+    run(&running.standin, 10, "octo-org/app", "octo-org/app");
+    running.tick().await;
+    let n = u64::try_from(KEPT_BATCH).unwrap();
+    for job in 1..=n {
+        let queued = event("queued", job, 10, "octo-org/app", None);
+        assert!(running.deliver(&queued).await.is_success());
+    }
+    let kept = || -> i64 {
+        let db = rusqlite::Connection::open(running.state.path().join("github.db")).unwrap();
+        db.query_row("SELECT COUNT(*) FROM taken_jobs", [], |row| row.get(0))
+            .unwrap()
+    };
+    until_true("the jobs taken are kept with no tick", || {
+        kept() == i64::try_from(n).unwrap()
+    })
+    .await;
     running.end();
 }
 

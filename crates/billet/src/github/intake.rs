@@ -53,8 +53,15 @@ pub const RUNNER_BLOCK: u64 = 1024;
 pub const COMPLETED_GRACE: Duration = Duration::from_secs(120);
 /// How many records of the jobs taken and of which GitHub job a runner
 /// serves wait, at most, before they are written to `github.db` in one
-/// transaction.
-const KEPT_BATCH: usize = 1024;
+/// transaction (between a driver's ticks, deliveries keep coming).
+pub const KEPT_BATCH: usize = 1024;
+
+/// Whether `waiting` records of the jobs taken and of the runners' jobs
+/// are written at once rather than at the end of the intake's turn: once
+/// [`KEPT_BATCH`] wait.
+pub fn kept_full(waiting: usize) -> bool {
+    waiting >= KEPT_BATCH
+}
 /// What a runner is said to have taken when billet knows it runs a job but
 /// not which: one GitHub refused to remove because it runs a job whose
 /// `in_progress` was lost. GitHub's job ids
@@ -1092,7 +1099,7 @@ impl Intake {
 
     /// Writes what waits to be kept once [`KEPT_BATCH`] wait.
     fn kept(&mut self) {
-        if self.served.len() + self.took.len() >= KEPT_BATCH {
+        if kept_full(self.served.len() + self.took.len()) {
             self.write_kept();
         }
     }
