@@ -236,13 +236,15 @@ async fn g9_a_queued_job_gets_a_runner_container_with_its_jit_config() {
     assert!(log.contains("took a GitHub job"), "{log}");
 }
 
-// G5, G7, L6: `kill -9` between a placement and its launch, on a real
+// G5, G6, G7, L6: `kill -9` between a placement and its launch, on a real
 // daemon. GitHub made the runner's registration (its JIT config) but
 // billet died before the answer reached it, so no container was made. The
 // restarted service does not start that runner (where it registers is no
 // longer known); its billet job ends, and the reconcile removes the
-// registration named for it: removed, never left. No container of the
-// deployment is left either.
+// registration named for it: removed, never left. Job 1, still queued and
+// kept in `github.db` as taken, is taken again: a new runner is made for
+// it and starts. GitHub then cancels job 1: that runner is retired, and no
+// container of the deployment is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
     if !daemon("g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration") {
@@ -255,6 +257,11 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
         standin.state.lock().runs.insert(
             10,
             json!({"id": 10, "repository": repo, "head_repository": repo}),
+        );
+        // What GitHub's API says of job 1 while no runner has taken it.
+        standin.state.lock().jobs.insert(
+            1,
+            json!({"id": 1, "run_id": 10, "status": "queued", "labels": ["self-hosted", "linux"]}),
         );
     }
     let (mut service, _secrets) = github_service(
@@ -296,13 +303,32 @@ async fn g9_kill_9_between_a_placement_and_its_launch_leaves_no_registration() {
         |state| !registered_names(state).contains(&registered),
     )
     .await;
+    service
+        .wait_containers_running(1, Duration::from_secs(60))
+        .await;
     let jobs = service.jobs(None).await;
-    assert_eq!(jobs.len(), 1, "{jobs:?}");
-    assert!(support::is_ended(&jobs[0]), "{:?}", jobs[0]);
-    assert!(
-        service.containers().await.is_empty(),
-        "the runner was never started"
+    assert_eq!(
+        jobs.len(),
+        2,
+        "the crashed runner, and job 1's new one: {jobs:?}"
     );
+    let ended: Vec<bool> = jobs.iter().map(support::is_ended).collect();
+    assert_eq!(ended.iter().filter(|ended| **ended).count(), 1, "{jobs:?}");
+    assert_eq!(registered_names(&standin.state.lock()).len(), 1);
+    // The restarted service listens on a port of its own.
+    let base = service.base().to_owned();
+    assert_eq!(
+        deliver(&base, 2, &event("completed", 1, 10, None)).await,
+        202
+    );
+    service.wait_no_containers(Duration::from_secs(60)).await;
+    until_github(
+        &standin,
+        "the cancelled job's runner's registration removed",
+        Duration::from_secs(60),
+        |state| registered_names(state).is_empty(),
+    )
+    .await;
     standin.assert_no_violation();
     service.finish().await;
     let log = service.log();
