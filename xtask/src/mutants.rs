@@ -91,6 +91,7 @@ pub const ONLY: &[Only] = &[Only {
         "crates/billet/src/github/webhook.rs",
         "crates/billet/src/github/deliveries.rs",
         "crates/billet/src/github/intake.rs",
+        "crates/billet/src/github/intake/kept.rs",
         "crates/billet/src/github/intake/reconcile.rs",
         "crates/billet/src/github/intake/watch.rs",
         "crates/billet/src/github/registering.rs",
