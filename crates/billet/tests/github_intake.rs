@@ -382,6 +382,35 @@ impl Running {
             .count()
     }
 
+    /// How many times billet asked GitHub's API of a job.
+    fn asked_of_jobs(&self) -> usize {
+        self.calls_to("actions/get-job-for-workflow-run")
+    }
+
+    /// GitHub job 1, taken by runner `name`, completes at GitHub; its
+    /// `completed` is lost; the runner's instance ends, and the clock moves
+    /// two minutes on.
+    fn job_1_done_unsaid(&self, name: &str) {
+        self.standin.state.lock().jobs.insert(
+            1,
+            json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "success", "runner_name": name}),
+        );
+        let now = self.clock.now();
+        assert!(self.host.stop_at(OWNER, name, now));
+        self.clock.advance(Duration::from_secs(120)).unwrap();
+    }
+
+    /// Waits until billet asked GitHub's API of a job (`when`, for the
+    /// failure's message) and settled one from the answer.
+    async fn until_job_1_asked_and_settled(&self, when: &str) {
+        until_true(&format!("the job is asked {when}"), || {
+            self.asked_of_jobs() >= 1
+        })
+        .await;
+        self.until_metrics(&[r#"billet_github_reconciled_total{what="settled"} 1"#])
+            .await;
+    }
+
     /// A crash and a restart: the service stops, and a new one starts over
     /// what it left (the stand-in, `github.db` and the store, the host and
     /// the clock), its `github:` section with `extra` added.
@@ -1441,23 +1470,16 @@ async fn in_progress_across_a_restart(unkept: bool) {
         assert_eq!(db.execute("DELETE FROM runner_jobs", []).unwrap(), 1);
     }
     let running = running.restarted("  reconcile_every: 1s\n").await;
-    let asked = |running: &Running| running.calls_to("actions/get-job-for-workflow-run");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
-    assert_eq!(asked(&running), 0, "held by a live runner: not asked");
-    // The job completes; its `completed` is lost; the runner's instance ends.
-    running.standin.state.lock().jobs.insert(
-        1,
-        json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "success", "runner_name": name}),
+    assert_eq!(
+        running.asked_of_jobs(),
+        0,
+        "held by a live runner: not asked"
     );
-    let now = running.clock.now();
-    assert!(running.host.stop_at(OWNER, &name, now));
-    running.clock.advance(Duration::from_secs(120)).unwrap();
-    until_true("the job is asked once its runner ended", || {
-        asked(&running) >= 1
-    })
-    .await;
+    // The job completes; its `completed` is lost; the runner's instance ends.
+    running.job_1_done_unsaid(&name);
     running
-        .until_metrics(&[r#"billet_github_reconciled_total{what="settled"} 1"#])
+        .until_job_1_asked_and_settled("once its runner ended")
         .await;
     running.end();
 }
@@ -1477,28 +1499,21 @@ async fn g7_a_job_whose_runner_ended_before_a_crash_is_asked_after_it() {
     running
         .deliver(&event("in_progress", 1, 10, "octo-org/app", Some(&name)))
         .await;
-    running.standin.state.lock().jobs.insert(
-        1,
-        json!({"id": 1, "run_id": 10, "status": "completed", "conclusion": "success", "runner_name": name}),
-    );
-    let now = running.clock.now();
-    assert!(running.host.stop_at(OWNER, &name, now));
-    running.clock.advance(Duration::from_secs(120)).unwrap();
+    running.job_1_done_unsaid(&name);
     running
         .until("the runner's billet job ends", |jobs| {
             jobs.iter()
                 .any(|job| job["id"] == first && job["state"] == "finished")
         })
         .await;
-    let asked = |running: &Running| running.calls_to("actions/get-job-for-workflow-run");
-    assert_eq!(asked(&running), 0, "no reconcile since the runner ended");
+    assert_eq!(
+        running.asked_of_jobs(),
+        0,
+        "no reconcile since the runner ended"
+    );
     let running = running.restarted(hourly).await;
-    until_true("the job is asked at the first reconcile", || {
-        asked(&running) >= 1
-    })
-    .await;
     running
-        .until_metrics(&[r#"billet_github_reconciled_total{what="settled"} 1"#])
+        .until_job_1_asked_and_settled("at the first reconcile")
         .await;
     running.end();
 }
