@@ -4,8 +4,10 @@
 //! redelivery is known after a restart (G2).
 //!
 //! Bounded: a delivery is kept [`KEEP`] (GitHub lets an operator redeliver
-//! the last three days' deliveries), and a GitHub job as long after it
-//! completed; both are removed as new deliveries are committed.
+//! the last three days' deliveries), a GitHub job as long after it
+//! completed, and one never said completed (its `completed` lost, or taken
+//! by another store's runner) [`UNENDED_KEEP`] after its last delivery; all
+//! are removed as new deliveries are committed.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -18,6 +20,12 @@ use billet_provider::TrustClass;
 
 /// How long a delivery's id, and a completed job, are kept.
 pub const KEEP: Duration = Duration::from_secs(3 * 24 * 60 * 60);
+
+/// How long a GitHub job no delivery said completed is kept after its last
+/// delivery: GitHub cancels a job queued for a self-hosted runner after 24
+/// hours and ends one that has run 5 days, so by then it has ended at
+/// GitHub whatever billet heard.
+pub const UNENDED_KEEP: Duration = Duration::from_secs(6 * 24 * 60 * 60);
 
 /// The database file's name inside the state directory.
 pub const DATABASE_FILE: &str = "github.db";
@@ -39,6 +47,7 @@ CREATE TABLE IF NOT EXISTS github_jobs (
     updated_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS github_jobs_completed ON github_jobs (updated_at) WHERE stage = 3;
+CREATE INDEX IF NOT EXISTS github_jobs_unended ON github_jobs (updated_at) WHERE stage < 3;
 CREATE TABLE IF NOT EXISTS runner_jobs (
     billet_job INTEGER PRIMARY KEY,
     github_job INTEGER NOT NULL,
@@ -181,8 +190,9 @@ impl Deliveries {
     /// Commits delivery `id` at `now`, and what `event` says of its job
     /// (forward only: an action behind the one kept changes nothing but
     /// what only it says). A delivery id committed before changes nothing.
-    /// Deliveries and completed jobs older than [`KEEP`] are removed in the
-    /// same transaction.
+    /// Deliveries and completed jobs older than [`KEEP`], and jobs not
+    /// completed older than [`UNENDED_KEEP`], are removed in the same
+    /// transaction.
     pub fn commit(
         &mut self,
         id: &str,
@@ -205,6 +215,11 @@ impl Deliveries {
             return Ok(Vec::new());
         };
         let cutoff = millis(latest.checked_sub(KEEP).unwrap_or(SystemTime::UNIX_EPOCH));
+        let unended_cutoff = millis(
+            latest
+                .checked_sub(UNENDED_KEEP)
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+        );
         let tx = self.conn.transaction()?;
         let mut answers = Vec::with_capacity(deliveries.len());
         for &(id, event, now) in deliveries {
@@ -262,6 +277,8 @@ impl Deliveries {
         ] {
             tx.prepare_cached(forget)?.execute(params![cutoff])?;
         }
+        tx.prepare_cached("DELETE FROM github_jobs WHERE stage < 3 AND updated_at < ?1")?
+            .execute(params![unended_cutoff])?;
         tx.commit()?;
         Ok(answers)
     }
@@ -491,6 +508,45 @@ mod tests {
             Committed::New,
             "forgotten past three days"
         );
+    }
+
+    // G2: a job no delivery said completed (its `completed` lost, or run by
+    // another store's runner) is kept UNENDED_KEEP after its last delivery,
+    // by which GitHub has ended it, and then forgotten: github.db holds no
+    // job for good. A completed one still goes after KEEP.
+    #[test]
+    fn g2_a_job_never_said_completed_is_forgotten_after_six_days() {
+        let mut deliveries = Deliveries::memory().unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let hour = Duration::from_secs(60 * 60);
+        deliveries.commit("d-1", Some(&queued(1)), t0).unwrap();
+        deliveries.commit("d-2", Some(&queued(2)), t0).unwrap();
+        let started = t0 + hour;
+        deliveries
+            .commit("d-3", Some(&saying("in_progress", 1)), started)
+            .unwrap();
+        let days = |n: u64| Duration::from_secs(n * 24 * 60 * 60);
+        assert_eq!(UNENDED_KEEP, days(6));
+        // Past KEEP, a job not completed is still known.
+        deliveries.commit("d-4", None, started + days(4)).unwrap();
+        assert_eq!(
+            deliveries.job(1).unwrap().expect("kept").action,
+            Action::InProgress
+        );
+        assert!(deliveries.job(2).unwrap().is_some());
+        // Exactly six days after its last delivery, still kept.
+        deliveries.commit("d-5", None, t0 + days(6)).unwrap();
+        assert!(deliveries.job(2).unwrap().is_some(), "kept to the bound");
+        // Just past six days after its last delivery, gone; the job whose
+        // last delivery was an hour later stays until its own bound.
+        let past = t0 + days(6) + Duration::from_millis(1);
+        deliveries.commit("d-6", None, past).unwrap();
+        assert_eq!(deliveries.job(2).unwrap(), None, "forgotten");
+        assert!(deliveries.job(1).unwrap().is_some(), "its bound is later");
+        deliveries
+            .commit("d-7", None, started + days(6) + Duration::from_millis(1))
+            .unwrap();
+        assert_eq!(deliveries.job(1).unwrap(), None, "forgotten");
     }
 
     // G8: a runner's billet job names the GitHub job it serves (the one it
