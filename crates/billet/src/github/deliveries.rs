@@ -513,7 +513,7 @@ mod tests {
     // G2: a job no delivery said completed (its `completed` lost, or run by
     // another store's runner) is kept UNENDED_KEEP after its last delivery,
     // by which GitHub has ended it, and then forgotten: github.db holds no
-    // job for good. A completed one still goes after KEEP.
+    // job for good.
     #[test]
     fn g2_a_job_never_said_completed_is_forgotten_after_six_days() {
         let mut deliveries = Deliveries::memory().unwrap();
