@@ -13,7 +13,7 @@ use proptest::prelude::*;
 /// at once (a wake-up, a spawned task finishing) before failing. Generous so a
 /// loaded machine never trips it; short so a broken clock fails in seconds
 /// rather than hanging until an outer timeout.
-const WATCHDOG: Duration = Duration::from_secs(10);
+const WATCHDOG: Duration = Duration::from_secs(5);
 
 fn epoch() -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
