@@ -216,6 +216,10 @@ struct Rec {
     started: Option<SystemTime>,
     /// Since when its launch or destroy has had an unknown effect.
     unsettled_since: Option<SystemTime>,
+    /// The instance a hint said stopped or vanished while the job's launch
+    /// (or the find that settles it) was still in flight: looked at as soon
+    /// as the job runs on that instance (B12).
+    stopped_early: Option<InstanceId>,
 }
 
 #[derive(Debug, Clone)]

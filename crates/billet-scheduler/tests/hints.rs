@@ -228,6 +228,121 @@ routing: {default_kind: docker}",
     assert_eq!(w.outcome(1), None, "job 1 is told of nothing yet");
 }
 
+/// A world with one pool where job 1 (exit 7) has its launch asked for and
+/// not yet answered: the launch's call, and the answer the backend gave
+/// (its instance started at once and ran for 0 s, so it has stopped).
+fn launch_in_flight() -> (World, billet_scheduler::Action, Answer) {
+    let mut w = World::new(one_pool(1));
+    w.settle();
+    w.submit(job(1, 0, 7)).unwrap();
+    w.collect();
+    let launch = w
+        .calls()
+        .into_iter()
+        .find(|a| matches!(a.call, Call::Launch(_)))
+        .expect("a launch");
+    let answer = w.fake.answer(&launch, w.now);
+    (w, launch, answer)
+}
+
+// B12: an instance that stops before its launch is answered (a job of a
+// few milliseconds: the backend tells its stop while billet still waits
+// for the launch) is looked at in the step its launch's answer comes, and
+// its job ends at once, not at the next reconcile (10 s).
+#[test]
+fn b12_a_stop_hinted_before_the_launch_is_answered_is_looked_at_then() {
+    let (mut w, launch, answer) = launch_in_flight();
+    let instance = w.fake.instances(0)[0].clone();
+    let stopped = hint(HintKind::Stopped, &instance.id, &instance.name);
+    w.core.handle_hint(PoolId(0), &stopped, w.now);
+    w.collect();
+    assert!(
+        finds(&w).is_empty(),
+        "no look while it launches: {:?}",
+        w.calls()
+    );
+    w.answer_with(launch.id, answer);
+    assert_eq!(
+        finds(&w),
+        std::slice::from_ref(&instance.name),
+        "looked at in the launch's step"
+    );
+    w.settle();
+    assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
+    assert!(w.fake.instances(0).is_empty(), "its instance destroyed");
+}
+
+// B12: a hint told during the launch about another instance (an earlier
+// attempt's, under the job's name), or read from a stream that does not
+// serve the job's pool, leads to no look once the launch is answered; a
+// hint about an instance that appeared, none at all.
+#[test]
+fn b12_a_hint_during_the_launch_about_another_instance_looks_at_nothing() {
+    for (pools, id, kind) in [
+        (&[PoolId(0)][..], "i-old", HintKind::Stopped),
+        (&[PoolId(1)][..], "", HintKind::Stopped),
+        (&[PoolId(0)][..], "", HintKind::Appeared),
+    ] {
+        let (mut w, launch, answer) = launch_in_flight();
+        let instance = w.fake.instances(0)[0].clone();
+        let id = if id.is_empty() {
+            instance.id.clone()
+        } else {
+            InstanceId::from(id)
+        };
+        w.core
+            .handle_shared_hint(pools, &hint(kind, &id, &instance.name), w.now);
+        w.answer_with(launch.id, answer);
+        assert!(
+            finds(&w).is_empty(),
+            "{pools:?} {id:?} {kind:?}: {:?}",
+            w.calls()
+        );
+        assert_eq!(w.outcome(1), None, "the reconcile will end it");
+    }
+}
+
+// B12: a stop told while the launch's effect is being settled by name
+// (the launch conflicted: a find) is looked at once the find adopts the
+// instance as running.
+#[test]
+fn b12_a_stop_hinted_while_a_launch_is_settled_is_looked_at_on_adoption() {
+    let (mut w, launch, _) = launch_in_flight();
+    let instance = w.fake.instances(0)[0].clone();
+    // The launch's answer is lost to a conflict: its name is taken (by the
+    // instance it made), so the core finds it by name.
+    w.answer_with(
+        launch.id,
+        Answer::Launched(Err(billet_provider::Error::Conflict {
+            name: instance.name.clone(),
+        })),
+    );
+    let find = the_look(&w);
+    w.core.handle_hint(
+        PoolId(0),
+        &hint(HintKind::Stopped, &instance.id, &instance.name),
+        w.now,
+    );
+    w.collect();
+    assert_eq!(
+        finds(&w).len(),
+        1,
+        "only the settling find: {:?}",
+        w.calls()
+    );
+    // The find saw it still running (read before it stopped).
+    let mut running = instance.instance(w.now);
+    running.state = billet_provider::State::Running;
+    w.answer_with(find.id, Answer::Found(Ok(Some(running))));
+    assert_eq!(
+        finds(&w),
+        std::slice::from_ref(&instance.name),
+        "looked at on adoption"
+    );
+    w.settle();
+    assert_eq!(w.outcome(1), Some(Outcome::Finished { exit_code: 7 }));
+}
+
 mod drivers {
     //! B12 through the drivers, over the simulated backend and a manual
     //! clock: with hints read, a job whose instance stops at 5 s ends at 5

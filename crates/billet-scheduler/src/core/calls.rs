@@ -40,6 +40,7 @@ impl Core {
                             since: self.epoch,
                         },
                     );
+                    self.look_if_stopped_early(id, pool, &instance.id);
                     self.decide(Decision::Launched {
                         job: id,
                         pool,

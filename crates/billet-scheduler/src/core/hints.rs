@@ -5,7 +5,7 @@
 //! never the hint: a hint lost, late, repeated or invented changes no
 //! outcome, only how soon one is seen.
 
-use billet_provider::{Error, Hint, HintKind, Instance, State};
+use billet_provider::{Error, Hint, HintKind, Instance, InstanceId, State};
 
 use crate::job::{InstanceName, JobId};
 use crate::protocol::Call;
@@ -17,7 +17,10 @@ impl Core {
     /// A hint from `pool`'s provider, at `now` (B12). When it says that the
     /// instance backing one of this pool's running leases stopped or
     /// vanished, the core asks to look at it ([`Call::Find`] of its name) in
-    /// this step, unless a look at it is already under way; any other hint
+    /// this step, unless a look at it is already under way. When the hint
+    /// comes while that job's launch is still in flight (an instance that
+    /// stopped before its launch was answered), the look is asked in the
+    /// step that learns the job runs on that instance. Any other hint
     /// (an instance that appeared, one no running lease of this pool holds,
     /// a name that is no job's) is ignored. On the look's answer, a stopped
     /// instance's job ends with its exit code, as a reconcile would end it;
@@ -45,18 +48,50 @@ impl Core {
         let Some(job) = InstanceName::parse(&hint.name).map(|name| name.job) else {
             return;
         };
-        let Some(rec) = self.jobs.get(&job) else {
+        let Some(rec) = self.jobs.get_mut(&job) else {
             return;
         };
-        let Stage::Running {
-            pool, ref instance, ..
-        } = rec.stage
-        else {
-            return;
+        let pool = match rec.stage {
+            Stage::Running {
+                pool, ref instance, ..
+            } if pools.contains(&pool) && *instance == hint.id => pool,
+            // Its launch (or the find that settles it) is still in flight:
+            // an instance that ran for a few milliseconds can stop before
+            // billet learns it runs. Looked at once it does.
+            Stage::Launching { pool, .. } | Stage::Finding { pool, .. }
+                if pools.contains(&pool) =>
+            {
+                rec.stopped_early = Some(hint.id.clone());
+                return;
+            }
+            _ => return,
         };
-        if !pools.contains(&pool) || *instance != hint.id || !self.looking.insert(job) {
-            return;
+        if self.looking.insert(job) {
+            self.look(job, pool);
         }
+    }
+
+    /// After `job` came to run on `instance` in `pool` (its launch
+    /// answered, or its instance found): a look at once when a hint said
+    /// that instance stopped or vanished while the launch was in flight,
+    /// which [`Core::handle_shared_hint`] kept.
+    pub(super) fn look_if_stopped_early(
+        &mut self,
+        job: JobId,
+        pool: PoolId,
+        instance: &InstanceId,
+    ) {
+        let Some(rec) = self.jobs.get_mut(&job) else {
+            return;
+        };
+        if rec.stopped_early.take().as_ref() == Some(instance) {
+            self.looking.insert(job);
+            self.look(job, pool);
+        }
+    }
+
+    /// Asks for a look at `job`'s instance on `pool` (a find of its name).
+    fn look(&mut self, job: JobId, pool: PoolId) {
         let name = self.instance_name(job, pool);
         self.call(pool, Call::Find(name), Purpose::Look { job, pool });
     }

@@ -80,14 +80,17 @@ impl Core {
                 self.epoch,
                 Outcome::Finished { exit_code },
             ),
-            State::Pending | State::Running => self.set_stage(
-                id,
-                Stage::Running {
-                    pool,
-                    instance: instance.id.clone(),
-                    since: self.epoch,
-                },
-            ),
+            State::Pending | State::Running => {
+                self.set_stage(
+                    id,
+                    Stage::Running {
+                        pool,
+                        instance: instance.id.clone(),
+                        since: self.epoch,
+                    },
+                );
+                self.look_if_stopped_early(id, pool, &instance.id);
+            }
         }
     }
 

@@ -74,6 +74,7 @@ impl Core {
                 learned: None,
                 started: None,
                 unsettled_since: None,
+                stopped_early: None,
             },
         );
         let queue = &mut self.classes[class].queue;

@@ -73,6 +73,7 @@ impl Core {
                 learned: Some(instance.started_at),
                 started: Some(instance.started_at),
                 unsettled_since: None,
+                stopped_early: None,
             },
         );
         self.pools[pool.0].leases.insert(id);
