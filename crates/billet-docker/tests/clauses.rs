@@ -817,6 +817,40 @@ async fn d18_an_inspect_that_raced_an_exit_is_asked_again_a_bounded_number_of_ti
     assert!(!exists(ended.id.as_str()));
 }
 
+// D18, D19, D5: podman on gVisor refuses the forced removal of a container
+// whose process ended as it was being removed ("container state improper:
+// stopped", the container left exited; seen in CI on 2026-12-08): the
+// destroy asks once more, removes it, and answers `Stopped`. Refused twice,
+// the destroy errs, unavailable, and leaves the container to the next one.
+#[tokio::test]
+async fn d19_a_forced_removal_that_met_its_containers_end_is_asked_once_more() {
+    let Some(scope) = daemon("d19metend") else {
+        return;
+    };
+    let proxy = SocketProxy::start();
+    let blue = scope.through("blue", &proxy).build().unwrap();
+    let held = blue.launch(sleeper("job")).await.unwrap();
+    proxy.refuse_removals(1, "container state improper: stopped");
+    assert_eq!(blue.destroy(&held.id).await.unwrap(), Teardown::Stopped);
+    assert_eq!(proxy.removal_refusals_left(), 0);
+    assert!(!exists(held.id.as_str()));
+
+    let second = blue.launch(sleeper("other")).await.unwrap();
+    proxy.refuse_removals(2, "container state improper: stopped");
+    let err = blue.destroy(&second.id).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert_eq!(proxy.removal_refusals_left(), 0, "asked twice, no more");
+    proxy.refuse_removals(1, "container state improper");
+    assert!(
+        blue.destroy(&second.id).await.is_err(),
+        "another 500 is not asked again"
+    );
+    assert_eq!(proxy.removal_refusals_left(), 0);
+    proxy.restore();
+    assert!(blue.destroy(&second.id).await.is_ok());
+    assert!(!exists(second.id.as_str()));
+}
+
 // D6: an id prefix, the container's daemon name, or another container's
 // *name* that looks like a full id never remove anything: only a full id
 // compared by the provider names an instance.

@@ -117,9 +117,11 @@ impl DockerProvider {
         }
     }
 
-    /// One removal call handed the full id `id`, with or without force;
-    /// `None` when, without force, the engine refused it because the
-    /// container runs.
+    /// One removal handed the full id `id`, with or without force; `None`
+    /// when, without force, the engine refused it because the container
+    /// runs. A forced removal that met the end of the container's process
+    /// ([`dialect::removal_met_its_end`]: podman on gVisor, the container
+    /// left exited) is asked once more, and then removes it.
     async fn remove(
         &self,
         client: &Docker,
@@ -127,23 +129,29 @@ impl DockerProvider {
         id: &str,
         force: bool,
     ) -> Result<Option<Removal>, DaemonError> {
-        let options = RemoveContainerOptionsBuilder::new()
-            .force(force)
-            .v(true)
-            .build();
-        match self
-            .call(
-                deadline,
-                "remove container",
-                client.remove_container(id, Some(options)),
-            )
-            .await
-        {
-            Ok(()) => Ok(Some(Removal::Removed)),
-            Err(err) if dialect::no_such_container(&err) => Ok(Some(Removal::Gone)),
-            Err(err) if !force && dialect::removal_refused_running(&err) => Ok(None),
-            Err(err) if dialect::removal_in_progress(&err) => Ok(Some(Removal::InProgress)),
-            Err(err) => Err(err),
+        let mut again = force;
+        loop {
+            let options = RemoveContainerOptionsBuilder::new()
+                .force(force)
+                .v(true)
+                .build();
+            match self
+                .call(
+                    deadline,
+                    "remove container",
+                    client.remove_container(id, Some(options)),
+                )
+                .await
+            {
+                Ok(()) => return Ok(Some(Removal::Removed)),
+                Err(err) if dialect::no_such_container(&err) => return Ok(Some(Removal::Gone)),
+                Err(err) if !force && dialect::removal_refused_running(&err) => return Ok(None),
+                Err(err) if dialect::removal_in_progress(&err) => {
+                    return Ok(Some(Removal::InProgress));
+                }
+                Err(err) if again && dialect::removal_met_its_end(&err) => again = false,
+                Err(err) => return Err(err),
+            }
         }
     }
 
@@ -177,23 +185,16 @@ impl DockerProvider {
     }
 
     /// Removes container `id`, which a destroy here paused and failed to
-    /// remove (see the module's documentation); asked twice when the first
-    /// removal met the end of the container's process
-    /// ([`dialect::removal_met_its_end`]).
+    /// remove (see the module's documentation).
     pub(super) async fn finish_claim(
         &self,
         client: &Docker,
         deadline: Deadline,
         id: &str,
     ) -> Result<(), RemoveError> {
-        let first = self.remove_exact(client, deadline, id).await;
-        let removed = match first {
-            Err(RemoveError::Daemon(err)) if dialect::removal_met_its_end(&err) => {
-                self.remove_exact(client, deadline, id).await
-            }
-            other => other,
-        };
-        removed.map(|_| self.forget_claim(id))
+        self.remove_exact(client, deadline, id)
+            .await
+            .map(|_| self.forget_claim(id))
     }
 
     /// Container `id` is removed, or known to be left as it is.

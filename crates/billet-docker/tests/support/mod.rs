@@ -572,6 +572,8 @@ struct Shared {
     /// How many of the next `inspect container` requests the proxy answers
     /// itself, with a `500` and this message, never forwarding them.
     inspect_refusals: Mutex<(u32, &'static str)>,
+    /// The same for the next `remove container` requests.
+    removal_refusals: Mutex<(u32, &'static str)>,
 }
 
 impl Shared {
@@ -601,18 +603,25 @@ impl Shared {
     }
 
     /// The message to refuse `request` with, when it is an `inspect
-    /// container` and refusals are left (one is counted down).
-    fn refused_inspect(
-        &self,
-        request: &hyper::Request<hyper::body::Incoming>,
-    ) -> Option<&'static str> {
+    /// container` or a `remove container` and refusals of its kind are left
+    /// (one is counted down).
+    fn refused(&self, request: &hyper::Request<hyper::body::Incoming>) -> Option<&'static str> {
         let path = request.uri().path();
         let inspect = request.method() == hyper::Method::GET
             && path.contains("/containers/")
             && path.ends_with("/json")
             && !path.ends_with("/containers/json");
-        let mut refusals = self.inspect_refusals.lock();
-        if !inspect || refusals.0 == 0 {
+        let removal = request.method() == hyper::Method::DELETE
+            && path.contains("/containers/")
+            && !path.trim_end_matches('/').ends_with("/containers");
+        let mut refusals = if inspect {
+            self.inspect_refusals.lock()
+        } else if removal {
+            self.removal_refusals.lock()
+        } else {
+            return None;
+        };
+        if refusals.0 == 0 {
             return None;
         }
         refusals.0 -= 1;
@@ -686,7 +695,7 @@ async fn serve(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    if let Some(message) = shared.refused_inspect(&request) {
+    if let Some(message) = shared.refused(&request) {
         let body = serde_json::json!({ "message": message, "response": 500 }).to_string();
         let body = http_body_util::Full::new(bytes::Bytes::from(body))
             .map_err(BoxError::from)
@@ -789,6 +798,7 @@ impl SocketProxy {
                 creates: Arc::default(),
                 delay: Mutex::new(Duration::ZERO),
                 inspect_refusals: Mutex::new((0, "")),
+                removal_refusals: Mutex::new((0, "")),
             }),
             runtime: Some(runtime),
         };
@@ -954,6 +964,18 @@ impl SocketProxy {
         *self.shared.inspect_refusals.lock() = (n, message);
     }
 
+    /// The next `n` `remove container` requests are answered by the proxy
+    /// with a `500` carrying `message`, never reaching the daemon.
+    pub fn refuse_removals(&self, n: u32, message: &'static str) {
+        *self.shared.removal_refusals.lock() = (n, message);
+    }
+
+    /// How many of the refusals [`refuse_removals`](SocketProxy::refuse_removals)
+    /// set are not yet used.
+    pub fn removal_refusals_left(&self) -> u32 {
+        self.shared.removal_refusals.lock().0
+    }
+
     /// How many of the refusals [`refuse_inspects`](SocketProxy::refuse_inspects)
     /// set are not yet used.
     pub fn inspect_refusals_left(&self) -> u32 {
@@ -965,6 +987,7 @@ impl SocketProxy {
         *self.shared.mode.lock() = Mode::Open;
         *self.shared.delay.lock() = Duration::ZERO;
         *self.shared.inspect_refusals.lock() = (0, "");
+        *self.shared.removal_refusals.lock() = (0, "");
         self.drop_connections();
         if self.shared.acceptor.lock().is_none() {
             self.listen();
