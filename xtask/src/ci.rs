@@ -2,7 +2,8 @@
 //!
 //! The steps: `fmt`, `clippy`, `clippy-c5` (the same over billet-clock with its
 //! `shuttle` feature), `deps` (the [`crate::deps`] check, run in-process),
-//! `test`, `podman` (the tests that run on a docker daemon, run again on
+//! `test` (with one long test run beside the rest: [`BESIDE`]), `podman`
+//! (the tests that run on a docker daemon, run again on
 //! podman's Docker-compatible service: [`podman_socket`]), `c5` (billet-clock's
 //! C5 run under the shuttle checker), `benches`,
 //! `doc`, `fetch`, `deny`, `mutants` (`cargo xtask mutants --ci`, see
@@ -34,6 +35,38 @@ enum Action {
     Mutants,
     /// The tests that need a docker daemon, on podman's service (D18).
     Podman,
+    /// `cargo test --workspace`, with [`BESIDE`] run beside the rest.
+    Test,
+}
+
+/// A test that runs alone for minutes on one core (its binary's other
+/// tests end long before it): the `test` step runs it in a cargo process
+/// of its own, beside the rest of the tests (which skip it), so the second
+/// core works through the others meanwhile. Its target (the integration
+/// test's file stem) and its name. `the_test_beside_is_there` holds it to
+/// the file.
+pub const BESIDE: (&str, &str) = (
+    "github",
+    "h14_a_fleet_through_github_survives_lost_and_repeated_deliveries_and_a_crash",
+);
+
+/// The three cargo commands of the `test` step: the build of every test,
+/// then, at once, [`BESIDE`] alone and every other test.
+fn test_commands() -> [Vec<&'static str>; 3] {
+    let (target, name) = BESIDE;
+    [
+        vec!["test", "--workspace", "--no-run"],
+        vec![
+            "test",
+            "--workspace",
+            "--test",
+            target,
+            "--",
+            "--exact",
+            name,
+        ],
+        vec!["test", "--workspace", "--", "--skip", name],
+    ]
 }
 
 /// Where `.ci/run` starts podman's service, and where the `podman` step
@@ -170,10 +203,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         name: "test",
-        action: Action::Cargo {
-            args: &["test", "--workspace"],
-            env: &[],
-        },
+        action: Action::Test,
     },
     Step {
         // D18: the same tests again on podman's Docker-compatible service.
@@ -283,6 +313,7 @@ pub fn run() -> ExitCode {
                 }
             }
             Action::Podman => run_on_podman(&cargo, &root),
+            Action::Test => run_tests(&cargo, &root),
         };
         // What the step left on disk: a CI machine's disk is not ours to
         // size, and a build that outgrows it fails far from its cause.
@@ -329,6 +360,41 @@ fn run_on_podman(cargo: &str, root: &Path) -> Result<(), String> {
             )
         }
     }
+}
+
+/// The `test` step ([`test_commands`]): every test built, then [`BESIDE`]
+/// in a cargo process of its own while the other tests run. Its output goes
+/// to `target/test-beside.log` (a file, not a pipe no one reads until the
+/// rest is done) and is printed after theirs, so the two never interleave.
+fn run_tests(cargo: &str, root: &Path) -> Result<(), String> {
+    let [build, beside, rest] = test_commands();
+    run_cargo(cargo, root, &build, &[])?;
+    let (target, name) = BESIDE;
+    let log = root.join("target").join("test-beside.log");
+    let file = std::fs::File::create(&log)
+        .map_err(|err| format!("cannot create {}: {err}", log.display()))?;
+    let err_file = file
+        .try_clone()
+        .map_err(|err| format!("cannot share {}: {err}", log.display()))?;
+    println!("running {target}'s {name} beside the other tests (its output follows theirs)");
+    let mut held = Command::new(cargo)
+        .args(&beside)
+        .current_dir(root)
+        .stdin(std::process::Stdio::null())
+        .stdout(file)
+        .stderr(err_file)
+        .spawn()
+        .map_err(|err| format!("could not start cargo: {err}"))?;
+    let rest = run_cargo(cargo, root, &rest, &[]);
+    let status = held.wait();
+    println!("==> {target}'s {name}, run beside ({}):", log.display());
+    print!("{}", std::fs::read_to_string(&log).unwrap_or_default());
+    let beside = match status {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("{name}: {status}")),
+        Err(err) => Err(format!("{name}: {err}")),
+    };
+    rest.and(beside)
 }
 
 /// Runs one cargo command in `root`; answers why it failed, if it did.
@@ -460,6 +526,38 @@ mod tests {
             .copied()
             .collect();
         assert_eq!(named, expected);
+    }
+
+    // The test the `test` step runs beside the others is there, by its
+    // name, in its target; the rest skip it, and nothing else.
+    #[test]
+    fn the_test_beside_is_there() {
+        let (target, name) = BESIDE;
+        let text = std::fs::read_to_string(
+            workspace::root()
+                .join("crates/billet-harness/tests")
+                .join(format!("{target}.rs")),
+        )
+        .unwrap();
+        assert!(
+            text.contains(&format!("fn {name}()")),
+            "{name} in {target}.rs"
+        );
+        let [build, beside, rest] = test_commands();
+        assert_eq!(build, ["test", "--workspace", "--no-run"]);
+        assert_eq!(
+            beside,
+            [
+                "test",
+                "--workspace",
+                "--test",
+                target,
+                "--",
+                "--exact",
+                name
+            ]
+        );
+        assert_eq!(rest, ["test", "--workspace", "--", "--skip", name]);
     }
 
     #[test]
