@@ -32,15 +32,7 @@ impl Core {
             Ok(instance) => match end_requested {
                 Some(outcome) => self.stop(id, pool, instance.id, self.epoch, outcome),
                 None => {
-                    self.set_stage(
-                        id,
-                        Stage::Running {
-                            pool,
-                            instance: instance.id.clone(),
-                            since: self.epoch,
-                        },
-                    );
-                    self.look_if_stopped_early(id, pool, &instance.id);
+                    self.run_on(id, pool, &instance.id);
                     self.decide(Decision::Launched {
                         job: id,
                         pool,

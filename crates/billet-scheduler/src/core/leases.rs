@@ -80,18 +80,23 @@ impl Core {
                 self.epoch,
                 Outcome::Finished { exit_code },
             ),
-            State::Pending | State::Running => {
-                self.set_stage(
-                    id,
-                    Stage::Running {
-                        pool,
-                        instance: instance.id.clone(),
-                        since: self.epoch,
-                    },
-                );
-                self.look_if_stopped_early(id, pool, &instance.id);
-            }
+            State::Pending | State::Running => self.run_on(id, pool, &instance.id),
         }
+    }
+
+    /// `job` runs on `instance` in `pool` from now (its launch answered, or
+    /// its instance adopted), and is looked at once if a hint told that
+    /// instance's stop while its launch was in flight (B12).
+    pub(super) fn run_on(&mut self, id: JobId, pool: PoolId, instance: &InstanceId) {
+        self.set_stage(
+            id,
+            Stage::Running {
+                pool,
+                instance: instance.clone(),
+                since: self.epoch,
+            },
+        );
+        self.look_if_stopped_early(id, pool, instance);
     }
 
     pub(super) fn stop(
